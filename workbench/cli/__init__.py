@@ -1,0 +1,1 @@
+"""`workbench` entry points; headless commands import the core only."""

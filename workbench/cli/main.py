@@ -1,0 +1,70 @@
+"""`workbench`: opens the app with no command; otherwise runs one headless command."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from workbench.core.errors import WorkbenchError
+
+# Each command lives in workbench/cli/cmd_<name>.py with `add_parser(subparsers)` that
+# registers it and sets `func=run` on its parser. Listed here so `--help` shows them in order.
+COMMANDS = (
+    "inspect",
+    "ledger",
+    "presets",
+    "devices",
+    "chat",
+    "quantize",
+    "models",
+    "search",
+    "files",
+    "download",
+    "monitor",
+    "bench",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="workbench",
+        description="Edge LLM Workbench. With no command, opens the app.",
+    )
+    parser.add_argument("--model", help="model to preselect in the app: a GGUF path or 'bundled'")
+    parser.add_argument("--preset", help="preset name or TOML path to preselect in the app")
+    parser.add_argument("--device", help="device profile name or TOML path (default: host)")
+    parser.add_argument("--theme", help="theme name for the app")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"workbench.cli.cmd_{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"workbench.cli.cmd_{name}":
+                raise
+            continue  # command not built yet
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command is None:
+            from workbench.ui.run import run_app
+
+            return run_app(args)
+        return int(args.func(args) or 0)
+    except WorkbenchError as error:
+        print(f"workbench: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("workbench: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

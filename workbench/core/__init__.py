@@ -1,0 +1,1 @@
+"""The pure domain: no Textual, no Rich, nothing at import time."""

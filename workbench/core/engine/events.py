@@ -1,0 +1,91 @@
+"""What crosses the pipe between the engine process and its client: small frozen values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 0.7
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    repeat_penalty: float = 1.1
+    seed: int = -1  # -1 = random
+    max_tokens: int = 512
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str  # "system", "user", "assistant"
+    content: str
+
+
+@dataclass(frozen=True)
+class LoadProgressed:
+    stage: str  # "validating", "quantizing", "loading", ...
+    fraction: float  # 0..1; negative when unknown
+
+
+@dataclass(frozen=True)
+class Loaded:
+    model_path: str
+    preset_name: str
+    n_ctx: int  # the context llama.cpp really gave (it may round ctx_size up)
+    n_ctx_train: int
+    model_buffer_bytes: int  # as llama.cpp reported them in its log
+    kv_buffer_bytes: int
+    compute_buffer_bytes: int
+    load_seconds: float
+    rss_bytes: int  # engine process memory right after load
+    uss_bytes: int
+    pid: int
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TokenChunk:
+    text: str
+    n_tokens: int
+    timestamp: float  # time.monotonic() in the engine (system-wide clock on Linux)
+
+
+@dataclass(frozen=True)
+class ContextShifted:
+    turns_dropped: int
+    tokens_dropped: int
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    text: str
+    stop_reason: str  # "stop", "length", "cancelled"
+    prompt_tokens: int
+    reused_tokens: int  # served from the prefix cache, not recomputed
+    generated_tokens: int
+    ttft_s: float
+    prefill_tps: float
+    decode_tps: float
+    kv_cells_used: int
+    n_ctx: int
+    context_shifts: int  # turns dropped before this turn
+    started_at: float  # time.monotonic() in the engine
+    finished_at: float
+    draft_accepted: int = 0  # prompt-lookup speculative decoding
+    draft_proposed: int = 0
+
+
+@dataclass(frozen=True)
+class EngineFailed:
+    kind: str  # "load", "crash", "refused", "request"
+    message: str
+    log_tail: tuple[str, ...] = ()
+    exit_signal: str = ""  # "SIGKILL", "SIGSEGV", ... for a crash
+    exit_code: int | None = None
+    prediction: str = ""  # what the ledger predicted, for a crash during load or chat
+
+
+@dataclass(frozen=True)
+class Unloaded:
+    pass

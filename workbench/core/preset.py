@@ -1,0 +1,49 @@
+"""Quantization presets and device profiles: the frozen values the rest of the core uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Preset:
+    """How to run a model, in llama.cpp's vocabulary (maps 1:1 to llama-server flags)."""
+
+    name: str
+    description: str = ""
+    weights: str = "keep"  # "keep" or a llama.cpp weight type: "Q4_K_M", "Q8_0", "F16", ...
+    ctx_size: int = 2048
+    batch_size: int = 512
+    ubatch_size: int = 512
+    threads: int = 0  # 0 = auto: physical cores minus one, at least one
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    flash_attn: bool = False
+    mlock: bool = False
+    mmap: bool = True
+    draft_prompt_lookup: int = 0  # speculative decoding by prompt lookup: draft tokens, 0 = off
+    source: str = ""  # file it was loaded from ("" when built in code)
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """A device's memory budget and limits."""
+
+    name: str
+    ram_total_mb: int
+    reserves_mb: tuple[tuple[str, int], ...] = ()  # ("os", 1200), ("dma_frame_buffers", 800)
+    mem_bandwidth_gbs: float = 0.0
+    power_limit_w: float | None = None
+    cores: int = 1
+    description: str = ""
+    notes: tuple[tuple[str, str], ...] = ()  # figure -> where it comes from
+    source: str = ""
+
+    @property
+    def reserved_mb(self) -> int:
+        return sum(mb for _, mb in self.reserves_mb)
+
+    @property
+    def budget_mb(self) -> int:
+        """What is left for the LLM: total minus every reserve."""
+        return self.ram_total_mb - self.reserved_mb

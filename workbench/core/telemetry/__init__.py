@@ -1,0 +1,1 @@
+"""Telemetry samplers: memory, temperatures, clocks, throttling, power — each from a named source."""
