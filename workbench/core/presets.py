@@ -1,0 +1,319 @@
+"""Quantization presets: shipped and user TOML files, checks, saving, and llama-server flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from workbench.core import ggml_types, paths
+from workbench.core.errors import PresetError
+from workbench.core.model_info import ModelInfo
+from workbench.core.preset import Preset
+from workbench.core.toml_checks import (
+    TomlSource,
+    check_known_keys,
+    closest,
+    get_bool,
+    get_int,
+    get_str,
+    read_toml,
+)
+
+PRESET_KEYS = (
+    "name", "description", "weights", "ctx_size", "batch_size", "ubatch_size", "threads",
+    "cache_type_k", "cache_type_v", "flash_attn", "mlock", "mmap", "draft_prompt_lookup",
+)
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# llama.cpp's own ceilings are far above these; past them a value is a typo, not a plan.
+_MAX_CTX = 1 << 24
+_MAX_BATCH = 1 << 20
+_MAX_THREADS = 1024
+_MAX_DRAFT = 128
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something wrong with a preset for a particular model, and what to do about it."""
+
+    level: Literal["error", "warning"]
+    message: str
+    fix: str
+
+
+def shipped_presets_dir() -> Path:
+    return paths.data_dir("presets")
+
+
+def user_presets_dir() -> Path:
+    return paths.config_dir() / "presets"
+
+
+def _valid_weights() -> str:
+    return "keep, " + ", ".join(ggml_types.QUANT_TYPES)
+
+
+def _normalise_weights(value: str, source: TomlSource) -> str:
+    if value.lower() == "keep":
+        return "keep"
+    if value.upper() in ggml_types.QUANT_TYPES:
+        return value.upper()
+    guess = closest(value.upper(), tuple(ggml_types.QUANT_TYPES))
+    hint = f"Did you mean {guess}? " if guess else ""
+    raise PresetError(f'weights = "{value}" is not a weight type llama.cpp can quantize to',
+                      where=source.where("weights"), fix=f"{hint}Use one of: {_valid_weights()}")
+
+
+def _normalise_cache_type(key: str, value: str, source: TomlSource) -> str:
+    if value.lower() in ggml_types.CACHE_TYPES:
+        return value.lower()
+    guess = closest(value.lower(), tuple(ggml_types.CACHE_TYPES))
+    hint = f"Did you mean {guess}? " if guess else ""
+    raise PresetError(f'{key} = "{value}" is not a KV-cache type llama.cpp accepts', where=source.where(key),
+                      fix=f"{hint}Use one of: {', '.join(ggml_types.CACHE_TYPES)}")
+
+
+def _preset_from_source(data: dict[str, Any], source: TomlSource, default_name: str = "") -> Preset:
+    check_known_keys(data, PRESET_KEYS, source, "preset")
+    name = get_str(data, "name", default_name, source, example='name = "my-preset"')
+    if not name:
+        raise PresetError("missing name", where=source.where(), fix='Add a line like name = "my-preset"')
+    weights = _normalise_weights(get_str(data, "weights", "keep", source, example='weights = "Q4_K_M"'), source)
+    ctx_size = get_int(data, "ctx_size", 2048, source, minimum=16, maximum=_MAX_CTX,
+                       example="ctx_size = 4096", unit="tokens")
+    batch_size = get_int(data, "batch_size", 512, source, minimum=1, maximum=_MAX_BATCH,
+                         example="batch_size = 512", unit="tokens")
+    ubatch_size = get_int(data, "ubatch_size", min(512, batch_size), source, minimum=1, maximum=_MAX_BATCH,
+                          example="ubatch_size = 512", unit="tokens")
+    if ubatch_size > batch_size:
+        raise PresetError(f"ubatch_size = {ubatch_size} is larger than batch_size = {batch_size}",
+                          where=source.where("ubatch_size"),
+                          fix=f"The physical batch is a slice of the logical one: set ubatch_size <= {batch_size}")
+    threads = get_int(data, "threads", 0, source, minimum=0, maximum=_MAX_THREADS,
+                      example="threads = 0  (0 = physical cores minus one)")
+    cache_type_k = _normalise_cache_type(
+        "cache_type_k", get_str(data, "cache_type_k", "f16", source, example='cache_type_k = "q8_0"'), source)
+    cache_type_v = _normalise_cache_type(
+        "cache_type_v", get_str(data, "cache_type_v", "f16", source, example='cache_type_v = "q8_0"'), source)
+    flash_attn = get_bool(data, "flash_attn", False, source)
+    if ggml_types.cache_type(cache_type_v).quantized and not flash_attn:
+        key = "flash_attn" if "flash_attn" in data else "cache_type_v"
+        raise PresetError(f"cache_type_v = {cache_type_v} needs flash_attn = true", where=source.where(key),
+                          fix='llama.cpp only quantizes the V cache inside flash attention: set flash_attn = true, '
+                              'or cache_type_v = "f16"')
+    return Preset(
+        name=name,
+        description=get_str(data, "description", "", source, example='description = "what it is for"'),
+        weights=weights,
+        ctx_size=ctx_size,
+        batch_size=batch_size,
+        ubatch_size=ubatch_size,
+        threads=threads,
+        cache_type_k=cache_type_k,
+        cache_type_v=cache_type_v,
+        flash_attn=flash_attn,
+        mlock=get_bool(data, "mlock", False, source),
+        mmap=get_bool(data, "mmap", True, source),
+        draft_prompt_lookup=get_int(data, "draft_prompt_lookup", 0, source, minimum=0, maximum=_MAX_DRAFT,
+                                    example="draft_prompt_lookup = 10  (0 = off)", unit="draft tokens"),
+        source=source.label if source.text else "",
+    )
+
+
+def preset_from_mapping(data: dict[str, Any], source: str = "") -> Preset:
+    """A checked Preset from plain values (as a TOML file would give them); PresetError if wrong.
+
+    `source` names where the values came from; when it is a readable file, errors carry
+    the line of the offending key.
+    """
+    text = ""
+    if source and os.path.isfile(source):
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = ""
+    label = source or "preset"
+    preset = _preset_from_source(dict(data), TomlSource(label, text))
+    return dataclasses.replace(preset, source=source)
+
+
+def _load_preset_file(path: Path, *, catalog: bool) -> Preset:
+    data, source = read_toml(path, "preset")
+    preset = _preset_from_source(data, source, default_name=path.stem)
+    if catalog and preset.name != path.stem:
+        raise PresetError(f'name = "{preset.name}" differs from the file name {path.name}',
+                          where=source.where("name"),
+                          fix=f'Presets are found by file name: rename the file to {preset.name}.toml '
+                              f'or set name = "{path.stem}"')
+    return dataclasses.replace(preset, source=str(path))
+
+
+def _catalog_files() -> dict[str, Path]:
+    """Preset name -> file, shipped first so user files of the same name replace them."""
+    files: dict[str, Path] = {}
+    for folder in (shipped_presets_dir(), user_presets_dir()):
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.toml")):
+                files[path.stem] = path
+    return files
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.endswith(".toml") or "/" in spec or os.sep in spec or os.path.isfile(spec)
+
+
+def load_preset(spec: str) -> Preset:
+    """A preset by name (user presets win over shipped ones) or by path to a TOML file."""
+    if _looks_like_path(spec):
+        return _load_preset_file(Path(spec).expanduser(), catalog=False)
+    files = _catalog_files()
+    if spec in files:
+        return _load_preset_file(files[spec], catalog=True)
+    guess = closest(spec, tuple(files))
+    hint = f'Did you mean "{guess}"? ' if guess else ""
+    raise PresetError(f'unknown preset "{spec}"',
+                      fix=f"{hint}Known presets: {', '.join(sorted(files))}; or give a path to a .toml file")
+
+
+def list_presets() -> tuple[Preset, ...]:
+    """Every shipped and user preset, by name; a user preset replaces a shipped one of its name."""
+    files = _catalog_files()
+    return tuple(_load_preset_file(files[name], catalog=True) for name in sorted(files))
+
+
+def preset_origin(preset: Preset) -> Literal["shipped", "user", "file", "built-in"]:
+    """Where a preset lives: among the shipped ones, the user's, a file elsewhere, or code."""
+    if not preset.source:
+        return "built-in"
+    folder = Path(preset.source).resolve().parent
+    if folder == user_presets_dir().resolve():
+        return "user"
+    if folder == shipped_presets_dir().resolve():
+        return "shipped"
+    return "file"
+
+
+def preset_to_toml(preset: Preset) -> str:
+    """The preset as a TOML file in the shipped format (everything but `source`)."""
+    import tomli_w  # only needed when writing
+
+    values = {field.name: getattr(preset, field.name) for field in dataclasses.fields(Preset)
+              if field.name != "source"}
+    return tomli_w.dumps(values)
+
+
+def save_user_preset(preset: Preset) -> Path:
+    """Write `preset` to the user's preset folder as NAME.toml (replacing one of that name)."""
+    if not _SAFE_NAME.match(preset.name):
+        raise PresetError(f'preset name "{preset.name}" cannot be a file name',
+                          fix="Use letters, digits, '.', '_' or '-' (up to 64), starting with a letter or digit")
+    text = preset_to_toml(preset)
+    # Check it the way loading will, so a saved preset always loads again.
+    preset_from_mapping(tomllib.loads(text))
+    folder = user_presets_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{preset.name}.toml"
+    temporary = path.with_suffix(".toml.tmp")
+    temporary.write_text(f"# Saved by the Edge LLM Workbench.\n{text}", encoding="utf-8")
+    temporary.replace(path)  # atomic: a crash never leaves half a preset behind
+    return path
+
+
+def resolve_threads(preset: Preset) -> int:
+    """The thread count a preset means here: its own, or for 0 physical cores minus one (>= 1)."""
+    if preset.threads > 0:
+        return preset.threads
+    import psutil
+
+    cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
+def _load_mode(preset: Preset) -> str:
+    if preset.mmap and preset.mlock:
+        return "mmap+mlock"
+    if preset.mmap:
+        return "mmap"
+    return "mlock" if preset.mlock else "none"
+
+
+def llama_server_args(preset: Preset, model_path: str | os.PathLike[str], *,
+                      legacy_flags: bool = False) -> tuple[str, ...]:
+    """The llama-server argument vector equivalent to `preset` (see llama_server_command)."""
+    args = [
+        "llama-server", "-m", str(model_path),
+        "-c", str(preset.ctx_size),
+        "-b", str(preset.batch_size),
+        "-ub", str(preset.ubatch_size),
+        "-t", str(resolve_threads(preset)),
+        "-ctk", preset.cache_type_k,
+        "-ctv", preset.cache_type_v,
+    ]
+    if legacy_flags:
+        # Builds from before the `-fa on|off` and `--load-mode` spellings.
+        args += ["-fa"] if preset.flash_attn else []
+        args += ["--mlock"] if preset.mlock else []
+        args += [] if preset.mmap else ["--no-mmap"]
+    else:
+        args += ["-fa", "on" if preset.flash_attn else "off", "--load-mode", _load_mode(preset)]
+    if preset.draft_prompt_lookup:
+        # Prompt-lookup drafting: draft tokens are copied from earlier text that matches.
+        args += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-m", str(preset.draft_prompt_lookup)]
+    return tuple(args)
+
+
+def llama_server_command(preset: Preset, model_path: str | os.PathLike[str], *,
+                         legacy_flags: bool = False) -> str:
+    """The `llama-server ...` command line that runs the model as this preset does.
+
+    Uses llama-server's current spellings (`-fa on|off`, `--load-mode mmap|none|mlock|
+    mmap+mlock`); `legacy_flags=True` gives older builds' `-fa`, `--mlock`, `--no-mmap`.
+    `threads = 0` is resolved for this machine.
+    """
+    return shlex.join(llama_server_args(preset, model_path, legacy_flags=legacy_flags))
+
+
+def preset_problems(preset: Preset, model: ModelInfo) -> tuple[Problem, ...]:
+    """What stops `preset` from running `model` (errors) or makes it a poor idea (warnings)."""
+    problems: list[Problem] = []
+    if preset.weights != "keep" and preset.weights not in ggml_types.QUANT_TYPES:
+        problems.append(Problem("error", f"weights = {preset.weights} is not a type llama.cpp can quantize to",
+                                f"Use one of: {_valid_weights()}"))
+    for key, type_name, head_dim, side in (
+        ("cache_type_k", preset.cache_type_k, model.head_dim_k, "K"),
+        ("cache_type_v", preset.cache_type_v, model.head_dim_v, "V"),
+    ):
+        kind = ggml_types.CACHE_TYPES.get(type_name.lower())
+        if kind is None:
+            problems.append(Problem("error", f"{key} = {type_name} is not a KV-cache type llama.cpp accepts",
+                                    f"Use one of: {', '.join(ggml_types.CACHE_TYPES)}"))
+            continue
+        if head_dim % kind.block_size:
+            problems.append(Problem(
+                "error",
+                f"{key} = {type_name} stores blocks of {kind.block_size} values but {model.name or 'the model'}'s "
+                f"{side} head dimension is {head_dim}",
+                f'Use {key} = "f16" (or q8_0 only if the head dimension is a multiple of 32)'))
+        if side == "V" and kind.quantized and not preset.flash_attn:
+            problems.append(Problem("error", f"cache_type_v = {type_name} needs flash_attn = true",
+                                    'Set flash_attn = true, or cache_type_v = "f16"'))
+    if model.n_ctx_train and preset.ctx_size > model.n_ctx_train:
+        problems.append(Problem(
+            "warning",
+            f"ctx_size = {preset.ctx_size} is beyond the {model.n_ctx_train} tokens "
+            f"{model.name or 'the model'} was trained for",
+            f"Set ctx_size = {model.n_ctx_train} or less; past it answers degrade and the KV cache grows for nothing"))
+    already = model.file_type
+    if (preset.weights != "keep" and already in ggml_types.QUANT_TYPES
+            and already not in ("F16", "BF16") and already != preset.weights):
+        problems.append(Problem(
+            "warning",
+            f"the model is already quantized ({already}); re-quantizing to {preset.weights} keeps "
+            f"{already}'s losses and adds its own",
+            "Start from an F16/BF16 GGUF of the model, or use the as-is preset"))
+    return tuple(problems)

@@ -1,0 +1,175 @@
+"""Reading preset and device TOML files into checked values, with file:line in every error."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.core.errors import PresetError
+
+_SYNTAX_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+_TABLE_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+
+
+@dataclass(frozen=True)
+class TomlSource:
+    """Where checked values came from: a label for errors and the file's text to find lines in."""
+
+    label: str  # the path as the user gave it, or a name like "preset" for in-memory data
+    text: str = ""  # the file's text; "" when the values were not read from a file
+
+    def where(self, key: str | None = None, table: str | None = None) -> str:
+        """`label:line` of `key` (in `[table]` when given), or just the label if not found."""
+        if key is None or not self.text:
+            return self.label
+        line = key_line(self.text, key, table)
+        return f"{self.label}:{line}" if line else self.label
+
+
+def key_line(text: str, key: str, table: str | None = None) -> int | None:
+    """1-based line where `key = ...` is assigned, at top level or inside `[table]`."""
+    pattern = re.compile(rf"""^\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*=""")
+    current_table: str | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _TABLE_HEADER.match(line)
+        if header:
+            current_table = header.group(1).strip("\"'")
+            continue
+        if current_table == table and pattern.match(line):
+            return number
+    if table is not None:  # the table itself, e.g. `reserves_mb = {...}` inline
+        return key_line(text, table)
+    return None
+
+
+def read_toml(path: Path, kind: str) -> tuple[dict[str, Any], TomlSource]:
+    """Parse a TOML file; a missing file or a syntax error becomes one PresetError line."""
+    label = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise PresetError(f"no {kind} file here", where=label, fix=f"Check the path, or give a {kind} name") from None
+    except OSError as error:
+        raise PresetError(f"cannot read the {kind} file ({error.strerror})", where=label,
+                          fix="Check the file's permissions") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise PresetError(f"not UTF-8 text (byte {error.start})", where=label,
+                          fix=f"A {kind} is a TOML text file; save it as UTF-8") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        message = str(error)
+        position = _SYNTAX_POSITION.search(message)
+        where = f"{label}:{position.group(1)}:{position.group(2)}" if position else label
+        what = _SYNTAX_POSITION.sub("", message).strip()
+        raise PresetError(f"not valid TOML: {what}", where=where,
+                          fix='Fix the syntax on that line (text values need quotes, e.g. weights = "Q4_K_M")') from None
+    return data, TomlSource(label, text)
+
+
+def closest(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
+    """The choice `word` was most likely meant to be, or None if nothing is close."""
+    matches = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    if matches:
+        return matches[0]
+    lowered = {choice.lower(): choice for choice in choices}
+    matches = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
+    return lowered[matches[0]] if matches else None
+
+
+def check_known_keys(data: dict[str, Any], known: tuple[str, ...], source: TomlSource, kind: str,
+                     table: str | None = None) -> None:
+    """Reject keys the format does not have, suggesting the closest known one."""
+    for key in data:
+        if key in known:
+            continue
+        guess = closest(key, known)
+        hint = f'Did you mean "{guess}"? ' if guess else ""
+        place = f" in [{table}]" if table else ""
+        raise PresetError(f'unknown key "{key}"{place} in this {kind}', where=source.where(key, table),
+                          fix=f"{hint}Known keys: {', '.join(known)}")
+
+
+# bool first: in Python a bool is also an int.
+_TYPE_NAMES = ((bool, "a true/false value"), (int, "a whole number"), (float, "a decimal number"),
+               (str, "a text value"), (dict, "a table"), (list, "a list"))
+
+
+def _type_name(value: Any) -> str:
+    return next((name for kind, name in _TYPE_NAMES if isinstance(value, kind)), type(value).__name__)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value)
+
+
+def wrong_type(key: str, value: Any, expected: str, example: str, source: TomlSource,
+               table: str | None = None) -> PresetError:
+    """The error for `key = value` holding the wrong kind of value."""
+    return PresetError(f"{key} = {_shown(value)} is {_type_name(value)}, expected {expected}",
+                       where=source.where(key, table), fix=f"Write it like {example}")
+
+
+def get_int(data: dict[str, Any], key: str, default: int | None, source: TomlSource, *,
+            minimum: int, maximum: int, example: str, unit: str = "",
+            table: str | None = None) -> int:
+    """A whole number in [minimum, maximum]; `default` when absent (None = required)."""
+    if key not in data:
+        if default is None:
+            raise PresetError(f"missing {key}", where=source.where(), fix=f"Add a line like {example}")
+        return default
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise wrong_type(key, value, "a whole number" + (f" of {unit}" if unit else ""), example, source, table)
+    if not minimum <= value <= maximum:
+        bound = f"below the minimum of {minimum}" if value < minimum else f"above the maximum of {maximum}"
+        raise PresetError(f"{key} = {value} is {bound}", where=source.where(key, table),
+                          fix=f"Use a value from {minimum} to {maximum}, e.g. {example}")
+    return value
+
+
+def get_number(data: dict[str, Any], key: str, default: float | None, source: TomlSource, *,
+               minimum_exclusive: float, maximum: float, example: str,
+               required: bool = False) -> float | None:
+    """A positive number (whole or decimal) up to `maximum`; `default` when absent."""
+    if key not in data:
+        if required:
+            raise PresetError(f"missing {key}", where=source.where(), fix=f"Add a line like {example}")
+        return default
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise wrong_type(key, value, "a number", example, source)
+    if not minimum_exclusive < value <= maximum:
+        raise PresetError(f"{key} = {value} is out of range", where=source.where(key),
+                          fix=f"Use a value above {minimum_exclusive:g} and at most {maximum:g}, e.g. {example}")
+    return float(value)
+
+
+def get_str(data: dict[str, Any], key: str, default: str, source: TomlSource, *, example: str) -> str:
+    """A text value; `default` when absent."""
+    if key not in data:
+        return default
+    value = data[key]
+    if not isinstance(value, str):
+        raise wrong_type(key, value, "a text value in quotes", example, source)
+    return value
+
+
+def get_bool(data: dict[str, Any], key: str, default: bool, source: TomlSource) -> bool:
+    """A true/false value (TOML booleans only: "yes" or 1 are mistakes worth pointing out)."""
+    if key not in data:
+        return default
+    value = data[key]
+    if not isinstance(value, bool):
+        raise wrong_type(key, value, "true or false", f"{key} = true", source)
+    return value
