@@ -1,0 +1,154 @@
+"""Tiny but real GGUF files written with the `gguf` package, for reader and ledger tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+# Per-layer tensor types of the default tiny model: a Q4_K_M-like mix.
+DEFAULT_LAYER_TYPES = {
+    "attn_norm": "F32",
+    "attn_q": "Q4_K",
+    "attn_k": "Q4_K",
+    "attn_v": "Q6_K",
+    "attn_output": "Q4_K",
+    "ffn_norm": "F32",
+    "ffn_gate": "Q4_K",
+    "ffn_up": "Q4_K",
+    "ffn_down": "Q6_K",
+}
+
+
+@dataclass(frozen=True)
+class TinyModel:
+    """What to write: a fake llama with a few layers and tensors of several types."""
+
+    arch: str = "llama"
+    name: str = "tiny-test-llama"
+    n_layer: int = 2
+    n_embd: int = 256
+    n_head: int = 4
+    n_head_kv: int | tuple[int, ...] = 2
+    n_ff: int = 512
+    n_vocab: int = 96
+    n_ctx_train: int = 1024
+    file_type: int | None = 15  # LLAMA_FTYPE_MOSTLY_Q4_K_M
+    chat_template: str | None = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    key_length: int | None = None
+    value_length: int | None = None
+    alignment: int | None = None
+    token_embd_type: str = "Q8_0"
+    output_type: str | None = "F16"  # None: tied embeddings (no output.weight)
+    layer_types: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_LAYER_TYPES))
+    vocab_in_tokenizer: bool = True
+
+
+def _tensor_shape(model: TinyModel, role: str) -> tuple[int, ...]:
+    """ggml shape (ne0 first) of a layer tensor."""
+    n_head_kv = max(model.n_head_kv) if isinstance(model.n_head_kv, tuple) else model.n_head_kv
+    head_k = model.key_length or model.n_embd // model.n_head
+    head_v = model.value_length or model.n_embd // model.n_head
+    return {
+        "attn_norm": (model.n_embd,),
+        "ffn_norm": (model.n_embd,),
+        "attn_q": (model.n_embd, model.n_head * head_k),
+        "attn_k": (model.n_embd, n_head_kv * head_k),
+        "attn_v": (model.n_embd, n_head_kv * head_v),
+        "attn_output": (model.n_head * head_v, model.n_embd),
+        "ffn_gate": (model.n_embd, model.n_ff),
+        "ffn_up": (model.n_embd, model.n_ff),
+        "ffn_down": (model.n_ff, model.n_embd),
+    }[role]
+
+
+def _add_tensor(writer: gguf.GGUFWriter, name: str, type_name: str, shape: tuple[int, ...], rng: np.random.Generator) -> None:
+    qtype = gguf.GGMLQuantizationType[type_name]
+    numpy_shape = tuple(reversed(shape))  # numpy is row-major: outermost dimension first
+    if type_name == "F32":
+        writer.add_tensor(name, rng.standard_normal(numpy_shape, dtype=np.float32))
+    elif type_name == "F16":
+        writer.add_tensor(name, rng.standard_normal(numpy_shape).astype(np.float16))
+    else:
+        block, size = gguf.GGML_QUANT_SIZES[qtype]
+        byte_shape = numpy_shape[:-1] + (numpy_shape[-1] // block * size,)
+        data = rng.integers(0, 256, size=byte_shape, dtype=np.uint8)
+        if type_name in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q6_K"):
+            data = _zero_scales(data, type_name, block, size)
+        writer.add_tensor(name, data, raw_dtype=qtype)
+
+
+def _zero_scales(data: np.ndarray, type_name: str, block: int, size: int) -> np.ndarray:
+    """Random bytes with sane fp16 scales, so llama.cpp's row validation would accept them."""
+    blocks = data.reshape(-1, size).copy()
+    scale = np.frombuffer(np.float16(0.01).tobytes(), dtype=np.uint8)
+    if type_name == "Q6_K":
+        blocks[:, size - 2 : size] = scale
+    elif type_name == "Q4_K":
+        blocks[:, 0:2] = scale
+        blocks[:, 2:4] = scale
+    else:
+        blocks[:, 0:2] = scale
+        if type_name in ("Q4_1", "Q5_1"):
+            blocks[:, 2:4] = scale
+    return blocks.reshape(data.shape)
+
+
+def write_tiny_gguf(path: Path, model: TinyModel = TinyModel(), *, seed: int = 0) -> Path:
+    """Write `model` as a real GGUF v3 file at `path` and return the path."""
+    rng = np.random.default_rng(seed)
+    writer = gguf.GGUFWriter(str(path), arch=model.arch)
+    writer.add_name(model.name)
+    writer.add_block_count(model.n_layer)
+    writer.add_embedding_length(model.n_embd)
+    writer.add_feed_forward_length(model.n_ff)
+    writer.add_head_count(model.n_head)
+    writer.add_head_count_kv(list(model.n_head_kv) if isinstance(model.n_head_kv, tuple) else model.n_head_kv)
+    writer.add_context_length(model.n_ctx_train)
+    writer.add_layer_norm_rms_eps(1e-5)
+    if model.key_length:
+        writer.add_key_length(model.key_length)
+    if model.value_length:
+        writer.add_value_length(model.value_length)
+    if model.file_type is not None:
+        writer.add_file_type(model.file_type)
+    if model.alignment:
+        writer.add_custom_alignment(model.alignment)
+    writer.add_tokenizer_model("gpt2")
+    if model.vocab_in_tokenizer:
+        writer.add_token_list([f"tok{i}" for i in range(model.n_vocab)])
+    else:
+        writer.add_vocab_size(model.n_vocab)
+    if model.chat_template:
+        writer.add_chat_template(model.chat_template)
+
+    _add_tensor(writer, "token_embd.weight", model.token_embd_type, (model.n_embd, model.n_vocab), rng)
+    for layer in range(model.n_layer):
+        for role, type_name in model.layer_types.items():
+            _add_tensor(writer, f"blk.{layer}.{role}.weight", type_name, _tensor_shape(model, role), rng)
+    _add_tensor(writer, "output_norm.weight", "F32", (model.n_embd,), rng)
+    if model.output_type:
+        _add_tensor(writer, "output.weight", model.output_type, (model.n_embd, model.n_vocab), rng)
+
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+# A very small model for the fuzz test: a few kB, mostly header.
+FUZZ_MODEL = TinyModel(
+    n_layer=1,
+    n_embd=32,
+    n_head=2,
+    n_head_kv=1,
+    n_ff=64,
+    n_vocab=12,
+    file_type=7,
+    token_embd_type="Q8_0",
+    output_type=None,
+    layer_types={"attn_norm": "F32", "attn_q": "Q8_0", "attn_k": "F16", "attn_v": "Q4_0", "ffn_down": "Q8_0"},
+)

@@ -1,0 +1,428 @@
+"""Read a GGUF file's header, metadata and tensor table (never its tensor data) into a ModelInfo."""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, NoReturn
+
+from workbench.core.errors import GGUFError
+from workbench.core.ggml_types import FILE_TYPES, GGML_TYPES
+from workbench.core.model_info import ModelInfo, TensorInfo
+
+GGUF_MAGIC = b"GGUF"
+SUPPORTED_VERSIONS = (2, 3)
+DEFAULT_ALIGNMENT = 32
+MAX_DIMS = 4  # GGML_MAX_DIMS
+MAX_NAME_BYTES = 65535  # llama.cpp's tensor names are 64 bytes; anything near this is garbage
+ARRAYS_KEPT_WHOLE = 256
+PLAUSIBLE_COUNT = 4_000_000  # more tensors, keys or array items than any real model has  # longer arrays (the vocabulary) are summarised in `metadata`
+
+# GGUF value types: id -> (name, struct code or None for string/array, fixed size).
+_VALUE_TYPES: dict[int, tuple[str, str | None, int]] = {
+    0: ("UINT8", "B", 1),
+    1: ("INT8", "b", 1),
+    2: ("UINT16", "H", 2),
+    3: ("INT16", "h", 2),
+    4: ("UINT32", "I", 4),
+    5: ("INT32", "i", 4),
+    6: ("FLOAT32", "f", 4),
+    7: ("BOOL", "?", 1),
+    8: ("STRING", None, 8),  # 8 = the smallest a string can take (its length field)
+    9: ("ARRAY", None, 12),
+    10: ("UINT64", "Q", 8),
+    11: ("INT64", "q", 8),
+    12: ("FLOAT64", "d", 8),
+}
+_STRING, _ARRAY = 8, 9
+_INTEGER_TYPES = frozenset({0, 1, 2, 3, 4, 5, 10, 11})
+
+_REDOWNLOAD = "The file is damaged or incomplete: download it again"
+
+
+@dataclass(frozen=True)
+class LongArray:
+    """Stands in `ModelInfo.metadata` for an array too long to keep (e.g. the 49k-token vocabulary)."""
+
+    item_type: str
+    length: int
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def read_gguf(source: str | os.PathLike[str] | BinaryIO, *, label: str | None = None) -> ModelInfo:
+    """Parse the GGUF header of a path or a seekable binary stream into a ModelInfo.
+
+    Only the header is read (buffered, front to back), so a stream that serves HTTP
+    ranges costs `header_bytes` of transfer. Every problem raises one GGUFError that
+    names the file, the field, its byte offset and what to do.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        name = label or str(path)
+        try:
+            with open(path, "rb") as stream:
+                return _parse(stream, name)
+        except IsADirectoryError:
+            raise GGUFError("is a directory, not a GGUF file", where=name, fix="Give the path of a .gguf file") from None
+        except FileNotFoundError:
+            raise GGUFError("no such file", where=name, fix="Check the path, or run `workbench models` to list known models") from None
+        except PermissionError:
+            raise GGUFError("permission denied", where=name, fix="Make the file readable for this user") from None
+    name = label or str(getattr(source, "name", "") or "<stream>")
+    return _parse(source, name)
+
+
+class _HeaderStream:
+    """Sequential buffered reads from the start of a stream, counting every byte fetched.
+
+    Reads grow from 64 KiB to 4 MiB so a small header costs one request and a large
+    vocabulary a handful; skips inside the buffer cost nothing, longer ones one seek.
+    """
+
+    def __init__(self, stream: BinaryIO, name: str) -> None:
+        self.name = name
+        self._stream = stream
+        try:
+            stream.seek(0, os.SEEK_END)
+            self.file_size = stream.tell()
+            stream.seek(0)
+        except (OSError, ValueError, AttributeError) as error:
+            raise GGUFError(f"cannot seek in the stream ({error})", where=name, fix="Read from a file or a seekable stream") from None
+        self._buffer = b""
+        self._buffer_start = 0  # file offset of _buffer[0]
+        self._cursor = 0  # file offset of the next byte to hand out
+        self._stream_pos = 0
+        self._chunk = 64 * 1024
+        self.bytes_fetched = 0
+
+    @property
+    def offset(self) -> int:
+        return self._cursor
+
+    @property
+    def remaining(self) -> int:
+        return self.file_size - self._cursor
+
+    def read(self, size: int, field: str) -> bytes:
+        if size > self.remaining:
+            self.fail_truncated(field, self._cursor + size)
+        start = self._cursor - self._buffer_start
+        if start + size > len(self._buffer):
+            self._fill(size)
+            start = 0
+        self._cursor += size
+        return self._buffer[start : start + size]
+
+    def skip(self, size: int, field: str) -> None:
+        if size > self.remaining:
+            self.fail_truncated(field, self._cursor + size)
+        self._cursor += size
+
+    def _fill(self, needed: int) -> None:
+        """Make the buffer start at the cursor and hold at least `needed` bytes."""
+        keep = self._buffer[self._cursor - self._buffer_start :] if self._cursor < self._buffer_start + len(self._buffer) else b""
+        fetch_from = self._cursor + len(keep)
+        want = max(needed - len(keep), self._chunk)
+        want = min(want, self.file_size - fetch_from)
+        if fetch_from != self._stream_pos:
+            self._stream.seek(fetch_from)
+        data = b""
+        while len(data) < want:  # a stream may return short reads
+            piece = self._stream.read(want - len(data))
+            if not piece:
+                break
+            data += piece
+        self._stream_pos = fetch_from + len(data)
+        self.bytes_fetched += len(data)
+        self._buffer = keep + data
+        self._buffer_start = self._cursor
+        self._chunk = min(self._chunk * 2, 4 * 1024 * 1024)
+        if len(self._buffer) < needed:
+            self.fail_truncated("data", self._cursor + needed)
+
+    def fail(self, what: str, offset: int, fix: str = _REDOWNLOAD) -> NoReturn:
+        raise GGUFError(what, where=f"{self.name} (byte {offset})", fix=fix)
+
+    def fail_truncated(self, field: str, needed_end: int) -> NoReturn:
+        raise GGUFError(
+            f"file ends at byte {self.file_size} but {field} needs bytes up to {needed_end}",
+            where=f"{self.name} (byte {self._cursor})",
+            fix="The download is incomplete, fetch it again",
+        )
+
+
+class _Parser:
+    def __init__(self, reader: _HeaderStream, endian: str) -> None:
+        self.reader = reader
+        self.endian = endian
+
+    def unpack(self, code: str, size: int, field: str) -> Any:
+        return struct.unpack(self.endian + code, self.reader.read(size, field))[0]
+
+    def u32(self, field: str) -> int:
+        return self.unpack("I", 4, field)
+
+    def u64(self, field: str) -> int:
+        return self.unpack("Q", 8, field)
+
+    def count(self, field: str, smallest_item: int) -> int:
+        """A u64 count of things that each take at least `smallest_item` bytes, checked against the file."""
+        offset = self.reader.offset
+        value = self.u64(field)
+        if value * smallest_item > self.reader.remaining:
+            if value < PLAUSIBLE_COUNT:  # a sane count in a file cut short: say it is truncated
+                self.reader.fail_truncated(f"{field} {value}", self.reader.offset + value * smallest_item)
+            self.reader.fail(
+                f"{field} is {value}, more than the {self.reader.remaining} bytes left in the file could hold",
+                offset,
+            )
+        return value
+
+    def string_length(self, field: str, limit: int | None = None) -> int:
+        offset = self.reader.offset
+        length = self.u64(f"{field} length")
+        if length > self.reader.remaining:
+            self.reader.fail(
+                f"{field} length is {length} bytes, past the end of the file ({self.reader.remaining} bytes left)",
+                offset,
+            )
+        if limit is not None and length > limit:
+            self.reader.fail(f"{field} length is {length} bytes, longer than any GGUF name (max {limit})", offset)
+        return length
+
+    def string(self, field: str, limit: int | None = None) -> str:
+        length = self.string_length(field, limit)
+        return self.reader.read(length, field).decode("utf-8", errors="replace")
+
+    def skip_string(self, field: str) -> None:
+        self.reader.skip(self.string_length(field), field)
+
+    def value_type(self, field: str) -> int:
+        offset = self.reader.offset
+        type_id = self.u32(field)
+        if type_id not in _VALUE_TYPES:
+            self.reader.fail(f"{field} has unknown value type {type_id} (GGUF knows 0-12)", offset)
+        return type_id
+
+    def value(self, type_id: int, field: str) -> Any:
+        name, code, size = _VALUE_TYPES[type_id]
+        if code is not None:
+            return self.unpack(code, size, field)
+        if type_id == _STRING:
+            return self.string(field)
+        item_type = self.value_type(f"{field} item type")
+        if item_type == _ARRAY:
+            # llama.cpp's gguf reader refuses nested arrays too
+            self.reader.fail(f"{field} is an array of arrays, which GGUF does not allow", self.reader.offset - 4)
+        item_name, item_code, item_size = _VALUE_TYPES[item_type]
+        length = self.count(f"{field} length", item_size)
+        if item_code is not None:
+            if length > ARRAYS_KEPT_WHOLE:
+                self.reader.skip(length * item_size, field)
+                return LongArray(item_name, length)
+            raw = self.reader.read(length * item_size, field)
+            return tuple(struct.unpack(f"{self.endian}{length}{item_code}", raw))
+        if length > ARRAYS_KEPT_WHOLE:
+            for _ in range(length):
+                self.skip_string(field)
+            return LongArray(item_name, length)
+        return tuple(self.string(field) for _ in range(length))
+
+
+def _parse(stream: BinaryIO, name: str) -> ModelInfo:
+    reader = _HeaderStream(stream, name)
+    if reader.file_size == 0:
+        raise GGUFError("the file is empty (0 bytes)", where=name, fix="The download failed: fetch it again")
+    head = reader.read(min(8, reader.file_size), "magic")
+    if head[:4] != GGUF_MAGIC:
+        _fail_magic(reader, head)
+    raw_version = head[4:8]
+    if len(raw_version) < 4:
+        reader.fail_truncated("version", 8)
+    endian = "<"
+    version = struct.unpack("<I", raw_version)[0]
+    if version not in SUPPORTED_VERSIONS and struct.unpack(">I", raw_version)[0] in SUPPORTED_VERSIONS:
+        endian, version = ">", struct.unpack(">I", raw_version)[0]  # a big-endian GGUF (s390x builds)
+    if version not in SUPPORTED_VERSIONS:
+        hint = "GGUF v1 is from 2023 and no longer loads: get a newer conversion" if version == 1 else _REDOWNLOAD
+        reader.fail(f"version is {version}; llama.cpp reads GGUF versions 2 and 3", 4, hint)
+    parser = _Parser(reader, endian)
+    # smallest tensor info: name length 8 + n_dims 4 + one dim 8 + type 4 + offset 8
+    n_tensors = parser.count("tensor count", 32)
+    # smallest key/value: key length 8 + value type 4 + a one-byte value
+    n_kv = parser.count("metadata key/value count", 13)
+
+    metadata: dict[str, Any] = {}
+    for index in range(n_kv):
+        key_offset = reader.offset
+        key = parser.string(f"metadata key #{index}", limit=MAX_NAME_BYTES)
+        type_id = parser.value_type(f"metadata {key!r} type")
+        metadata[key] = parser.value(type_id, f"metadata {key!r}")
+        if key in _SIZE_KEYS and not _is_count(metadata[key]):
+            reader.fail(f"metadata {key!r} should be a non-negative integer, found {metadata[key]!r}", key_offset)
+
+    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
+        reader.fail(f"general.alignment is {alignment!r}; it must be a power of two", 0)
+
+    raw_tensors = []
+    seen: set[str] = set()
+    for index in range(n_tensors):
+        entry_offset = reader.offset
+        tensor_name = parser.string(f"tensor #{index} name", limit=MAX_NAME_BYTES)
+        if tensor_name in seen:
+            reader.fail(f"tensor {tensor_name!r} appears twice in the tensor table", entry_offset)
+        seen.add(tensor_name)
+        n_dims = parser.u32(f"tensor {tensor_name!r} dimension count")
+        if not 1 <= n_dims <= MAX_DIMS:
+            reader.fail(f"tensor {tensor_name!r} has {n_dims} dimensions; ggml allows 1 to {MAX_DIMS}", reader.offset - 4)
+        dims_offset = reader.offset
+        shape = tuple(parser.u64(f"tensor {tensor_name!r} shape") for _ in range(n_dims))
+        n_elements = 1
+        for dim in shape:
+            n_elements *= dim
+        if n_elements == 0 or n_elements >= 1 << 62:
+            reader.fail(f"tensor {tensor_name!r} has an absurd shape {list(shape)}", dims_offset)
+        type_offset = reader.offset
+        type_id = parser.u32(f"tensor {tensor_name!r} type")
+        kind = GGML_TYPES.get(type_id)
+        if kind is None:
+            reader.fail(
+                f"tensor {tensor_name!r} has unknown ggml type {type_id}",
+                type_offset,
+                "The file needs a newer llama.cpp than this workbench knows, or it is damaged",
+            )
+        if shape[0] % kind.block_size:
+            reader.fail(
+                f"tensor {tensor_name!r} rows of {shape[0]} values are not whole {kind.name} blocks of {kind.block_size}",
+                dims_offset,
+            )
+        relative = parser.u64(f"tensor {tensor_name!r} data offset")
+        if relative % alignment:
+            reader.fail(f"tensor {tensor_name!r} data offset {relative} is not a multiple of the alignment {alignment}", reader.offset - 8)
+        n_bytes = n_elements // kind.block_size * kind.type_size  # rows are whole blocks (checked above)
+        raw_tensors.append((tensor_name, kind.name, shape, relative, n_bytes))
+
+    header_end = reader.offset
+    data_start = -(-header_end // alignment) * alignment
+    tensors = []
+    for tensor_name, type_name, shape, relative, n_bytes in raw_tensors:
+        start = data_start + relative
+        if start + n_bytes > reader.file_size:
+            raise GGUFError(
+                f"file ends at {_size_text(reader.file_size)} but tensor {tensor_name.removesuffix('.weight')} "
+                f"needs bytes up to {_size_text(start + n_bytes)}",
+                where=f"{name} (tensor table, data offset {start})",
+                fix="The download is incomplete, fetch it again",
+            )
+        tensors.append(TensorInfo(tensor_name, type_name, shape, start, n_bytes))
+    return _model_info(name, reader, version, metadata, tuple(tensors))
+
+
+# Hyperparameters that must be counts when present (suffixes after "{arch}.").
+_SIZE_SUFFIXES = ("block_count", "embedding_length", "context_length", "vocab_size",
+                  "attention.key_length", "attention.value_length")
+_SIZE_KEYS_GENERAL = ("general.alignment", "general.file_type")
+
+
+class _SizeKeys:
+    """Membership test for keys whose value must be a non-negative integer."""
+
+    def __contains__(self, key: str) -> bool:
+        return key in _SIZE_KEYS_GENERAL or key.endswith(_SIZE_SUFFIXES)
+
+
+_SIZE_KEYS = _SizeKeys()
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _fail_magic(reader: _HeaderStream, head: bytes) -> NoReturn:
+    sample = head + reader.read(min(reader.remaining, 504), "magic")
+    text = sample.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if text.startswith((b"<!doctype html", b"<html", b"<head", b"<?xml", b"<body")) or b"<html" in text:
+        what = "starts with HTML: this is an HTML page, not a GGUF — probably an error page saved by a failed download"
+    elif text.startswith((b"{", b"[")):
+        what = "starts with JSON: this is a JSON document, not a GGUF — probably an error reply saved by a failed download"
+    elif text.startswith(b"version https://git-lfs"):
+        what = "is a Git LFS pointer file, not the model itself"
+    else:
+        what = f"does not start with the GGUF magic (found {head[:4]!r})"
+    reader.fail(what, 0, "Download the .gguf file again from its source")
+
+
+def _size_text(n_bytes: int) -> str:
+    if n_bytes >= 1024 * 1024:
+        return f"{n_bytes / (1024 * 1024):.0f} MB"
+    return f"{n_bytes} bytes"
+
+
+def _count_value(value: Any) -> int:
+    """A hyperparameter that is a scalar or a per-layer array, as its largest value."""
+    if isinstance(value, tuple):
+        numbers = [v for v in value if _is_count(v)]
+        return max(numbers) if numbers else 0
+    return value if _is_count(value) else 0
+
+
+def _model_info(name: str, reader: _HeaderStream, version: int, metadata: dict[str, Any], tensors: tuple[TensorInfo, ...]) -> ModelInfo:
+    arch = metadata.get("general.architecture")
+    arch = arch if isinstance(arch, str) else ""
+
+    def hparam(suffix: str) -> Any:
+        return metadata.get(f"{arch}.{suffix}") if arch else None
+
+    n_layer = _count_value(hparam("block_count"))
+    n_embd = _count_value(hparam("embedding_length"))
+    n_head = _count_value(hparam("attention.head_count"))
+    head_count_kv = hparam("attention.head_count_kv")
+    per_layer: tuple[int, ...] = ()
+    if isinstance(head_count_kv, tuple):
+        per_layer = tuple(v if _is_count(v) else 0 for v in head_count_kv)
+        n_head_kv = max(per_layer, default=0)
+    elif head_count_kv is None:
+        n_head_kv = n_head  # llama.cpp's default: no grouped-query attention
+    else:
+        n_head_kv = _count_value(head_count_kv)
+    default_head_dim = n_embd // n_head if n_head else 0
+    key_length, value_length = hparam("attention.key_length"), hparam("attention.value_length")
+    head_dim_k = key_length if _is_count(key_length) else default_head_dim
+    head_dim_v = value_length if _is_count(value_length) else default_head_dim
+
+    tokens = metadata.get("tokenizer.ggml.tokens")
+    if isinstance(tokens, (tuple, LongArray)):
+        n_vocab = len(tokens)
+    else:
+        n_vocab = _count_value(hparam("vocab_size"))
+    file_type_id = metadata.get("general.file_type")
+    file_type = FILE_TYPES.get(file_type_id) if _is_count(file_type_id) else None
+    model_name = metadata.get("general.name")
+    if not isinstance(model_name, str) or not model_name.strip():
+        model_name = Path(name).stem
+    return ModelInfo(
+        source=name,
+        file_size=reader.file_size,
+        version=version,
+        architecture=arch,
+        name=model_name,
+        file_type=file_type,
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        head_dim_k=head_dim_k,
+        head_dim_v=head_dim_v,
+        n_vocab=n_vocab,
+        n_ctx_train=_count_value(hparam("context_length")),
+        has_chat_template=isinstance(metadata.get("tokenizer.chat_template"), str),
+        tensors=tensors,
+        n_head_kv_per_layer=per_layer,
+        metadata=metadata,
+        header_bytes=reader.bytes_fetched,
+    )
