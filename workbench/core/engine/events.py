@@ -26,6 +26,7 @@ class ChatMessage:
 class LoadProgressed:
     stage: str  # "validating", "quantizing", "loading", ...
     fraction: float  # 0..1; negative when unknown
+    message: str = ""  # e.g. a re-quantization warning, or what is being quantized
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,10 @@ class Loaded:
     uss_bytes: int
     pid: int
     warnings: tuple[str, ...] = ()
+    output_buffer_bytes: int = 0  # llama.cpp's "output buffer" (logits), reported beside compute
+    weights_type: str = ""  # file type of what was loaded ("Q4_1", ...)
+    loaded_path: str = ""  # the file llama.cpp opened: the re-quantized cache file when the preset asked for other weights
+    prediction: str = ""  # the ledger's prediction for this load, one line
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,8 @@ class TurnFinished:
     finished_at: float
     draft_accepted: int = 0  # prompt-lookup speculative decoding
     draft_proposed: int = 0
+    prefill_s: float = 0.0  # llama.cpp's prompt-eval time for the evaluated (not reused) tokens
+    decode_s: float = 0.0  # llama.cpp's eval time for generated tokens after the first
 
 
 @dataclass(frozen=True)
