@@ -12,6 +12,7 @@ class Temperature:
     source: str  # the file it was read from
     trip_critical_c: float | None = None
     trip_passive_c: float | None = None
+    label: str = ""  # the sensor's own name: "soc0-thermal", "coretemp Package id 0", ...
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class PowerRail:
     name: str  # "VDD_IN", "package-0", ...
     watts: float
     source: str
+    volts: float | None = None  # bus voltage where the rail reports it (INA3221)
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Throttle:
     active: bool
     cause: str  # "" when not throttled; otherwise human text: "Pi: soft temperature limit now"
     source: str
+    history: str = ""  # what happened earlier but not now: "Pi since boot: under-voltage"
 
 
 @dataclass(frozen=True)
@@ -66,3 +69,7 @@ class TelemetrySample:
     throttle: Throttle | None = None
     loads: tuple[tuple[str, float], ...] = ()  # ("npu0", 12.0), ("gpu", 40.0) in %
     unavailable: tuple[Unavailable, ...] = ()
+    total_power_source: str = ""  # which rail total_power_w is: "VDD_IN (ina3221 hwmon1)", ...
+    energy_source: str = ""  # "counter: intel-rapl:0" (measured) or "integrated: VDD_IN"
+    device_clocks_mhz: tuple[tuple[str, float], ...] = ()  # ("gpu", 624.75), ("emc", 2133.0)
+    memory_source: str = "psutil"  # "tegrastats" when a tegrastats source replaces psutil

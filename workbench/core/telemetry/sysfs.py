@@ -1,0 +1,87 @@
+"""Reading small sysfs/procfs files under a filesystem root, with a reader seam for tests."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+# A reader takes a path and returns the file's text stripped of whitespace and NULs, or
+# raises OSError. Samplers take one so tests can inject PermissionError: the tests run as
+# root, and root reads a chmod-000 file anyway.
+Reader = Callable[[Path], str]
+
+
+def read_text(path: Path) -> str:
+    """One raw read of a small file: sysfs attributes are a page at most; no buffering."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, 8192)
+    finally:
+        os.close(fd)
+    # Device-tree strings end in NUL, sysfs values in a newline.
+    return data.decode("utf-8", "replace").strip().strip("\x00").strip()
+
+
+def read_int(reader: Reader, path: Path) -> int | None:
+    """An integer attribute, or None when the file is missing, unreadable or not a number."""
+    try:
+        return int(reader(path))
+    except (OSError, ValueError):
+        return None
+
+
+def read_optional(reader: Reader, path: Path) -> str | None:
+    try:
+        return reader(path)
+    except OSError:
+        return None
+
+
+def natural_key(path: Path) -> list[object]:
+    """Sort thermal_zone10 after thermal_zone9."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
+
+
+def sorted_glob(base: Path, pattern: str) -> list[Path]:
+    try:
+        return sorted(base.glob(pattern), key=natural_key)
+    except OSError:
+        return []
+
+
+def under(root: Path, absolute: str) -> Path:
+    """`/sys/class/hwmon` under the root being read."""
+    return root / absolute.lstrip("/")
+
+
+def cpu_list(text: str) -> str:
+    """"0 1 2 3 6" (sysfs related_cpus) or "0-3,6" -> "0-3,6"."""
+    numbers: list[int] = []
+    for part in text.replace(",", " ").split():
+        if "-" in part:
+            first, last = part.split("-", 1)
+            numbers.extend(range(int(first), int(last) + 1))
+        elif part.isdigit():
+            numbers.append(int(part))
+    return _compress(sorted(set(numbers)))
+
+
+def _compress(numbers: Iterable[int]) -> str:
+    ranges: list[str] = []
+    run: list[int] = []
+    for number in numbers:
+        if run and number == run[-1] + 1:
+            run.append(number)
+            continue
+        if run:
+            ranges.append(_run_text(run))
+        run = [number]
+    if run:
+        ranges.append(_run_text(run))
+    return ",".join(ranges)
+
+
+def _run_text(run: list[int]) -> str:
+    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"

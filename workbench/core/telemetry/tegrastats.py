@@ -1,0 +1,186 @@
+"""Jetson `tegrastats` lines (JetPack 4, 5 and 6) parsed; sources replay a log or run the tool."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.core.errors import WorkbenchError
+
+_TIMESTAMP = re.compile(r"^(\d\d-\d\d-\d{4} \d\d:\d\d:\d\d)\s")
+_RAM = re.compile(r"\bRAM (\d+)/(\d+)MB")
+_SWAP = re.compile(r"\bSWAP (\d+)/(\d+)MB(?: \(cached (\d+)MB\))?")
+_CPU = re.compile(r"\bCPU \[([^\]]*)\]")
+_CPU_CORE = re.compile(r"(\d+)%(?:@(\d+))?")
+_EMC = re.compile(r"\bEMC_FREQ (\d+)%(?:@(\d+))?")
+# GR3D_FREQ 0%@76 (JetPack 4), 0%@[305] (Orin JetPack 5/6), 0%@[0,0] (two GPCs), 0%.
+_GPU = re.compile(r"\bGR3D_FREQ (\d+)%(?:@\[?([\d,]+)\]?)?")
+_TEMPERATURE = re.compile(r"\b([A-Za-z][A-Za-z0-9_]*)@(-?\d+(?:\.\d+)?)C\b")
+_RAIL_MW = re.compile(r"\b([A-Z][A-Z0-9_]*) (\d+)mW/(\d+)mW")  # JetPack 5/6
+_RAIL_BARE = re.compile(r"\b((?:POM|VDD|VIN)_[A-Z0-9_]*) (\d+)/(\d+)\b")  # JetPack 4: mW implied
+TOTAL_RAILS = ("VDD_IN", "POM_5V_IN", "VIN_SYS_5V0")
+_DEAD_BELOW_C = -100.0  # tegrastats prints -256C for a sensor that is off
+
+
+@dataclass(frozen=True)
+class TegrastatsReading:
+    """One tegrastats line. Anything the line does not carry is None or empty."""
+
+    line: str
+    format: str  # "jetpack4" (bare rail numbers) or "jetpack5/6" (mW units)
+    timestamp: str | None = None  # JetPack 5.1+/6 prefix "05-09-2026 18:42:06"
+    ram_used_mb: int | None = None
+    ram_total_mb: int | None = None
+    swap_used_mb: int | None = None
+    swap_total_mb: int | None = None
+    swap_cached_mb: int | None = None
+    cpu_load_percent: tuple[float | None, ...] = ()  # None: core off
+    cpu_mhz: tuple[int | None, ...] = ()
+    emc_percent: float | None = None
+    emc_mhz: int | None = None
+    gpu_percent: float | None = None
+    gpu_mhz: int | None = None
+    temperatures: tuple[tuple[str, float], ...] = ()  # as tegrastats names them
+    rails_mw: tuple[tuple[str, float, float], ...] = ()  # (name, now, running average)
+
+    @property
+    def total_rail(self) -> tuple[str, float] | None:
+        """The board input rail (VDD_IN, POM_5V_IN, VIN_SYS_5V0) and its mW now."""
+        rails = {name: now for name, now, _ in self.rails_mw}
+        for name in TOTAL_RAILS:
+            if name in rails:
+                return name, rails[name]
+        return None
+
+
+def parse_tegrastats_line(line: str) -> TegrastatsReading:
+    """Parse one line; raises ValueError when it is not a tegrastats line (no RAM field)."""
+    line = line.strip()
+    ram = _RAM.search(line)
+    if ram is None:
+        raise ValueError(f"not a tegrastats line: {line[:60]!r}")
+    values: dict[str, object] = {"ram_used_mb": int(ram[1]), "ram_total_mb": int(ram[2])}
+    if stamp := _TIMESTAMP.match(line):
+        values["timestamp"] = stamp[1]
+    if swap := _SWAP.search(line):
+        values["swap_used_mb"], values["swap_total_mb"] = int(swap[1]), int(swap[2])
+        values["swap_cached_mb"] = int(swap[3]) if swap[3] is not None else None
+    if cpu := _CPU.search(line):
+        loads: list[float | None] = []
+        clocks: list[int | None] = []
+        for entry in cpu[1].split(","):
+            core = _CPU_CORE.fullmatch(entry.strip())
+            loads.append(float(core[1]) if core else None)
+            clocks.append(int(core[2]) if core and core[2] else None)
+        values["cpu_load_percent"], values["cpu_mhz"] = tuple(loads), tuple(clocks)
+    if emc := _EMC.search(line):
+        values["emc_percent"] = float(emc[1])
+        values["emc_mhz"] = int(emc[2]) if emc[2] else None
+    if gpu := _GPU.search(line):
+        values["gpu_percent"] = float(gpu[1])
+        values["gpu_mhz"] = max(int(part) for part in gpu[2].split(",")) if gpu[2] else None
+    values["temperatures"] = tuple(
+        (name, float(celsius)) for name, celsius in _TEMPERATURE.findall(line) if float(celsius) > _DEAD_BELOW_C
+    )
+    rails = _RAIL_MW.findall(line)
+    line_format = "jetpack5/6"
+    if not rails:
+        rails = _RAIL_BARE.findall(line)
+        line_format = "jetpack4" if rails else ("jetpack5/6" if "@[" in line else "jetpack4")
+    values["rails_mw"] = tuple((name, float(now), float(average)) for name, now, average in rails)
+    return TegrastatsReading(line=line, format=line_format, **values)  # type: ignore[arg-type]
+
+
+class TegrastatsLog:
+    """Replays a recorded tegrastats log: each `next_reading()` is the next line, None at the end."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            text = self.path.read_text(encoding="utf-8", errors="replace")
+        except OSError as error:
+            raise WorkbenchError(
+                f"cannot read tegrastats log ({error.strerror})",
+                where=str(self.path),
+                fix="give a file written by `tegrastats --logfile FILE`, or 'live' to run tegrastats",
+            ) from None
+        self._readings = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            try:
+                self._readings.append(parse_tegrastats_line(line))
+            except ValueError:
+                raise WorkbenchError(
+                    "not a tegrastats line", where=f"{self.path}:{number}", fix="give a log written by tegrastats"
+                ) from None
+        self._next = 0
+        self.source = f"tegrastats log {self.path.name}"
+
+    @property
+    def finished(self) -> bool:
+        return self._next >= len(self._readings)
+
+    def next_reading(self) -> TegrastatsReading | None:
+        if self.finished:
+            return None
+        reading = self._readings[self._next]
+        self._next += 1
+        return reading
+
+    def close(self) -> None:
+        pass
+
+
+class TegrastatsLive:
+    """Runs `tegrastats --interval MS`; a thread keeps the newest line, so a sample never waits."""
+
+    finished = False
+
+    def __init__(self, interval_ms: int = 500, executable: str = "tegrastats") -> None:
+        path = shutil.which(executable)
+        if path is None:
+            raise WorkbenchError(
+                "tegrastats is not installed here", where=executable, fix="run on a Jetson, or give a recorded log"
+            )
+        self._process = subprocess.Popen(
+            [path, "--interval", str(interval_ms)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self._latest: TegrastatsReading | None = None
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._follow, name="tegrastats", daemon=True)
+        self._thread.start()
+        self.source = "tegrastats"
+
+    def _follow(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            try:
+                reading = parse_tegrastats_line(line)
+            except ValueError:
+                continue  # a warning line ("tegrastats needs sudo ...") between samples
+            with self._lock:
+                self._latest = reading
+
+    def next_reading(self) -> TegrastatsReading | None:
+        with self._lock:
+            return self._latest
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+        self._thread.join(timeout=2)
