@@ -1,0 +1,1 @@
+"""Bench: preset sweeps measuring speed, memory, energy, heat and quality side by side."""

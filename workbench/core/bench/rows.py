@@ -1,0 +1,113 @@
+"""One bench row per preset: llama-bench's fields plus load, TTFT, memory, energy, heat and quality."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """Everything measured for one preset. A figure that could not be measured is None and
+    `unavailable` names it with the reason; nothing unavailable is ever written as 0."""
+
+    preset: str
+    weights: str  # the preset's weight type, "keep" = the file's own
+    model: str  # file name of the source model
+    device: str  # device profile name
+    # llama-bench's fields (avg/stddev/samples are decode tokens per second, like its tg test)
+    model_type: str
+    model_size: int  # bytes of weights, as llama.cpp reports them
+    model_n_params: int
+    n_batch: int
+    n_ubatch: int
+    n_threads: int
+    type_k: str
+    type_v: str
+    flash_attn: bool
+    n_prompt: int
+    n_gen: int
+    avg_ts: float
+    stddev_ts: float
+    samples_ts: tuple[float, ...]
+    # the rest of the picture
+    load_s: float
+    ttft_ms: float
+    prefill_tps: float
+    prefill_stddev_tps: float
+    decode_tps: float
+    timing_source: str  # "llama.cpp perf counters" or "wall clock"
+    peak_rss_bytes: int
+    predicted_bytes: int | None
+    prediction_error_pct: float | None  # (measured - predicted) / predicted
+    kv_bytes: int | None
+    power_w: float | None
+    joules_per_token: float | None  # per generated token
+    peak_temp_c: float | None
+    throttled: bool | None
+    pct_of_bandwidth_bound: float | None
+    ppl: float | None
+    ppl_ctx: int | None
+    ppl_tokens: int | None
+    ppl_delta: float | None = None  # against the highest-precision row of the same sweep
+    speedup: float | None = None  # decode tok/s over that row's
+    reference: str = ""  # the preset the deltas are against
+    unavailable: tuple[tuple[str, str], ...] = ()  # (field, why)
+
+    def why_unavailable(self, field_name: str) -> str:
+        return dict(self.unavailable).get(field_name, "")
+
+
+ROW_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(BenchRow))
+
+
+def with_references(rows: tuple[BenchRow, ...]) -> tuple[BenchRow, ...]:
+    """Fill ppl_delta and speedup against the highest-precision row (largest weights, then KV)."""
+    if not rows:
+        return rows
+    candidates = [row for row in rows if row.ppl is not None] or list(rows)
+    reference = max(candidates, key=lambda row: (row.model_size, _kv_precision(row)))
+    result = []
+    for row in rows:
+        notes = dict(row.unavailable)
+        delta = None
+        if row.ppl is not None and reference.ppl is not None:
+            delta = row.ppl - reference.ppl
+        else:
+            notes["ppl_delta"] = notes.get("ppl", "") or f"no perplexity for reference {reference.preset}"
+        speedup = row.decode_tps / reference.decode_tps if reference.decode_tps > 0 else None
+        if speedup is None:
+            notes["speedup"] = f"reference {reference.preset} has no decode rate"
+        result.append(
+            dataclasses.replace(
+                row,
+                ppl_delta=delta,
+                speedup=speedup,
+                reference=reference.preset,
+                unavailable=tuple(notes.items()),
+            )
+        )
+    return tuple(result)
+
+
+def _kv_precision(row: BenchRow) -> int:
+    # f32 > f16/bf16 > q8_0 > q5 > q4: the cache type's rough bits per element
+    bits = {"f32": 32, "f16": 16, "bf16": 16, "q8_0": 8, "q5_1": 6, "q5_0": 5, "q4_1": 5, "q4_0": 4, "iq4_nl": 4}
+    return bits.get(row.type_k.lower(), 0) + bits.get(row.type_v.lower(), 0)
+
+
+def row_to_dict(row: BenchRow) -> dict[str, Any]:
+    data = dataclasses.asdict(row)
+    data["samples_ts"] = list(row.samples_ts)
+    data["unavailable"] = {name: why for name, why in row.unavailable}
+    return data
+
+
+def row_from_dict(data: dict[str, Any]) -> BenchRow:
+    """Inverse of row_to_dict; unknown keys (from a newer writer) are ignored."""
+    values = {name: data[name] for name in ROW_FIELDS if name in data}
+    values["samples_ts"] = tuple(float(x) for x in values.get("samples_ts", ()))
+    notes = values.get("unavailable", {})
+    values["unavailable"] = tuple(notes.items()) if isinstance(notes, dict) else tuple(tuple(x) for x in notes)
+    return BenchRow(**values)

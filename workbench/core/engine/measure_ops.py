@@ -1,0 +1,231 @@
+"""Measurements run inside the engine process on a loaded llama_cpp.Llama: perplexity, speed, facts."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from workbench.core.bench.measured import (
+    PERF_COUNTERS,
+    WALL_CLOCK,
+    EngineFacts,
+    PerplexityMeasured,
+    SpeedMeasured,
+)
+
+# llama_cpp and numpy are imported inside the functions: this module is also imported by
+# the client process to unpickle results, and that process must never load llama.cpp.
+
+
+def measure_perplexity(llama: Any, text: str, n_ctx: int | None = None) -> PerplexityMeasured:
+    """Perplexity of `text`, scored the way llama.cpp's `llama-perplexity` scores a window.
+
+    The text is cut into windows of `n_ctx` tokens that overlap by half. As in llama.cpp, only
+    the second half of each window is scored, so every scored token sees at least n_ctx/2 tokens
+    of context; the first window is scored from its second token on. With the half overlap,
+    every token after the first is scored exactly once, which matters for a short text.
+    """
+    import llama_cpp
+
+    context_size = llama_cpp.llama_n_ctx(llama.ctx)
+    window = int(n_ctx or context_size)
+    if window < 2 or window > context_size:
+        raise ValueError(f"perplexity window {window} must be between 2 and the context size {context_size}")
+    tokens = list(llama.tokenize(text.encode("utf-8"), add_bos=True, special=False))
+    if len(tokens) < 2:
+        raise ValueError("the evaluation text is shorter than two tokens")
+    vocab = llama_cpp.llama_model_get_vocab(llama.model)
+    bos = llama_cpp.llama_vocab_bos(vocab) if llama_cpp.llama_vocab_get_add_bos(vocab) else None
+    half = window // 2
+
+    started = time.perf_counter()
+    total_nll = 0.0
+    n_scored = 0
+    n_windows = 0
+    scored_until = 1  # the next target position not scored yet (token 0 has no prediction)
+    start = 0
+    while scored_until < len(tokens):
+        end = min(start + window, len(tokens))
+        window_tokens = tokens[start:end]
+        # logits at window position j predict the token at j + 1
+        wanted = range(scored_until - start - 1, end - start - 1)
+        if bos is not None and start > 0 and wanted.start > 0:
+            window_tokens[0] = bos  # llama.cpp starts every window with BOS when the model wants one
+        nll = _window_nll(llama, window_tokens, wanted, tokens[scored_until:end])
+        total_nll += nll
+        n_scored += end - scored_until
+        n_windows += 1
+        scored_until = end
+        start += half
+    return PerplexityMeasured(
+        ppl=math.exp(total_nll / n_scored),
+        n_tokens_scored=n_scored,
+        n_tokens_text=len(tokens),
+        n_ctx=window,
+        n_windows=n_windows,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _window_nll(llama: Any, window_tokens: Sequence[int], wanted: range, targets: Sequence[int]) -> float:
+    """Evaluate one window from an empty cache; sum -log p(target) over the wanted positions."""
+    import llama_cpp
+    import numpy as np
+
+    ctx = llama.ctx
+    n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(llama.model))
+    n_batch = llama_cpp.llama_n_batch(ctx)
+    _clear_cache(llama)
+    wanted_set = set(wanted)
+    total = 0.0
+    target_index = 0
+    batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+    try:
+        for first in range(0, len(window_tokens), n_batch):
+            chunk = window_tokens[first : first + n_batch]
+            flags = [first + i in wanted_set for i in range(len(chunk))]
+            _fill_batch(batch, chunk, first, flags)
+            _decode(ctx, batch)
+            n_out = sum(flags)
+            if not n_out:
+                continue
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits(ctx), shape=(n_out, n_vocab))
+            rows = logits.astype(np.float64)
+            top = rows.max(axis=1)
+            log_norm = top + np.log(np.exp(rows - top[:, None]).sum(axis=1))
+            chunk_targets = targets[target_index : target_index + n_out]
+            total += float((log_norm - rows[np.arange(n_out), chunk_targets]).sum())
+            target_index += n_out
+    finally:
+        llama_cpp.llama_batch_free(batch)
+        _clear_cache(llama)
+    return total
+
+
+def measure_speed(llama: Any, n_prompt: int = 256, n_gen: int = 128, seed: int = 0) -> SpeedMeasured:
+    """llama-bench style: prefill n_prompt seeded random tokens at once, then n_gen greedy decodes.
+
+    Rates come from llama.cpp's perf counters (prompt batches count as prompt eval, single
+    tokens as eval) when those counted exactly our tokens, from the wall clock otherwise.
+    """
+    import llama_cpp
+    import numpy as np
+
+    ctx = llama.ctx
+    if n_prompt < 1 or n_gen < 1:
+        raise ValueError("n_prompt and n_gen must both be at least 1")
+    context_size = llama_cpp.llama_n_ctx(ctx)
+    if n_prompt + n_gen > context_size:
+        raise ValueError(f"n_prompt + n_gen = {n_prompt + n_gen} does not fit the context of {context_size} tokens")
+    vocab = llama_cpp.llama_model_get_vocab(llama.model)
+    n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
+    n_batch = llama_cpp.llama_n_batch(ctx)
+    rng = random.Random(seed)
+    prompt = [rng.randrange(n_vocab) for _ in range(n_prompt)]
+    if llama_cpp.llama_vocab_get_add_bos(vocab):
+        prompt[0] = llama_cpp.llama_vocab_bos(vocab)  # as llama-bench does
+
+    def next_token() -> int:
+        row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(n_vocab,))
+        return int(row.argmax())
+
+    _clear_cache(llama)
+    batch = llama_cpp.llama_batch_init(max(n_batch, 1), 0, 1)
+    try:
+        llama_cpp.llama_perf_context_reset(ctx)
+        started_at = time.monotonic()
+        t0 = time.perf_counter()
+        for first in range(0, n_prompt, n_batch):
+            chunk = prompt[first : first + n_batch]
+            _fill_batch(batch, chunk, first, [i == len(chunk) - 1 for i in range(len(chunk))])
+            _decode(ctx, batch)
+        t_prefilled = time.perf_counter()
+        token = next_token()
+        t_first = time.perf_counter()
+        for i in range(n_gen):
+            _fill_batch(batch, [token], n_prompt + i, [True])
+            _decode(ctx, batch)
+            token = next_token()
+        t_done = time.perf_counter()
+        finished_at = time.monotonic()
+        perf = llama_cpp.llama_perf_context(ctx)
+    finally:
+        llama_cpp.llama_batch_free(batch)
+        _clear_cache(llama)
+
+    if perf.n_p_eval == n_prompt and perf.n_eval == n_gen and perf.t_p_eval_ms > 0 and perf.t_eval_ms > 0:
+        prefill_s, decode_s, source = perf.t_p_eval_ms / 1000, perf.t_eval_ms / 1000, PERF_COUNTERS
+    else:  # e.g. a one-token prompt, which llama.cpp counts as a decode
+        prefill_s, decode_s, source = t_prefilled - t0, t_done - t_first, WALL_CLOCK
+    return SpeedMeasured(
+        n_prompt=n_prompt,
+        n_gen=n_gen,
+        prefill_seconds=prefill_s,
+        prefill_tps=n_prompt / prefill_s,
+        ttft_seconds=t_first - t0,
+        decode_seconds=decode_s,
+        decode_tps=n_gen / decode_s,
+        timing_source=source,
+        started_at=started_at,
+        finished_at=finished_at,
+    )
+
+
+def engine_facts(llama: Any) -> EngineFacts:
+    """The llama.cpp build and its view of the loaded model (for machine records and bench rows)."""
+    import ctypes
+
+    import llama_cpp
+
+    desc = ctypes.create_string_buffer(256)
+    llama_cpp.llama_model_desc(llama.model, desc, ctypes.sizeof(desc))
+    ctx = llama.ctx
+    return EngineFacts(
+        llama_cpp_version=str(llama_cpp.__version__),
+        system_info=llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
+        model_type=desc.value.decode("utf-8", "replace"),
+        model_size_bytes=int(llama_cpp.llama_model_size(llama.model)),
+        model_n_params=int(llama_cpp.llama_model_n_params(llama.model)),
+        n_ctx=int(llama_cpp.llama_n_ctx(ctx)),
+        n_batch=int(llama_cpp.llama_n_batch(ctx)),
+        n_ubatch=int(llama_cpp.llama_n_ubatch(ctx)),
+        n_threads=int(llama_cpp.llama_n_threads(ctx)),
+    )
+
+
+def _fill_batch(batch: Any, tokens: Sequence[int], first_pos: int, want_logits: Sequence[bool]) -> None:
+    batch.n_tokens = len(tokens)
+    for i, token in enumerate(tokens):
+        batch.token[i] = token
+        batch.pos[i] = first_pos + i
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = 0
+        batch.logits[i] = bool(want_logits[i])
+
+
+def _decode(ctx: Any, batch: Any) -> None:
+    import llama_cpp
+
+    code = llama_cpp.llama_decode(ctx, batch)
+    if code != 0:
+        raise RuntimeError(f"llama_decode returned {code}")
+
+
+def _clear_cache(llama: Any) -> None:
+    """Empty the KV cache and tell the Llama object so, so its next eval starts from scratch."""
+    import llama_cpp
+
+    memory = llama_cpp.llama_get_memory(llama.ctx)
+    if memory is not None:
+        llama_cpp.llama_memory_clear(memory, True)
+    llama.reset()
+
+
+OPS: dict[str, Callable[..., Any]] = {
+    "perplexity": measure_perplexity,
+    "bench": measure_speed,
+    "system_info": engine_facts,
+}
