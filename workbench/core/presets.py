@@ -17,12 +17,16 @@ from workbench.core.model_info import ModelInfo
 from workbench.core.preset import Preset
 from workbench.core.toml_checks import (
     TomlSource,
+    catalog_files,
+    catalog_origin,
     check_known_keys,
     closest,
     get_bool,
     get_int,
     get_str,
+    looks_like_path,
     read_toml,
+    text_of,
 )
 
 PRESET_KEYS = (
@@ -131,14 +135,7 @@ def preset_from_mapping(data: dict[str, Any], source: str = "") -> Preset:
     `source` names where the values came from; when it is a readable file, errors carry
     the line of the offending key.
     """
-    text = ""
-    if source and os.path.isfile(source):
-        try:
-            text = Path(source).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            text = ""
-    label = source or "preset"
-    preset = _preset_from_source(dict(data), TomlSource(label, text))
+    preset = _preset_from_source(dict(data), TomlSource(source or "preset", text_of(source)))
     return dataclasses.replace(preset, source=source)
 
 
@@ -154,22 +151,12 @@ def _load_preset_file(path: Path, *, catalog: bool) -> Preset:
 
 
 def _catalog_files() -> dict[str, Path]:
-    """Preset name -> file, shipped first so user files of the same name replace them."""
-    files: dict[str, Path] = {}
-    for folder in (shipped_presets_dir(), user_presets_dir()):
-        if folder.is_dir():
-            for path in sorted(folder.glob("*.toml")):
-                files[path.stem] = path
-    return files
-
-
-def _looks_like_path(spec: str) -> bool:
-    return spec.endswith(".toml") or "/" in spec or os.sep in spec or os.path.isfile(spec)
+    return catalog_files(shipped_presets_dir(), user_presets_dir())
 
 
 def load_preset(spec: str) -> Preset:
     """A preset by name (user presets win over shipped ones) or by path to a TOML file."""
-    if _looks_like_path(spec):
+    if looks_like_path(spec):
         return _load_preset_file(Path(spec).expanduser(), catalog=False)
     files = _catalog_files()
     if spec in files:
@@ -186,16 +173,9 @@ def list_presets() -> tuple[Preset, ...]:
     return tuple(_load_preset_file(files[name], catalog=True) for name in sorted(files))
 
 
-def preset_origin(preset: Preset) -> Literal["shipped", "user", "file", "built-in"]:
-    """Where a preset lives: among the shipped ones, the user's, a file elsewhere, or code."""
-    if not preset.source:
-        return "built-in"
-    folder = Path(preset.source).resolve().parent
-    if folder == user_presets_dir().resolve():
-        return "user"
-    if folder == shipped_presets_dir().resolve():
-        return "shipped"
-    return "file"
+def preset_origin(preset: Preset) -> str:
+    """Where a preset lives: "shipped", "user", "file" (elsewhere) or "built-in" (made in code)."""
+    return catalog_origin(preset.source, shipped_presets_dir(), user_presets_dir())
 
 
 def preset_to_toml(preset: Preset) -> str:

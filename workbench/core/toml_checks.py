@@ -1,8 +1,9 @@
-"""Reading preset and device TOML files into checked values, with file:line in every error."""
+"""Finding and reading preset and device TOML files into checked values, with file:line in every error."""
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ def key_line(text: str, key: str, table: str | None = None) -> int | None:
         header = _TABLE_HEADER.match(line)
         if header:
             current_table = header.group(1).strip("\"'")
+            if table is None and current_table == key:
+                return number  # `[key]` opens the table the key names
             continue
         if current_table == table and pattern.match(line):
             return number
@@ -80,7 +83,11 @@ def closest(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
         return matches[0]
     lowered = {choice.lower(): choice for choice in choices}
     matches = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
-    return lowered[matches[0]] if matches else None
+    if matches:
+        return lowered[matches[0]]
+    # A short word is often the start of the long name ("jetson", "power").
+    containing = [choice for lower, choice in lowered.items() if len(word) >= 3 and word.lower() in lower]
+    return containing[0] if containing else None
 
 
 def check_known_keys(data: dict[str, Any], known: tuple[str, ...], source: TomlSource, kind: str,
@@ -173,3 +180,40 @@ def get_bool(data: dict[str, Any], key: str, default: bool, source: TomlSource) 
     if not isinstance(value, bool):
         raise wrong_type(key, value, "true or false", f"{key} = true", source)
     return value
+
+
+def looks_like_path(spec: str) -> bool:
+    """Whether a preset/device spec names a file rather than a catalogue entry."""
+    return spec.endswith(".toml") or "/" in spec or os.sep in spec or os.path.isfile(spec)
+
+
+def catalog_files(shipped: Path, user: Path) -> dict[str, Path]:
+    """Name (file stem) -> TOML file, shipped first so user files of the same name replace them."""
+    files: dict[str, Path] = {}
+    for folder in (shipped, user):
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.toml")):
+                files[path.stem] = path
+    return files
+
+
+def catalog_origin(source: str, shipped: Path, user: Path) -> str:
+    """"shipped", "user", "file" (a TOML elsewhere) or "built-in" (no file) for a loaded entry."""
+    if not source:
+        return "built-in"
+    folder = Path(source).resolve().parent
+    if folder == user.resolve():
+        return "user"
+    if folder == shipped.resolve():
+        return "shipped"
+    return "file"
+
+
+def text_of(source: str) -> str:
+    """The text of `source` when it names a readable file (for error lines), else ""."""
+    if not source or not os.path.isfile(source):
+        return ""
+    try:
+        return Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""

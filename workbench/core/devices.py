@@ -1,0 +1,169 @@
+"""Device profiles: shipped and user TOML files with each figure's source, plus the detected host."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+from workbench.core import paths
+from workbench.core.errors import PresetError
+from workbench.core.preset import DeviceProfile
+from workbench.core.toml_checks import (
+    TomlSource,
+    catalog_files,
+    catalog_origin,
+    check_known_keys,
+    closest,
+    get_int,
+    get_number,
+    get_str,
+    looks_like_path,
+    read_toml,
+    text_of,
+    wrong_type,
+)
+
+HOST = "host"
+DEVICE_KEYS = ("name", "description", "ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores",
+               "reserves_mb", "notes")
+FIGURE_KEYS = ("ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores")
+_RESERVE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+
+
+def shipped_devices_dir() -> Path:
+    return paths.data_dir("presets") / "devices"
+
+
+def user_devices_dir() -> Path:
+    return paths.config_dir() / "devices"
+
+
+def _table(data: dict[str, Any], key: str, source: TomlSource, example: str) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise wrong_type(key, value, "a table", example, source)
+    return value
+
+
+def _reserves(data: dict[str, Any], source: TomlSource) -> tuple[tuple[str, int], ...]:
+    table = _table(data, "reserves_mb", source, "[reserves_mb] with lines like os = 1200")
+    reserves = []
+    for name in table:
+        if not _RESERVE_NAME.match(name):
+            raise PresetError(f'reserve name "{name}" is not a simple lowercase name',
+                              where=source.where(name, "reserves_mb"),
+                              fix="Use lowercase letters, digits and '_', e.g. dma_frame_buffers = 800")
+        mb = get_int(table, name, None, source, minimum=0, maximum=1 << 24, example=f"{name} = 1200",
+                     unit="MB", table="reserves_mb")
+        reserves.append((name, mb))
+    return tuple(reserves)
+
+
+def _notes(data: dict[str, Any], reserves: tuple[tuple[str, int], ...],
+           source: TomlSource) -> tuple[tuple[str, str], ...]:
+    table = _table(data, "notes", source, '[notes] with lines like ram_total_mb = "vendor datasheet"')
+    known = FIGURE_KEYS + tuple(f"reserves_mb.{name}" for name, _ in reserves)
+    check_known_keys(table, known, source, "device profile", table="notes")
+    notes = []
+    for figure, text in table.items():
+        if not isinstance(text, str):
+            raise wrong_type(figure, text, "a text value", f'"{figure}" = "where the figure comes from"', source,
+                             table="notes")
+        notes.append((figure, text))
+    return tuple(notes)
+
+
+def _device_from_source(data: dict[str, Any], source: TomlSource, default_name: str = "") -> DeviceProfile:
+    check_known_keys(data, DEVICE_KEYS, source, "device profile")
+    name = get_str(data, "name", default_name, source, example='name = "my-board"')
+    if not name:
+        raise PresetError("missing name", where=source.where(), fix='Add a line like name = "my-board"')
+    if name == HOST:
+        raise PresetError('the name "host" is taken by the detected machine', where=source.where("name"),
+                          fix='Pick another name, e.g. name = "my-board"')
+    ram_total_mb = get_int(data, "ram_total_mb", None, source, minimum=1, maximum=1 << 24,
+                           example="ram_total_mb = 8192", unit="MB")
+    if ram_total_mb < 256:
+        # Nothing that runs a language model has under 256 MB: this is GB written as MB.
+        raise PresetError(f"ram_total_mb = {ram_total_mb} is tiny", where=source.where("ram_total_mb"),
+                          fix=f"The figure is in MB: {ram_total_mb} GB is ram_total_mb = {ram_total_mb * 1024}")
+    reserves = _reserves(data, source)
+    reserved = sum(mb for _, mb in reserves)
+    if reserved >= ram_total_mb:
+        raise PresetError(f"the reserves add up to {reserved} MB, leaving nothing of ram_total_mb = {ram_total_mb}",
+                          where=source.where("reserves_mb") if "reserves_mb" in data else source.where(),
+                          fix="Lower the [reserves_mb] figures (they are in MB) or fix ram_total_mb")
+    bandwidth = get_number(data, "mem_bandwidth_gbs", None, source, minimum_exclusive=0, maximum=100_000,
+                           example="mem_bandwidth_gbs = 68", required=True)
+    power = get_number(data, "power_limit_w", None, source, minimum_exclusive=0, maximum=100_000,
+                       example="power_limit_w = 15")
+    return DeviceProfile(
+        name=name,
+        ram_total_mb=ram_total_mb,
+        reserves_mb=reserves,
+        mem_bandwidth_gbs=float(bandwidth or 0.0),
+        power_limit_w=power,
+        cores=get_int(data, "cores", None, source, minimum=1, maximum=4096, example="cores = 6"),
+        description=get_str(data, "description", "", source, example='description = "what the board is"'),
+        notes=_notes(data, reserves, source),
+        source=source.label if source.text else "",
+    )
+
+
+def device_from_mapping(data: dict[str, Any], source: str = "") -> DeviceProfile:
+    """A checked DeviceProfile from plain values (as a TOML file would give them)."""
+    device = _device_from_source(dict(data), TomlSource(source or "device profile", text_of(source)))
+    return dataclasses.replace(device, source=source)
+
+
+def _load_device_file(path: Path, *, catalog: bool) -> DeviceProfile:
+    data, source = read_toml(path, "device profile")
+    device = _device_from_source(data, source, default_name=path.stem)
+    if catalog and device.name != path.stem:
+        raise PresetError(f'name = "{device.name}" differs from the file name {path.name}',
+                          where=source.where("name"),
+                          fix=f'Devices are found by file name: rename the file to {device.name}.toml '
+                              f'or set name = "{path.stem}"')
+    return dataclasses.replace(device, source=str(path))
+
+
+def _catalog_files() -> dict[str, Path]:
+    return catalog_files(shipped_devices_dir(), user_devices_dir())
+
+
+def load_device(spec: str) -> DeviceProfile:
+    """A device by name ("host" detects this machine) or by path to a TOML file."""
+    if spec == HOST:
+        from workbench.core.host import detect_host
+
+        return detect_host()
+    if looks_like_path(spec):
+        return _load_device_file(Path(spec).expanduser(), catalog=False)
+    files = _catalog_files()
+    if spec in files:
+        return _load_device_file(files[spec], catalog=True)
+    names = sorted(files) + [HOST]
+    guess = closest(spec, names)
+    hint = f'Did you mean "{guess}"? ' if guess else ""
+    raise PresetError(f'unknown device "{spec}"',
+                      fix=f"{hint}Known devices: {', '.join(names)}; or give a path to a .toml file")
+
+
+def list_devices(*, include_host: bool = True) -> tuple[DeviceProfile, ...]:
+    """Shipped and user devices by name (user wins by name), then the detected host."""
+    files = _catalog_files()
+    devices = tuple(_load_device_file(files[name], catalog=True) for name in sorted(files))
+    if include_host:
+        from workbench.core.host import detect_host
+
+        devices += (detect_host(),)
+    return devices
+
+
+def device_origin(device: DeviceProfile) -> str:
+    """"shipped", "user", "detected" (host), "file" (elsewhere) or "built-in" (made in code)."""
+    if device.source == "detected":
+        return "detected"
+    return catalog_origin(device.source, shipped_devices_dir(), user_devices_dir())

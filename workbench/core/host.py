@@ -1,0 +1,63 @@
+"""The `host` device profile: this machine's RAM, cores and memory bandwidth, detected now."""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+from datetime import datetime, timezone
+
+from workbench.core.bandwidth import BandwidthMeasurement, cache_path, host_bandwidth
+from workbench.core.preset import DeviceProfile
+
+_MIB = 1 << 20
+
+
+def os_reserve_mb(total_bytes: int, available_bytes: int) -> int:
+    """What the OS and everything already running hold: total minus available, rounded up to 10 MB.
+
+    "Available" (MemAvailable) counts page cache and reclaimable slab as free, because
+    the kernel hands them over when the model asks, so they are not reserved.
+    """
+    return int(math.ceil((total_bytes - available_bytes) / _MIB / 10) * 10)
+
+
+def detect_host(*, bandwidth: BandwidthMeasurement | None = None) -> DeviceProfile:
+    """This machine as a device profile; the bandwidth probe runs once per machine (cached)."""
+    import psutil
+
+    memory = psutil.virtual_memory()
+    physical = psutil.cpu_count(logical=False)
+    logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1
+    measured = bandwidth or host_bandwidth()
+    reserve = os_reserve_mb(memory.total, memory.available)
+    detected_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    if physical:
+        cores_note = f"psutil.cpu_count(logical=False): {physical} physical cores ({logical} logical CPUs)"
+    else:
+        cores_note = f"physical core count unavailable from psutil; using the {logical} logical CPUs"
+    probe_when = f"at {measured.measured_at}" + (" (cached)" if measured.from_cache else "")
+    notes = (
+        ("ram_total_mb", f"psutil.virtual_memory().total at {detected_at}: RAM the kernel manages "
+                         "(firmware and kernel reservations are already excluded)"),
+        ("reserves_mb.os", f"in use at {detected_at}: total - available (psutil, MemAvailable) rounded up "
+                           "to 10 MB = the OS, every running program and this workbench; page cache counts "
+                           "as available because the kernel reclaims it"),
+        ("mem_bandwidth_gbs", f"measured on this machine {probe_when}: best of {measured.copies} single-threaded "
+                              f"copies of a {measured.buffer_mb} MB buffer, read + write bytes counted as "
+                              f"STREAM Copy does; cached in {cache_path()}"),
+        ("power_limit_w", "not detected: the host profile reads no power limit (see `workbench monitor` "
+                          "for measured power)"),
+        ("cores", cores_note),
+    )
+    return DeviceProfile(
+        name="host",
+        ram_total_mb=memory.total // _MIB,
+        reserves_mb=(("os", reserve),),
+        mem_bandwidth_gbs=measured.gbs,
+        power_limit_w=None,
+        cores=physical or logical,
+        description=f"this machine ({platform.node()}, {platform.machine()}), detected {detected_at}",
+        notes=notes,
+        source="detected",
+    )
