@@ -15,13 +15,13 @@ from workbench.core.toml_checks import (
     catalog_files,
     catalog_origin,
     check_known_keys,
-    closest,
     get_int,
     get_number,
     get_str,
+    load_entry_file,
     looks_like_path,
-    read_toml,
     text_of,
+    unknown_name,
     wrong_type,
 )
 
@@ -119,14 +119,7 @@ def device_from_mapping(data: dict[str, Any], source: str = "") -> DeviceProfile
 
 
 def _load_device_file(path: Path, *, catalog: bool) -> DeviceProfile:
-    data, source = read_toml(path, "device profile")
-    device = _device_from_source(data, source, default_name=path.stem)
-    if catalog and device.name != path.stem:
-        raise PresetError(f'name = "{device.name}" differs from the file name {path.name}',
-                          where=source.where("name"),
-                          fix=f'Devices are found by file name: rename the file to {device.name}.toml '
-                              f'or set name = "{path.stem}"')
-    return dataclasses.replace(device, source=str(path))
+    return load_entry_file(path, "device", _device_from_source, catalog=catalog)
 
 
 def _catalog_files() -> dict[str, Path]:
@@ -144,11 +137,7 @@ def load_device(spec: str) -> DeviceProfile:
     files = _catalog_files()
     if spec in files:
         return _load_device_file(files[spec], catalog=True)
-    names = sorted(files) + [HOST]
-    guess = closest(spec, names)
-    hint = f'Did you mean "{guess}"? ' if guess else ""
-    raise PresetError(f'unknown device "{spec}"',
-                      fix=f"{hint}Known devices: {', '.join(names)}; or give a path to a .toml file")
+    raise unknown_name(spec, sorted(files) + [HOST], "device")
 
 
 def list_devices(*, include_host: bool = True) -> tuple[DeviceProfile, ...]:

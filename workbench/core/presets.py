@@ -24,9 +24,10 @@ from workbench.core.toml_checks import (
     get_bool,
     get_int,
     get_str,
+    load_entry_file,
     looks_like_path,
-    read_toml,
     text_of,
+    unknown_name,
 )
 
 PRESET_KEYS = (
@@ -140,14 +141,7 @@ def preset_from_mapping(data: dict[str, Any], source: str = "") -> Preset:
 
 
 def _load_preset_file(path: Path, *, catalog: bool) -> Preset:
-    data, source = read_toml(path, "preset")
-    preset = _preset_from_source(data, source, default_name=path.stem)
-    if catalog and preset.name != path.stem:
-        raise PresetError(f'name = "{preset.name}" differs from the file name {path.name}',
-                          where=source.where("name"),
-                          fix=f'Presets are found by file name: rename the file to {preset.name}.toml '
-                              f'or set name = "{path.stem}"')
-    return dataclasses.replace(preset, source=str(path))
+    return load_entry_file(path, "preset", _preset_from_source, catalog=catalog)
 
 
 def _catalog_files() -> dict[str, Path]:
@@ -161,10 +155,7 @@ def load_preset(spec: str) -> Preset:
     files = _catalog_files()
     if spec in files:
         return _load_preset_file(files[spec], catalog=True)
-    guess = closest(spec, tuple(files))
-    hint = f'Did you mean "{guess}"? ' if guess else ""
-    raise PresetError(f'unknown preset "{spec}"',
-                      fix=f"{hint}Known presets: {', '.join(sorted(files))}; or give a path to a .toml file")
+    raise unknown_name(spec, sorted(files), "preset")
 
 
 def list_presets() -> tuple[Preset, ...]:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from workbench.core.errors import PresetError
 
+Entry = TypeVar("Entry")  # a Preset or a DeviceProfile
 _SYNTAX_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 _TABLE_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
 
@@ -217,3 +220,27 @@ def text_of(source: str) -> str:
         return Path(source).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return ""
+
+
+def load_entry_file(path: Path, kind: str, build: Callable[..., Entry], *, catalog: bool) -> Entry:
+    """Read and check one TOML file with `build(data, source, default_name=...)`.
+
+    In a catalogue folder entries are found by file name, so there the `name` inside
+    must match it.
+    """
+    data, source = read_toml(path, kind)
+    entry = build(data, source, default_name=path.stem)
+    name = getattr(entry, "name")
+    if catalog and name != path.stem:
+        raise PresetError(f'name = "{name}" differs from the file name {path.name}', where=source.where("name"),
+                          fix=f'{kind.capitalize()}s are found by file name: rename the file to {name}.toml '
+                              f'or set name = "{path.stem}"')
+    return dataclasses.replace(entry, source=str(path))
+
+
+def unknown_name(spec: str, names: list[str], kind: str) -> PresetError:
+    """The error for a name that is no file and not in the catalogue, with the closest name."""
+    guess = closest(spec, names)
+    hint = f'Did you mean "{guess}"? ' if guess else ""
+    return PresetError(f'unknown {kind} "{spec}"',
+                       fix=f"{hint}Known {kind}s: {', '.join(names)}; or give a path to a .toml file")
