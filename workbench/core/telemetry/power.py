@@ -123,7 +123,10 @@ class PowerSampler:
             if current is None or previous is None:
                 continue
             self._rapl_last[domain.zone] = current
-            joules[domain.name] = energy_delta_uj(previous, current, domain.max_range_uj) / 1e6
+            delta_uj = energy_delta_uj(previous, current, domain.max_range_uj)
+            if delta_uj == 0:
+                continue  # a live package counter always advances; a frozen one measures nothing
+            joules[domain.name] = delta_uj / 1e6
             if elapsed > 0:
                 self._rapl_watts[domain.zone] = joules[domain.name] / elapsed
             if domain.zone in self._rapl_watts:
