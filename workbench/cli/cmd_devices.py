@@ -1,0 +1,111 @@
+"""`workbench devices`: list device profiles and their budgets; `devices show NAME`: each figure's source."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+UNKNOWN = "unknown"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "devices",
+        help="list device profiles: RAM, reserves, budget, bandwidth, power, cores",
+        description="List the shipped and user device profiles and `host` (this machine, detected; its "
+        "memory bandwidth is measured once and cached). `workbench devices show NAME` prints where "
+        "each figure comes from.",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--no-host", action="store_true", help="leave out the detected host")
+    parser.set_defaults(func=run)
+    actions = parser.add_subparsers(dest="devices_action", metavar="show")
+    show = actions.add_parser("show", help="print a device's figures with their sources")
+    show.add_argument("device", help="device name, 'host', or path to a TOML file")
+    show.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    show.set_defaults(func=run_show)
+
+
+def _record(device) -> dict:
+    from workbench.core.devices import device_origin
+
+    return {
+        "name": device.name,
+        "description": device.description,
+        "ram_total_mb": device.ram_total_mb,
+        "reserves_mb": dict(device.reserves_mb),
+        "reserved_mb": device.reserved_mb,
+        "budget_mb": device.budget_mb,
+        "mem_bandwidth_gbs": device.mem_bandwidth_gbs or None,  # unknown is null, never 0
+        "power_limit_w": device.power_limit_w,
+        "cores": device.cores,
+        "notes": dict(device.notes),
+        "origin": device_origin(device),
+        "source": device.source,
+    }
+
+
+def _number(value: float | None, unit: str = "") -> str:
+    if not value:
+        return UNKNOWN
+    text = f"{value:g}"
+    return f"{text} {unit}" if unit else text
+
+
+def _reserves(device) -> str:
+    if not device.reserves_mb:
+        return "0"
+    parts = ", ".join(f"{name} {mb}" for name, mb in device.reserves_mb)
+    return f"{device.reserved_mb} ({parts})"
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.cli.text_table import format_table
+    from workbench.core.devices import device_origin, list_devices, user_devices_dir
+
+    devices = list_devices(include_host=not args.no_host)
+    if args.json:
+        json.dump([_record(d) for d in devices], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    rows = [
+        (d.name, d.ram_total_mb, _reserves(d), d.budget_mb, _number(d.mem_bandwidth_gbs), _number(d.power_limit_w),
+         d.cores, device_origin(d))
+        for d in devices
+    ]
+    headers = ("NAME", "RAM MB", "RESERVES MB", "BUDGET MB", "BANDWIDTH GB/s", "POWER W", "CORES", "SOURCE")
+    sys.stdout.write(format_table(headers, rows, right=(1, 3, 4, 5, 6)))
+    sys.stdout.write("\nBudget = RAM minus reserves: what is left for the model. "
+                     "`workbench devices show NAME` gives each figure's source.\n"
+                     f"User devices live in {user_devices_dir()}.\n")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from workbench.core.devices import device_origin, load_device
+
+    device = load_device(args.device)
+    if getattr(args, "json", False):
+        json.dump(_record(device), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    notes = dict(device.notes)
+    lines = [
+        ("ram_total_mb", f"{device.ram_total_mb} MB"),
+        *((f"reserves_mb.{name}", f"{mb} MB") for name, mb in device.reserves_mb),
+        ("budget", f"{device.budget_mb} MB (RAM minus reserves)"),
+        ("mem_bandwidth_gbs", _number(device.mem_bandwidth_gbs, "GB/s")),
+        ("power_limit_w", _number(device.power_limit_w, "W")),
+        ("cores", str(device.cores)),
+    ]
+    origin = device_origin(device)
+    where = f": {device.source}" if origin in ("shipped", "user", "file") else ""
+    sys.stdout.write(f"{device.name} ({origin}{where})\n")
+    if device.description:
+        sys.stdout.write(f"{device.description}\n")
+    width = max(len(key) for key, _ in lines)
+    for key, value in lines:
+        source = notes.get(key, "" if key == "budget" else "no source given")
+        sys.stdout.write(f"  {key.ljust(width)}  {value}" + (f"\n  {'':{width}}  source: {source}" if source else "") + "\n")
+    return 0

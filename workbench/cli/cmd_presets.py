@@ -1,0 +1,74 @@
+"""`workbench presets`: list quantization presets; `presets show NAME`: its TOML and llama-server command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "presets",
+        help="list quantization presets (shipped and your own)",
+        description="List the shipped and user presets (a user preset replaces a shipped one of the same "
+        "name). `workbench presets show NAME` prints one as TOML with its llama-server command.",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(func=run)
+    actions = parser.add_subparsers(dest="presets_action", metavar="show")
+    show = actions.add_parser("show", help="print a preset's TOML and the equivalent llama-server command")
+    show.add_argument("preset", help="preset name or path to a TOML file")
+    show.add_argument("--model", help="model for the command line: a GGUF path or 'bundled' (default: MODEL.gguf)")
+    show.add_argument("--legacy-flags", action="store_true",
+                      help="spell -fa/--mlock/--no-mmap as llama-server builds before --load-mode did")
+    show.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    show.set_defaults(func=run_show)
+
+
+def _row(preset, origin: str) -> dict:
+    from dataclasses import asdict
+
+    return {**asdict(preset), "origin": origin}
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.cli.text_table import format_table
+    from workbench.core.presets import list_presets, preset_origin, user_presets_dir
+
+    presets = list_presets()
+    if args.json:
+        json.dump([_row(p, preset_origin(p)) for p in presets], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    rows = [
+        (p.name, p.weights, p.ctx_size, f"{p.cache_type_k}/{p.cache_type_v}", "on" if p.flash_attn else "off",
+         preset_origin(p), p.description)
+        for p in presets
+    ]
+    sys.stdout.write(format_table(("NAME", "WEIGHTS", "CTX", "K/V CACHE", "FLASH ATTN", "SOURCE", "DESCRIPTION"),
+                                  rows, right=(2,)))
+    sys.stdout.write(f"\nUser presets live in {user_presets_dir()} (same name = replaces the shipped one).\n")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from workbench.core.presets import llama_server_command, load_preset, preset_origin, preset_to_toml, resolve_threads
+
+    preset = load_preset(args.preset)
+    model_path = "MODEL.gguf"
+    if args.model:
+        from workbench.core.model_ref import resolve_model
+
+        model_path = str(resolve_model(args.model))
+    command = llama_server_command(preset, model_path, legacy_flags=args.legacy_flags)
+    if getattr(args, "json", False):
+        json.dump({"preset": _row(preset, preset_origin(preset)), "toml": preset_to_toml(preset),
+                   "llama_server_command": command}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    sys.stdout.write(f"# {preset.name} ({preset_origin(preset)}: {preset.source or 'built in'})\n")
+    sys.stdout.write(preset_to_toml(preset))
+    note = f"  (threads = 0 resolved to {resolve_threads(preset)} for this machine)" if preset.threads == 0 else ""
+    sys.stdout.write(f"\n# llama-server equivalent{note}:\n{command}\n")
+    return 0
