@@ -1,0 +1,58 @@
+"""Accelerator loads and clocks: RK3588 NPU cores, Jetson GPU per-mille, devfreq units."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from workbench.core.telemetry.loads import NPU_NEEDS_ROOT, LoadSampler, parse_rknpu_load
+from workbench.core.telemetry.sysfs import read_text
+
+TREES = Path(__file__).parent / "sysfs"
+
+
+def test_rk3588_npu_cores_gpu_and_memory_controller():
+    reading = LoadSampler(TREES / "rk3588").read()
+    assert dict(reading.loads) == {"npu0": 12.0, "npu1": 0.0, "npu2": 0.0, "gpu": 8.0, "emc": 23.0}
+    assert dict(reading.clocks_mhz) == {"gpu": 300.0, "emc": 2112.0, "npu": 1000.0}
+
+
+def test_orin_gpu_load_is_per_mille():
+    reading = LoadSampler(TREES / "jetson-orin-nano").read()
+    per_mille = int((TREES / "jetson-orin-nano/sys/devices/gpu.0/load").read_text())
+    assert dict(reading.loads) == {"gpu": per_mille / 10}
+    assert dict(reading.clocks_mhz) == {"gpu": 305.0}
+
+
+@pytest.mark.parametrize("tree", ["raspberry-pi-5", "x86-laptop", "empty-container"])
+def test_no_loads(tree):
+    sampler = LoadSampler(TREES / tree)
+    assert not sampler.available
+    assert sampler.read().loads == ()
+
+
+def test_npu_load_in_root_only_debugfs():
+    # As root the tests can read any file; an ordinary user gets EACCES from debugfs.
+    def unprivileged(path):
+        if "debug" in path.parts:
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_text(path)
+
+    reading = LoadSampler(TREES / "rk3588", unprivileged).read()
+    assert "npu0" not in dict(reading.loads)
+    assert [(item.what, item.why) for item in reading.unavailable] == [("npu load", NPU_NEEDS_ROOT)]
+
+
+def test_rknpu_formats():
+    assert parse_rknpu_load("NPU load:  Core0: 71%, Core1: 35%, Core2:  0%,\n") == (
+        ("npu0", 71.0), ("npu1", 35.0), ("npu2", 0.0)
+    )
+    assert parse_rknpu_load("NPU load: 25%\n") == (("npu", 25.0),)
+    assert parse_rknpu_load("") == ()
+
+
+def test_jetson_gpu_load_through_devfreq_device(tmp_path):
+    shutil.copytree(TREES / "jetson-orin-nano", tmp_path / "orin")
+    shutil.rmtree(tmp_path / "orin/sys/devices/gpu.0")  # JetPack 6 has no gpu.0 alias
+    (tmp_path / "orin/sys/class/devfreq/17000000.ga10b/device/load").write_text("998\n")
+    assert dict(LoadSampler(tmp_path / "orin").read().loads) == {"gpu": 99.8}
