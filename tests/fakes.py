@@ -1,0 +1,163 @@
+"""A deterministic engine and telemetry sampler with the real interfaces, for UI tests."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+from workbench.core.engine.events import (
+    ChatMessage,
+    ContextShifted,
+    EngineFailed,
+    Loaded,
+    LoadProgressed,
+    Sampling,
+    TokenChunk,
+    TurnFinished,
+)
+from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.telemetry.sample import Clock, PowerRail, TelemetrySample, Temperature, Throttle, Unavailable
+
+SCRIPTED_ANSWER = ("The ", "ledger ", "says ", "it ", "**fits**", ": ", "weights ", "and ", "KV ", "cache ",
+                   "stay ", "under ", "the ", "budget", ".")
+MIB = 2**20
+
+
+class FakeEngine:
+    """EngineClient's interface with scripted events; timestamps are fixed so charts repeat."""
+
+    def __init__(self, answer: Sequence[str] = SCRIPTED_ANSWER, *, token_delay_s: float = 0.0,
+                 n_ctx: int = 2048, fail_load: str = "", shift_on_turn: int = 0) -> None:
+        self.answer = tuple(answer)
+        self.token_delay_s = token_delay_s
+        self.n_ctx = n_ctx
+        self.fail_load = fail_load  # a message: the next load ends in EngineFailed(kind="load")
+        self.shift_on_turn = shift_on_turn  # 1-based turn that reports a context shift
+        self.crash_next_chat = False
+        self.pid: int | None = None
+        self.alive = False
+        self.loaded: Loaded | None = None
+        self.calls: list[str] = []
+        self.chats: list[tuple[tuple[ChatMessage, ...], Sampling]] = []
+        self.load_options: list[dict] = []
+        self._cancel = threading.Event()
+        self._turns = 0
+        self._cells = 0
+
+    def start(self) -> None:
+        self.calls.append("start")
+        self.alive, self.pid = True, 424242
+
+    def load(self, model_path, preset: Preset, *, device: DeviceProfile | None = None,
+             allow_overbudget: bool = False) -> Iterator[object]:
+        self.calls.append("load")
+        self.load_options.append({"model_path": str(model_path), "preset": preset.name,
+                                  "allow_overbudget": allow_overbudget})
+        if not self.alive:
+            self.start()
+        for fraction in (0.0, 0.5, 1.0):
+            yield LoadProgressed("loading", fraction)
+        if self.fail_load:
+            yield EngineFailed(kind="load", message=self.fail_load, log_tail=("llama_model_load: error",))
+            return
+        self._cells = 0
+        self.loaded = Loaded(
+            model_path=str(model_path), preset_name=preset.name, n_ctx=self.n_ctx, n_ctx_train=8192,
+            model_buffer_bytes=int(94.3 * MIB), kv_buffer_bytes=int(45.0 * MIB),
+            compute_buffer_bytes=int(66.5 * MIB), load_seconds=0.42, rss_bytes=int(231.0 * MIB),
+            uss_bytes=int(190.0 * MIB), pid=self.pid or 0,
+        )
+        yield self.loaded
+
+    def chat(self, messages: Sequence[ChatMessage], sampling: Sampling) -> Iterator[object]:
+        self.calls.append("chat")
+        self.chats.append((tuple(messages), sampling))
+        self._cancel.clear()
+        self._turns += 1
+        base = 1000.0 + 20.0 * self._turns  # fixed engine clock: the speed chart is repeatable
+        if self.crash_next_chat:
+            self.crash_next_chat = False
+            yield TokenChunk(self.answer[0], 1, base + 0.1)
+            self.alive, self.loaded = False, None
+            yield EngineFailed(kind="crash", message="engine process died", exit_signal="SIGKILL",
+                               exit_code=-9, log_tail=("llama_decode: decoding batch", "killed"),
+                               prediction="predicted total 206 MiB of a 20,000 MiB budget")
+            return
+        if self.shift_on_turn == self._turns:
+            yield ContextShifted(turns_dropped=1, tokens_dropped=64)
+        prompt_tokens = 40 + 12 * len(messages)
+        reused = self._cells if self._turns > 1 else 0
+        text, stop, generated = [], "stop", 0
+        for index, piece in enumerate(self.answer):
+            if self._cancel.is_set():
+                stop = "cancelled"
+                break
+            if generated >= sampling.max_tokens:
+                stop = "length"
+                break
+            if self.token_delay_s:
+                time.sleep(self.token_delay_s)
+            text.append(piece)
+            generated += 1
+            yield TokenChunk(piece, 1, base + 0.12 + 0.025 * index)
+        self._cells = min(self.n_ctx, prompt_tokens + generated)
+        yield TurnFinished(
+            text="".join(text), stop_reason=stop, prompt_tokens=prompt_tokens, reused_tokens=min(reused, prompt_tokens),
+            generated_tokens=generated, ttft_s=0.12, prefill_tps=850.0, decode_tps=40.0, kv_cells_used=self._cells,
+            n_ctx=self.n_ctx, context_shifts=1 if self.shift_on_turn == self._turns else 0,
+            started_at=base, finished_at=base + 0.12 + 0.025 * generated,
+        )
+
+    def cancel(self) -> None:
+        self.calls.append("cancel")
+        self._cancel.set()
+
+    def unload(self) -> None:
+        self.calls.append("unload")
+        self.loaded = None
+
+    def close(self) -> None:
+        self.calls.append("close")
+        self.alive, self.loaded = False, None
+
+
+class FakeSampler:
+    """Fixed telemetry: an x86 box with two sensors and RAPL, or one exposing no sensor at all."""
+
+    def __init__(self, engine_pid: int | None = None, *, sensors: bool = True, swap_used_bytes: int = 0) -> None:
+        self.engine_pid = engine_pid
+        self.sensors = sensors
+        self.swap_used_bytes = swap_used_bytes
+        self.count = 0
+
+    def sample(self) -> TelemetrySample:
+        self.count += 1
+        step = self.count % 8  # a repeating ramp: sparklines have a shape but stay deterministic
+        common = dict(
+            timestamp=float(self.count) / 2,
+            mem_total_bytes=16 * 1024 * MIB, mem_available_bytes=11 * 1024 * MIB,
+            swap_total_bytes=2048 * MIB, swap_used_bytes=self.swap_used_bytes,
+            cpu_percent=(35.0, 60.0),
+            engine_rss_bytes=int(233.0 * MIB) if self.engine_pid else None,
+            engine_uss_bytes=int(191.0 * MIB) if self.engine_pid else None,
+        )
+        if not self.sensors:
+            return TelemetrySample(**common, unavailable=(
+                Unavailable("temperature", "no thermal sensors exposed"),
+                Unavailable("clocks", "no cpufreq policies exposed"),
+                Unavailable("power", "no power source exposed"),
+                Unavailable("throttle", "no throttle counters exposed"),
+            ))
+        return TelemetrySample(
+            **common,
+            temperatures=(
+                Temperature("cpu", 52.0 + step, "/sys/class/hwmon/hwmon2/temp1_input", trip_critical_c=100.0),
+                Temperature("nvme", 38.0 + step / 2, "/sys/class/hwmon/hwmon1/temp1_input"),
+            ),
+            clocks=(Clock("policy0", "0-1", 2_400_000 - step * 100_000, 3_000_000, 3_600_000, "powersave"),),
+            power=(PowerRail("package-0", 7.5 + step / 4, "/sys/class/powercap/intel-rapl:0/energy_uj"),),
+            total_power_w=7.5 + step / 4,
+            energy_j=10.0 * self.count,
+            throttle=Throttle(False, "", "/sys/devices/system/cpu/cpu0/thermal_throttle/package_throttle_count"),
+        )

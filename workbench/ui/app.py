@@ -1,0 +1,110 @@
+"""The Textual app: themes, the main screen, and every action in the command palette."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from textual.app import App, SystemCommand
+from textual.screen import Screen
+
+from workbench.ui.selection import Selection
+from workbench.ui.themes import APP_COLOUR_DEFAULTS, DEFAULT_THEME, load_themes
+
+
+def default_engine_factory():
+    """The real engine client; imported on first load so the app starts without it."""
+    from workbench.core.engine.client import EngineClient
+
+    return EngineClient()
+
+
+def default_sampler_factory(engine_pid: int | None):
+    from workbench.core.telemetry.sampler import Sampler
+
+    return Sampler(root="/", engine_pid=engine_pid)
+
+
+# (title, help, MainScreen action) for the command palette; the footer shows the key bindings
+MAIN_COMMANDS = (
+    ("Load or unload the model", "Load the chosen model with the chosen preset, or unload it", "toggle_load"),
+    ("Cancel the answer", "Stop generating (Esc)", "cancel_turn"),
+    ("Restart engine", "Start a fresh engine process and load the model again", "restart_engine"),
+    ("Save transcript", "Write the conversation as Markdown and JSON", "save_transcript"),
+    ("System prompt and sampling", "Edit the system prompt, temperature, top-p, max tokens, ...", "edit_settings"),
+    ("New conversation", "Clear the chat (the model stays loaded)", "new_conversation"),
+    ("Models", "Bundled, local and cached models, the hub, and their inspect summary", "open_models"),
+    ("Presets", "Browse, edit and save presets; copy the llama-server command", "open_presets"),
+    ("Bench", "Measure speed and quality for the loaded model", "open_bench"),
+)
+
+
+class WorkbenchApp(App):
+    """`engine_factory()` makes an engine client; `sampler_factory(engine_pid)` a telemetry sampler."""
+
+    TITLE = "Edge LLM Workbench"
+    # the default screen is not "pushed", so Textual would not load its CSS_PATH: the app loads it
+    CSS_PATH = ["app.tcss", "screens/main_screen.tcss"]
+
+    def __init__(self, selection: Selection, *, engine_factory: Callable | None = None,
+                 sampler_factory: Callable | None = None, theme_name: str | None = None,
+                 telemetry_interval_s: float = 0.5) -> None:
+        super().__init__()
+        self.selection = selection
+        self.engine_factory = engine_factory or default_engine_factory
+        self.sampler_factory = sampler_factory or default_sampler_factory
+        self.telemetry_interval_s = telemetry_interval_s
+        self.startup_problems: list[str] = []
+        try:
+            for theme in load_themes():
+                self.register_theme(theme)
+        except Exception as error:  # a broken theme file must not keep the app from starting
+            self.startup_problems.append(str(error))
+        wanted = theme_name or DEFAULT_THEME
+        if wanted in self.available_themes:
+            self.theme = wanted
+        else:
+            self.startup_problems.append(
+                f"unknown theme {wanted!r}; choose one of {', '.join(sorted(self.available_themes))}")
+            if DEFAULT_THEME in self.available_themes:
+                self.theme = DEFAULT_THEME
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(APP_COLOUR_DEFAULTS)
+
+    def get_default_screen(self) -> Screen:
+        from workbench.ui.screens.main_screen import MainScreen
+
+        return MainScreen(self.selection, self.engine_factory, self.sampler_factory,
+                          telemetry_interval_s=self.telemetry_interval_s)
+
+    @property
+    def main_screen(self):
+        from workbench.ui.screens.main_screen import MainScreen
+
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                return screen
+        raise LookupError("the main screen is not running")
+
+    def on_mount(self) -> None:
+        for problem in self.startup_problems:
+            self.notify(problem, title="Theme", severity="warning", timeout=10)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        try:
+            main = self.main_screen
+        except LookupError:
+            return
+        for title, help_text, action in MAIN_COMMANDS:
+            yield SystemCommand(title, help_text, getattr(main, f"action_{action}"))
+
+    def on_unmount(self) -> None:
+        try:
+            engine = self.main_screen.engine
+        except LookupError:
+            return
+        if engine is not None:
+            from workbench.ui.engine_work import close_engine
+
+            close_engine(engine)

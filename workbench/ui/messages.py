@@ -1,0 +1,97 @@
+"""Messages posted by the app's thread workers (past tense: something has happened)."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from workbench.core.engine.events import ContextShifted, EngineFailed, Loaded, TurnFinished
+from workbench.core.ledger_types import Ledger
+from workbench.core.model_info import ModelInfo
+from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.telemetry.sample import TelemetrySample
+
+
+class LedgerPredicted(Message):
+    """The ledger for the selected model, preset and device (before anything loads)."""
+
+    def __init__(self, model: ModelInfo, preset: Preset, device: DeviceProfile, ledger: Ledger,
+                 problems: tuple = ()) -> None:
+        super().__init__()
+        self.model, self.preset, self.device, self.ledger, self.problems = model, preset, device, ledger, problems
+
+
+class PredictionFailed(Message):
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+
+class LoadProgressReported(Message):
+    def __init__(self, stage: str, fraction: float) -> None:
+        super().__init__()
+        self.stage, self.fraction = stage, fraction
+
+    def can_replace(self, message: Message) -> bool:
+        # only the newest progress matters when drawing falls behind
+        return isinstance(message, LoadProgressReported)
+
+
+class ModelLoaded(Message):
+    def __init__(self, loaded: Loaded) -> None:
+        super().__init__()
+        self.loaded = loaded
+
+
+class LoadFailed(Message):
+    def __init__(self, failure: EngineFailed) -> None:
+        super().__init__()
+        self.failure = failure
+
+
+class TokensArrived(Message):
+    """A batch of token chunks (the chat worker posts at most ~20 per second)."""
+
+    def __init__(self, text: str, n_tokens: int, first_timestamp: float, last_timestamp: float) -> None:
+        super().__init__()
+        self.text, self.n_tokens = text, n_tokens
+        self.first_timestamp, self.last_timestamp = first_timestamp, last_timestamp
+
+
+class ContextShiftNoticed(Message):
+    def __init__(self, shift: ContextShifted) -> None:
+        super().__init__()
+        self.shift = shift
+
+
+class TurnEnded(Message):
+    def __init__(self, finished: TurnFinished) -> None:
+        super().__init__()
+        self.finished = finished
+
+
+class EngineDied(Message):
+    """The engine failed during a turn or a request; `failure.kind` says how."""
+
+    def __init__(self, failure: EngineFailed) -> None:
+        super().__init__()
+        self.failure = failure
+
+
+class ModelUnloaded(Message):
+    pass
+
+
+class TelemetrySampled(Message):
+    def __init__(self, sample: TelemetrySample) -> None:
+        super().__init__()
+        self.sample = sample
+
+    def can_replace(self, message: Message) -> bool:
+        # a newer sample supersedes an undrawn older one (only when the UI thread falls behind)
+        return isinstance(message, TelemetrySampled)
+
+
+class TelemetryFailed(Message):
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason

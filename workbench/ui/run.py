@@ -1,0 +1,43 @@
+"""`workbench` with no command: resolve what to preselect, then run the app."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def build_selection(args: argparse.Namespace):
+    """The startup choice: --model (default the bundled model), --preset, --device (default host)."""
+    from workbench.core.model_ref import BUNDLED, resolve_model
+    from workbench.ui.selection import DEFAULT_DEVICE, DEFAULT_PRESET, Selection
+
+    bundled = None
+    try:
+        bundled = resolve_model(BUNDLED)
+    except Exception:
+        if not getattr(args, "model", None):
+            raise  # no model at all: the one-line error says how to install the bundled one
+    model = resolve_model(args.model) if getattr(args, "model", None) else bundled
+    selection = Selection(model_path=model, preset_name=getattr(args, "preset", None) or DEFAULT_PRESET,
+                          device_name=getattr(args, "device", None) or DEFAULT_DEVICE)
+    if bundled is not None:
+        selection.add_model(bundled, f"{bundled.stem} (bundled)")
+    selection.add_model(model)
+    return selection
+
+
+def run_app(args: argparse.Namespace) -> int:
+    # A preset or device named on the command line is checked here, so a typo is one line on
+    # stderr before the screen opens rather than a notification inside it.
+    from workbench.core.devices import load_device
+    from workbench.core.presets import load_preset
+
+    if getattr(args, "preset", None):
+        load_preset(args.preset)
+    if getattr(args, "device", None):
+        load_device(args.device)
+    selection = build_selection(args)
+    from workbench.ui.app import WorkbenchApp
+
+    app = WorkbenchApp(selection, theme_name=getattr(args, "theme", None))
+    app.run()
+    return int(app.return_code or 0)

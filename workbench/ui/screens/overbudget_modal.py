@@ -1,0 +1,46 @@
+"""Asks before loading a preset the ledger says does not fit, naming what breaks."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from workbench.core.ledger_types import Ledger
+from workbench.ui.units import mib
+
+
+def what_breaks(ledger: Ledger) -> str:
+    over = -ledger.headroom_bytes
+    return (f"{ledger.reason}\n\nPredicted {mib(ledger.total_bytes)} against {mib(ledger.budget_bytes)} left for "
+            f"the LLM on {ledger.device}: {mib(over)} over. Weights {mib(ledger.weights_bytes)}, KV cache "
+            f"{mib(ledger.kv_bytes)} at ctx {ledger.ctx_size:,}, compute {mib(ledger.compute_bytes)}.\n\n"
+            "On the device this ends in swapping (decode slows to a crawl) or the kernel's OOM killer ending "
+            "the engine, not in an error message. Here the engine runs in its own process, so the app survives.")
+
+
+class OverbudgetModal(ModalScreen[bool]):
+    """Dismisses with True to load anyway (allow_overbudget), False to go back."""
+
+    CSS_PATH = "modals.tcss"
+    BINDINGS = [Binding("escape", "dismiss(False)", "Back")]
+
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__()
+        self.ledger = ledger
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog -danger"):
+            yield Static(f"✘ {self.ledger.preset} does not fit {self.ledger.device}", classes="dialog-title")
+            yield Static(what_breaks(self.ledger), classes="dialog-body", markup=False)
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Back", id="back", variant="primary")
+                yield Button("Load anyway", id="load-anyway", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#back", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "load-anyway")

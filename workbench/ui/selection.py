@@ -1,0 +1,91 @@
+"""What the user has chosen (model, preset, device) and the options offered for each."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.core.model_info import ModelInfo
+from workbench.core.preset import DeviceProfile, Preset
+
+DEFAULT_PRESET = "as-is"  # the file's own weights: nothing to re-quantize before the first load
+DEFAULT_DEVICE = "host"
+
+
+@dataclass
+class Selection:
+    """The chosen model path, preset spec and device spec; resolves them with caching."""
+
+    model_path: Path
+    preset_name: str = DEFAULT_PRESET
+    device_name: str = DEFAULT_DEVICE
+    models: dict[str, str] = field(default_factory=dict)  # path -> label, in the order offered
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _model_cache: dict[tuple[str, float], ModelInfo] = field(default_factory=dict, repr=False)
+    _device_cache: dict[str, DeviceProfile] = field(default_factory=dict, repr=False)
+    _preset_names: tuple[str, ...] | None = field(default=None, repr=False)
+    _device_names: tuple[str, ...] | None = field(default=None, repr=False)
+
+    def add_model(self, path: Path, label: str | None = None) -> None:
+        self.models.setdefault(str(path), label or path.name)
+
+    def model_info(self, path: Path | None = None) -> ModelInfo:
+        """The GGUF header of `path` (default: the chosen model), read once per file version."""
+        from workbench.core.gguf_reader import read_gguf
+
+        path = path or self.model_path
+        key = (str(path), path.stat().st_mtime)
+        with self._lock:
+            if key not in self._model_cache:
+                self._model_cache[key] = read_gguf(path)
+            return self._model_cache[key]
+
+    def preset(self) -> Preset:
+        from workbench.core.presets import load_preset
+
+        return load_preset(self.preset_name)
+
+    def device(self) -> DeviceProfile:
+        from workbench.core.devices import load_device
+
+        with self._lock:
+            if self.device_name not in self._device_cache:  # host detection reads /proc and /sys
+                self._device_cache[self.device_name] = load_device(self.device_name)
+            return self._device_cache[self.device_name]
+
+    def resolve(self) -> tuple[ModelInfo, Preset, DeviceProfile]:
+        return self.model_info(), self.preset(), self.device()
+
+    def preset_names(self, *, refresh: bool = False) -> tuple[str, ...]:
+        if self._preset_names is None or refresh:
+            from workbench.core.presets import list_presets
+
+            self._preset_names = tuple(preset.name for preset in list_presets())
+        return self._preset_names
+
+    def device_names(self) -> tuple[str, ...]:
+        if self._device_names is None:
+            from workbench.core.devices import list_devices
+
+            self._device_names = tuple(device.name for device in list_devices(include_host=False))
+        return self._device_names
+
+
+def model_options(selection: Selection) -> list[tuple[str, str]]:
+    selection.add_model(selection.model_path)
+    return [(label, path) for path, label in selection.models.items()]
+
+
+def preset_options(selection: Selection, *, refresh: bool = False) -> list[tuple[str, str]]:
+    names = list(selection.preset_names(refresh=refresh))
+    if selection.preset_name not in names:
+        names.insert(0, selection.preset_name)  # a preset given as a file path
+    return [(name, name) for name in names]
+
+
+def device_options(selection: Selection) -> list[tuple[str, str]]:
+    names = ["host", *selection.device_names()]
+    if selection.device_name not in names:
+        names.insert(0, selection.device_name)
+    return [("host (this machine)" if name == "host" else name, name) for name in names]

@@ -1,0 +1,1 @@
+"""The app's widgets: chat, prompt box and the four live panels."""

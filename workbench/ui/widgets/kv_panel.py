@@ -1,0 +1,65 @@
+"""KV-cache panel: the context as a grid of blocks coloured by what each holds."""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from workbench.core.kv_blocks import choose_block_tokens, kv_block_map
+from workbench.ui.units import mib
+from workbench.ui.widgets.colours import theme_colour
+
+BLOCK_STATES = ("system", "history", "reused", "current", "free")
+TEXT_LINES = 4  # cells line, legend, bytes-per-block line, context-shift line
+
+
+class KvPanel(Widget):
+    """The screen sets `n_ctx`, `cells_used`, `segments` ((state, n_tokens) in context order) etc."""
+
+    BORDER_TITLE = "KV cache"
+
+    n_ctx: reactive[int] = reactive(0)
+    cells_used: reactive[int] = reactive(0)
+    segments: reactive[tuple[tuple[str, int], ...]] = reactive(())
+    bytes_per_token: reactive[int] = reactive(0)
+    cache_types: reactive[str] = reactive("f16/f16")
+    shift_notice: reactive[str] = reactive("")
+
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh())
+
+    def grid_shape(self) -> tuple[int, int]:
+        """Columns and rows of blocks that fit the panel (each block is drawn 2 cells wide)."""
+        width = self.content_region.width or 40
+        height = self.content_region.height or 12
+        return max(1, width // 2), max(1, height - TEXT_LINES)
+
+    def render(self) -> RenderableType:
+        if self.n_ctx <= 0:
+            return Text("No model loaded: the context appears here after loading.", style="italic")
+        columns, rows = self.grid_shape()
+        block_tokens = choose_block_tokens(self.n_ctx, columns * rows)
+        n_blocks = math.ceil(self.n_ctx / block_tokens)
+        labels = kv_block_map(self.segments, self.n_ctx, n_blocks)
+        percent = 100 * self.cells_used / self.n_ctx
+        header = Text(f"cells used {self.cells_used:,} / {self.n_ctx:,} ({percent:.0f}%)", style="bold")
+        grid = Text()
+        for index, label in enumerate(labels):
+            if index and index % columns == 0:
+                grid.append("\n")
+            grid.append("■ ", style=theme_colour(self.app, f"kv-{label}"))
+        legend = Text()
+        for state in BLOCK_STATES:
+            legend.append("■ ", style=theme_colour(self.app, f"kv-{state}"))
+            legend.append(f"{state}  ")
+        block_bytes = self.bytes_per_token * block_tokens
+        sizes = Text(f"1 block = {block_tokens} tokens = {mib(block_bytes) if block_bytes else 'n/a'}"
+                     f" at {self.cache_types}", style="dim")
+        parts: list[RenderableType] = [header, grid, legend, sizes]
+        if self.shift_notice:
+            parts.append(Text(f"⚠ {self.shift_notice}", style=f"bold {theme_colour(self.app, 'kv-current')}"))
+        return Group(*parts)

@@ -1,0 +1,123 @@
+"""Memory ledger panel: the budget, a stacked bar of where it goes, predicted vs reported vs measured."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from workbench.core.engine.events import Loaded
+from workbench.core.ledger_types import DOES_NOT_FIT, TIGHT, Ledger
+from workbench.core.telemetry.sample import TelemetrySample
+from workbench.ui.units import UNAVAILABLE, mib, size
+from workbench.ui.widgets.colours import theme_colour
+
+CATEGORIES = (("weights", "weights"), ("kv", "KV cache"), ("compute", "compute"), ("overhead", "overhead"))
+
+
+class LedgerPanel(Widget):
+    """Attributes down: the screen sets `ledger`, `loaded` and `sample`; the panel redraws."""
+
+    BORDER_TITLE = "Memory ledger"
+
+    ledger: reactive[Ledger | None] = reactive(None)
+    loaded: reactive[Loaded | None] = reactive(None)
+    sample: reactive[TelemetrySample | None] = reactive(None)
+
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh())
+
+    def render(self) -> RenderableType:
+        ledger = self.ledger
+        if ledger is None:
+            return Text("No prediction yet: choose a model, a preset and a device.", style="italic")
+        width = max(10, self.content_region.width or 40)
+        parts: list[RenderableType] = [self._budget_table(ledger), self._stacked_bar(ledger, width),
+                                       self._legend(ledger), self._comparison_table(ledger)]
+        parts.append(self._system_memory())
+        return Group(*parts)
+
+    def _budget_table(self, ledger: Ledger) -> Table:
+        table = Table.grid(padding=(0, 1), expand=True)
+        table.add_column(ratio=1)
+        table.add_column(justify="right")
+        table.add_row(Text(f"device {ledger.device}", style="bold"), mib(ledger.ram_total_bytes))
+        for name, n_bytes in ledger.reserves_bytes:
+            table.add_row(f"  − reserve {name.replace('_', ' ')}", mib(n_bytes))
+        table.add_row(Text("left for the LLM", style="bold"), Text(mib(ledger.budget_bytes), style="bold"))
+        return table
+
+    def _stacked_bar(self, ledger: Ledger, width: int) -> Text:
+        amounts = [(key, getattr(ledger, f"{key}_bytes")) for key, _ in CATEGORIES]
+        scale_to = max(ledger.budget_bytes, ledger.total_bytes, 1)
+        bar = Text()
+        used = 0
+        for key, n_bytes in amounts:
+            cells = round(n_bytes / scale_to * width)
+            cells = max(cells, 1) if n_bytes > 0 else 0
+            cells = min(cells, width - used)
+            bar.append("█" * cells, style=theme_colour(self.app, f"ledger-{key}"))
+            used += cells
+        rest = width - used
+        if ledger.headroom_bytes >= 0:
+            bar.append("░" * rest, style=theme_colour(self.app, "ledger-headroom"))
+        else:
+            # over budget: the part of the bar past the budget is redrawn in the warning colour
+            budget_cells = round(ledger.budget_bytes / scale_to * width)
+            plain = bar.plain
+            bar = bar[:budget_cells]
+            bar.append(plain[budget_cells:], style=f"bold {theme_colour(self.app, 'ledger-over')}")
+        return bar
+
+    def _legend(self, ledger: Ledger) -> Text:
+        legend = Text()
+        for key, label in CATEGORIES:
+            legend.append("■ ", style=theme_colour(self.app, f"ledger-{key}"))
+            legend.append(f"{label}  ")
+        legend.append("■ ", style=theme_colour(self.app, "ledger-headroom"))
+        legend.append("headroom")
+        return legend
+
+    def _comparison_table(self, ledger: Ledger) -> Table:
+        loaded = self.loaded
+        table = Table(expand=True, box=None, padding=(0, 1), show_edge=False, header_style="bold")
+        table.add_column("", ratio=1, no_wrap=True)
+        table.add_column("predicted", justify="right", no_wrap=True)
+        table.add_column("llama.cpp", justify="right", no_wrap=True)
+        table.add_column("measured", justify="right", no_wrap=True)
+        reported = {
+            "weights": loaded.model_buffer_bytes if loaded else None,
+            "kv": loaded.kv_buffer_bytes if loaded else None,
+            "compute": loaded.compute_buffer_bytes if loaded else None,
+        }
+        for key, label in CATEGORIES:
+            swatch = Text("■ ", style=theme_colour(self.app, f"ledger-{key}")) + Text(label)
+            reported_text = mib(reported[key]) if reported.get(key) else "—"
+            table.add_row(swatch, mib(getattr(ledger, f"{key}_bytes")), reported_text, "—")
+        rss = self._engine_rss()
+        table.add_row(Text("total", style="bold"), Text(mib(ledger.total_bytes), style="bold"),
+                      mib(sum(v for v in reported.values() if v)) if loaded else "—",
+                      Text(mib(rss) if rss else "—", style="bold"))
+        headroom_colour = {DOES_NOT_FIT: "ledger-over", TIGHT: "ledger-compute"}.get(ledger.verdict, "ledger-headroom")
+        headroom_style = f"bold {theme_colour(self.app, headroom_colour)}"
+        measured_headroom = mib(ledger.budget_bytes - rss) if rss else "—"
+        table.add_row("headroom", Text(mib(ledger.headroom_bytes), style=headroom_style), "", measured_headroom)
+        return table
+
+    def _engine_rss(self) -> int | None:
+        if self.sample is not None and self.sample.engine_rss_bytes:
+            return self.sample.engine_rss_bytes
+        return self.loaded.rss_bytes if self.loaded else None
+
+    def _system_memory(self) -> Text:
+        sample = self.sample
+        if sample is None:
+            return Text(f"system memory: {UNAVAILABLE} (no telemetry sample yet)", style="dim")
+        text = Text(f"system free {size(sample.mem_available_bytes)} of {size(sample.mem_total_bytes)}"
+                    f" · swap {size(sample.swap_used_bytes)} of {size(sample.swap_total_bytes)}")
+        if sample.swap_used_bytes > 0:
+            text.append(f"\n⚠ swap in use ({size(sample.swap_used_bytes)}): decode will crawl and the OOM "
+                        "killer is near", style=f"bold {theme_colour(self.app, 'ledger-over')}")
+        return text

@@ -1,0 +1,118 @@
+"""Tokens/sec panel: decode rate over time against the device's bandwidth bound, and per-turn figures."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.color import Color
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+
+from workbench.core.engine.events import TurnFinished
+from workbench.ui.units import rate, seconds
+from workbench.ui.widgets.colours import theme_colour
+
+RATE_WINDOW_S = 1.0  # decode rate is averaged over this much engine time: batches are too jumpy
+REDRAW_INTERVAL_S = 0.5  # the chart redraws at most this often, however fast tokens come
+
+
+class SpeedPanel(Vertical):
+    """The screen calls `tokens_arrived` per batch and `turn_finished` per turn; sets `bound_tps`."""
+
+    BORDER_TITLE = "Tokens/sec"
+
+    bound_tps: reactive[float] = reactive(0.0)
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.series: list[list[tuple[float, float]]] = []  # one list of (t, tok/s) per turn
+        self.turns: list[TurnFinished] = []
+        self._window: list[tuple[float, int]] = []
+        self._origin: float | None = None  # engine time of the first token shown
+        self._dirty = True
+
+    def compose(self) -> ComposeResult:
+        yield PlotextPlot(id="speed-chart")
+        yield Static(id="speed-turns")
+
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._mark_dirty())
+        self.set_interval(REDRAW_INTERVAL_S, self._redraw_if_dirty)
+        self._redraw()
+
+    def turn_started(self) -> None:
+        self.series.append([])
+        self._window = []
+
+    def tokens_arrived(self, n_tokens: int, first_timestamp: float, last_timestamp: float) -> None:
+        """One batch: the rate is tokens over engine time across the last RATE_WINDOW_S."""
+        if not self.series:
+            self.series.append([])
+        if self._origin is None:
+            self._origin = first_timestamp
+        # window entries are (engine time, tokens generated so far in this turn)
+        done = self._window[-1][1] if self._window else 0
+        if not self._window:
+            self._window.append((first_timestamp, 1))  # the turn's first token opens the window
+        self._window.append((last_timestamp, done + n_tokens))
+        while len(self._window) > 2 and last_timestamp - self._window[1][0] >= RATE_WINDOW_S:
+            self._window.pop(0)
+        (start, start_tokens), (end, end_tokens) = self._window[0], self._window[-1]
+        if end > start and end_tokens > start_tokens:
+            self.series[-1].append((end - self._origin, (end_tokens - start_tokens) / (end - start)))
+            self._dirty = True
+
+    def turn_finished(self, finished: TurnFinished) -> None:
+        self.turns.append(finished)
+        self._window = []
+        self._dirty = True
+        self._redraw()
+
+    def watch_bound_tps(self) -> None:
+        self._mark_dirty()
+
+    def _mark_dirty(self) -> None:
+        self._dirty = True
+
+    def _redraw_if_dirty(self) -> None:
+        if self._dirty:
+            self._redraw()
+
+    def _redraw(self) -> None:
+        self._dirty = False
+        plot = self.query_one(PlotextPlot)
+        plt = plot.plt
+        plt.clear_data()
+        decode_rgb = Color.parse(theme_colour(self.app, "chart-decode")).rgb
+        bound_rgb = Color.parse(theme_colour(self.app, "chart-bound")).rgb
+        peak = 0.0
+        for points in self.series:
+            if points:
+                xs, ys = zip(*points)
+                plt.plot(list(xs), list(ys), color=decode_rgb, marker="braille")
+                peak = max(peak, max(ys))
+        if self.bound_tps > 0:
+            plt.hline(self.bound_tps, bound_rgb)
+            peak = max(peak, self.bound_tps)
+        plt.ylim(0, peak * 1.15 if peak else 10)
+        plt.xlabel("s (engine clock)")
+        plt.title("decode tok/s" + (f"  — bound {self.bound_tps:,.0f}" if self.bound_tps > 0 else ""))
+        plot.refresh()
+        self.query_one("#speed-turns", Static).update(self._turn_table())
+
+    def _turn_table(self) -> Table | Text:
+        if not self.turns:
+            bound = (f"bandwidth bound {rate(self.bound_tps)}" if self.bound_tps > 0
+                     else "bandwidth bound n/a: the device profile gives no memory bandwidth")
+            return Text(f"No turns yet. {bound}.", style="dim")
+        table = Table(box=None, expand=True, padding=(0, 1), header_style="bold", show_edge=False)
+        for name in ("turn", "TTFT", "prefill", "decode", "gen"):
+            table.add_column(name, justify="right" if name != "turn" else "left", no_wrap=True)
+        first = len(self.turns) - 3
+        for number, finished in enumerate(self.turns[-3:], start=max(first, 0) + 1):
+            table.add_row(f"#{number}", seconds(finished.ttft_s), rate(finished.prefill_tps),
+                          rate(finished.decode_tps), str(finished.generated_tokens))
+        return table
