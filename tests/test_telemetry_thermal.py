@@ -71,3 +71,12 @@ def test_empty_tree_has_no_sensors():
 )
 def test_sensor_category(raw, category):
     assert sensor_category(raw) == category
+
+
+def test_repeated_names_keep_the_sensors_own_numbers():
+    from workbench.core.telemetry.thermal import sensor_names
+
+    assert sensor_names(["cpu", "soc2", "soc0", "gpu", "tj", "soc1"]) == ["cpu", "soc2", "soc0", "gpu", "junction", "soc1"]
+    assert sensor_names(["nvme Composite", "nvme Sensor 1", "nvme Sensor 2"]) == ["nvme0", "nvme1", "nvme2"]
+    assert sensor_names(["soc-thermal", "center-thermal"]) == ["soc0", "soc1"]
+    assert sensor_names(["a1 cpu", "b1 cpu"]) == ["cpu0", "cpu1"]  # numbers that do not tell them apart

@@ -13,7 +13,7 @@ from workbench.core.telemetry.power import PowerSampler
 from workbench.core.telemetry.sample import PowerRail, TelemetrySample, Temperature, Unavailable
 from workbench.core.telemetry.sysfs import Reader, read_text
 from workbench.core.telemetry.tegrastats import TegrastatsLive, TegrastatsLog, TegrastatsReading
-from workbench.core.telemetry.thermal import NO_SENSORS, ThermalSampler, sensor_category
+from workbench.core.telemetry.thermal import NO_SENSORS, ThermalSampler, sensor_names
 from workbench.core.telemetry.throttle import NO_THROTTLE, ThrottleSampler
 
 TegrastatsSource = TegrastatsLog | TegrastatsLive
@@ -131,15 +131,11 @@ class Sampler:
 
 
 def _tegrastats_temperatures(reading: TegrastatsReading, source: str) -> tuple[Temperature, ...]:
-    categories = [sensor_category(name) for name, _ in reading.temperatures]
-    seen: dict[str, int] = {}
-    temperatures = []
-    for (name, celsius), category in zip(reading.temperatures, categories):
-        index = seen.get(category, 0)
-        seen[category] = index + 1
-        label = category if categories.count(category) == 1 else f"{category}{index}"
-        temperatures.append(Temperature(name=label, celsius=celsius, source=source, label=name))
-    return tuple(temperatures)
+    names = sensor_names([name for name, _ in reading.temperatures])
+    return tuple(
+        Temperature(name=normalised, celsius=celsius, source=source, label=name)
+        for normalised, (name, celsius) in zip(names, reading.temperatures)
+    )
 
 
 def _tegrastats_rails(reading: TegrastatsReading, source: str) -> tuple[PowerRail, ...]:

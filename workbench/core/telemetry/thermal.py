@@ -49,6 +49,26 @@ def sensor_category(raw_name: str) -> str:
     return words[0] if words else "sensor"
 
 
+def sensor_names(labels: list[str]) -> list[str]:
+    """Category names, suffixed when a category repeats: the sensor's own number where it has
+    one ("soc2-thermal" -> "soc2", "Core 3" -> "cpu-core3"), else the next free number."""
+    categories = [sensor_category(label) for label in labels]
+    names: list[str] = list(categories)
+    for category in set(categories):
+        members = [index for index, other in enumerate(categories) if other == category]
+        if len(members) == 1:
+            continue
+        numbers = {index: re.findall(r"\d+", labels[index]) for index in members}
+        hinted = {index: int(found[-1]) for index, found in numbers.items() if found}
+        if len(set(hinted.values())) != len(hinted):
+            hinted = {}  # the numbers do not tell the sensors apart
+        used = set(hinted.values())
+        free = (number for number in range(len(members) * 2 + 1) if number not in used)
+        for index in members:
+            names[index] = f"{category}{hinted[index] if index in hinted else next(free)}"
+    return names
+
+
 @dataclass(frozen=True)
 class ThermalSensor:
     """A temperature file found at discovery, with its static trip points."""
@@ -73,15 +93,7 @@ class ThermalSampler:
         if any(sensor.label.startswith("coretemp Package") for sensor in hwmons):
             zones = [zone for zone in zones if zone.label != "x86_pkg_temp"]
         sensors = hwmons + zones
-        counts: dict[str, int] = {}
-        for sensor in sensors:
-            counts[sensor.category] = counts.get(sensor.category, 0) + 1
-        seen: dict[str, int] = {}
-        names = []
-        for sensor in sensors:
-            index = seen.get(sensor.category, 0)
-            seen[sensor.category] = index + 1
-            names.append(sensor.category if counts[sensor.category] == 1 else f"{sensor.category}{index}")
+        names = sensor_names([sensor.label for sensor in sensors])
         self.sensors: tuple[tuple[str, ThermalSensor], ...] = tuple(zip(names, sensors))
 
     @property
