@@ -280,7 +280,7 @@ def preset_problems(preset: Preset, model: ModelInfo) -> tuple[Problem, ...]:
             f"{model.name or 'the model'} was trained for",
             f"Set ctx_size = {model.n_ctx_train} or less; past it answers degrade and the KV cache grows for nothing"))
     already = model.file_type
-    if (preset.weights != "keep" and already in ggml_types.QUANT_TYPES
+    if (preset.weights in ggml_types.QUANT_TYPES and already in ggml_types.QUANT_TYPES
             and already not in ("F16", "BF16") and already != preset.weights):
         problems.append(Problem(
             "warning",
