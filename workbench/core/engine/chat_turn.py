@@ -1,0 +1,213 @@
+"""One chat turn inside the engine process: fit, prefill (cancellable), decode, measure."""
+
+from __future__ import annotations
+
+import codecs
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.core.engine.chat_template import ChatTemplate
+from workbench.core.engine.context_fit import fit_conversation
+from workbench.core.engine.events import ContextShifted, Sampling, TokenChunk, TurnFinished
+from workbench.core.engine.protocol import ChatRequest
+
+# Tokens kept free for the answer when deciding whether old turns must go: the answer's
+# max_tokens, but never more than a quarter of the context (a 512-token answer budget on a
+# 512-token context would otherwise drop every turn).
+RESERVE_FRACTION = 4
+
+
+@dataclass(frozen=True)
+class _PerfSnapshot:
+    eval_ms: float  # prompt eval + eval: llama.cpp books a batch by its size, not its purpose
+
+    @staticmethod
+    def take(llama: Any) -> "_PerfSnapshot":
+        import llama_cpp
+
+        data = llama_cpp.llama_perf_context(llama.ctx)
+        return _PerfSnapshot(data.t_p_eval_ms + data.t_eval_ms)
+
+
+def common_prefix_length(cached: Any, prompt: list[int]) -> int:
+    """How many leading prompt tokens already sit in the KV cache (llama.input_ids[:n_tokens])."""
+    count = 0
+    for cached_token, token in zip(cached, prompt):
+        if cached_token != token:
+            break
+        count += 1
+    return count
+
+
+def kv_cells_used(llama: Any) -> int:
+    """Cells of sequence 0 in llama.cpp's memory module (its own count, not our bookkeeping)."""
+    import llama_cpp
+
+    memory = llama_cpp.llama_get_memory(llama.ctx)
+    if memory is None:
+        return llama.n_tokens
+    return max(0, int(llama_cpp.llama_memory_seq_pos_max(memory, 0)) + 1)
+
+
+class ChatTurn:
+    """Runs one ChatRequest on a loaded Llama and emits its events through `send`."""
+
+    def __init__(
+        self,
+        llama: Any,
+        template: ChatTemplate,
+        cancel_requested: Callable[[], bool],
+        send: Callable[[object], None],
+        draft_counter: Any | None = None,
+    ) -> None:
+        self._llama = llama
+        self._template = template
+        self._cancel_requested = cancel_requested
+        self._send = send
+        self._draft_counter = draft_counter
+
+    def run(self, request: ChatRequest, started_at: float) -> TurnFinished:
+        llama = self._llama
+        sampling = request.sampling
+        n_ctx = llama.n_ctx()
+        reserve = max(1, min(sampling.max_tokens, n_ctx // RESERVE_FRACTION))
+        fitted = fit_conversation(request.messages, self._template.tokenize, n_ctx, reserve)
+        if fitted.turns_dropped:
+            self._send(ContextShifted(fitted.turns_dropped, fitted.tokens_dropped))
+        prompt = list(fitted.prompt_tokens)
+
+        # Reuse what the KV cache already holds; at least one token is evaluated so that
+        # fresh logits exist to sample from.
+        reused = min(common_prefix_length(llama.input_ids[: llama.n_tokens], prompt), len(prompt) - 1)
+        import llama_cpp
+
+        llama_cpp.llama_perf_context_reset(llama.ctx)
+        prefill_done = self._prefill(prompt, reused)
+        if not prefill_done:
+            return self._finished("", "cancelled", fitted, len(prompt), reused, 0, started_at, None, None, None)
+
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        eog = _eog_checker(llama)
+        pieces: list[str] = []
+        generated = 0
+        first_token_at: float | None = None
+        after_prefill: _PerfSnapshot | None = None
+        stop_reason = "stop"
+        proposed_before = self._draft_counter.proposed if self._draft_counter else 0
+        accepted = 0
+        seed = sampling.seed if sampling.seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED
+        llama.set_seed(seed)
+        tokens = llama.generate(
+            prompt,
+            top_k=sampling.top_k,
+            top_p=sampling.top_p,
+            min_p=sampling.min_p,
+            temp=sampling.temperature,
+            repeat_penalty=sampling.repeat_penalty,
+        )
+        try:
+            for token in tokens:
+                now = time.monotonic()
+                if first_token_at is None:
+                    first_token_at = now
+                    # Sampling the first token synchronised the last prefill batch, so
+                    # llama.cpp's counters now hold exactly the prefill.
+                    after_prefill = _PerfSnapshot.take(llama)
+                if eog(token):
+                    break
+                position = len(prompt) + generated
+                if position < llama.n_tokens and llama.input_ids[position] == token:
+                    accepted += 1  # a prompt-lookup draft token the model agreed with
+                generated += 1
+                text = decoder.decode(llama.detokenize([token]))
+                pieces.append(text)
+                self._send(TokenChunk(text, 1, now))
+                if self._cancel_requested():
+                    stop_reason = "cancelled"
+                    break
+                if generated >= sampling.max_tokens or len(prompt) + generated >= n_ctx:
+                    stop_reason = "length"
+                    break
+        finally:
+            tokens.close()
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            pieces.append(tail)
+            self._send(TokenChunk(tail, 0, time.monotonic()))
+        proposed = (self._draft_counter.proposed - proposed_before) if self._draft_counter else 0
+        return self._finished(
+            "".join(pieces), stop_reason, fitted, len(prompt), reused, generated, started_at,
+            first_token_at, after_prefill, (accepted, proposed),
+        )
+
+    def _prefill(self, prompt: list[int], reused: int) -> bool:
+        """Evaluate the prompt after the reused prefix; False when cancelled on the way.
+
+        llama.cpp checks the abort callback between graph nodes, so a cancel lands inside a
+        batch instead of after it; the callback is installed for prefill only, where a call
+        per node costs nothing next to a batch's matrix products.
+        """
+        import llama_cpp
+
+        llama = self._llama
+        llama.n_tokens = reused  # Llama.eval drops KV cells past n_tokens before decoding
+        pending = prompt[reused:]
+        abort = llama_cpp.ggml_abort_callback(lambda _data: self._cancel_requested())
+        llama_cpp.llama_set_abort_callback(llama.ctx, abort, None)
+        try:
+            for start in range(0, len(pending), llama.n_batch):
+                if self._cancel_requested():
+                    return False
+                try:
+                    llama.eval(pending[start : start + llama.n_batch])
+                except RuntimeError:
+                    if self._cancel_requested():
+                        return False  # llama_decode returned 2: aborted, its ubatch rolled back
+                    raise
+        finally:
+            llama_cpp.llama_set_abort_callback(llama.ctx, llama_cpp.ggml_abort_callback(), None)
+        return not self._cancel_requested()
+
+    def _finished(
+        self, text: str, stop_reason: str, fitted: Any, prompt_tokens: int, reused: int, generated: int,
+        started_at: float, first_token_at: float | None, after_prefill: _PerfSnapshot | None,
+        drafts: tuple[int, int] | None,
+    ) -> TurnFinished:
+        llama = self._llama
+        finished_at = time.monotonic()
+        evaluated = prompt_tokens - reused
+        prefill_s = decode_s = 0.0
+        if after_prefill is not None:
+            prefill_s = after_prefill.eval_ms / 1000.0
+            decode_s = max(0.0, (_PerfSnapshot.take(llama).eval_ms - after_prefill.eval_ms) / 1000.0)
+        # The first generated token comes from the prefill's logits; each later one costs an eval.
+        decode_evals = max(0, generated - 1)
+        accepted, proposed = drafts or (0, 0)
+        return TurnFinished(
+            text=text,
+            stop_reason=stop_reason,
+            prompt_tokens=prompt_tokens,
+            reused_tokens=reused,
+            generated_tokens=generated,
+            ttft_s=(first_token_at - started_at) if first_token_at is not None else 0.0,
+            prefill_tps=evaluated / prefill_s if prefill_s > 0 else 0.0,
+            decode_tps=decode_evals / decode_s if decode_s > 0 else 0.0,
+            kv_cells_used=kv_cells_used(llama),
+            n_ctx=llama.n_ctx(),
+            context_shifts=fitted.turns_dropped,
+            started_at=started_at,
+            finished_at=finished_at,
+            draft_accepted=accepted,
+            draft_proposed=proposed,
+            prefill_s=prefill_s,
+            decode_s=decode_s,
+        )
+
+
+def _eog_checker(llama: Any) -> Callable[[int], bool]:
+    import llama_cpp
+
+    vocab = llama_cpp.llama_model_get_vocab(llama.model)
+    return lambda token: bool(llama_cpp.llama_vocab_is_eog(vocab, token))

@@ -1,0 +1,314 @@
+"""The engine client: starts the engine process and drives it; what the UI, CLI and bench use."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any
+
+from workbench.core.engine.events import (
+    ChatMessage,
+    EngineFailed,
+    Loaded,
+    LoadProgressed,
+    Sampling,
+    TurnFinished,
+    Unloaded,
+)
+from workbench.core.engine.log_tail import describe_exit, exit_signal_name, read_log_tail
+from workbench.core.engine.protocol import (
+    ChatRequest,
+    LoadRequest,
+    OpFinished,
+    RunOpRequest,
+    ShutdownRequest,
+    UnloadRequest,
+)
+from workbench.core.errors import EngineError
+from workbench.core.preset import DeviceProfile, Preset
+
+_TERMINAL = (Loaded, TurnFinished, EngineFailed, Unloaded, OpFinished)
+_LOG_TAIL_LINES = 30
+_BUSY = "the engine is busy with another request (it runs one at a time); wait for it to finish or cancel it"
+
+
+class EngineClient:
+    """Drives one engine process (one model) over a pipe.
+
+    `load()` and `chat()` return iterators of events; the request is sent when iteration
+    starts, and the iterator ends after its final event (Loaded / TurnFinished / EngineFailed).
+    One request runs at a time: a second one started meanwhile gets EngineFailed(kind="request")
+    at once instead of waiting. `cancel()` may be called from any thread. If the engine process
+    dies, the running iterator ends with EngineFailed(kind="crash") carrying the exit signal,
+    the last log lines and the ledger's prediction; `start()` (or the next `load()`) starts a
+    new one. The conversation is the caller's: `chat()` takes all of it every turn.
+    """
+
+    def __init__(self) -> None:
+        self._context = multiprocessing.get_context("spawn")  # the child inherits none of our threads
+        self._process: Any = None
+        self._conn: Any = None
+        self._cancel_event: Any = None
+        self._log_path: str | None = None
+        self._busy = threading.Lock()
+        self._lifecycle = threading.Lock()
+        self._loaded: Loaded | None = None
+        self._prediction = ""
+        self._closing = False
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.is_alive()
+
+    @property
+    def loaded(self) -> Loaded | None:
+        return self._loaded
+
+    @property
+    def log_path(self) -> str | None:
+        """The engine's log file: llama.cpp's log and the process's stderr."""
+        return self._log_path
+
+    def log_tail(self, n_lines: int = _LOG_TAIL_LINES) -> tuple[str, ...]:
+        return read_log_tail(self._log_path, n_lines) if self._log_path else ()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the engine process if it is not running (a dead one is cleaned up first)."""
+        from workbench.core.engine.process import serve
+
+        with self._lifecycle:
+            if self.alive:
+                return
+            self._discard_process()
+            descriptor, log_path = tempfile.mkstemp(prefix="workbench-engine-", suffix=".log")
+            os.close(descriptor)
+            ours, theirs = self._context.Pipe(duplex=True)
+            cancel_event = self._context.Event()
+            process = self._context.Process(
+                target=serve, args=(theirs, cancel_event, log_path), name="workbench-engine", daemon=True
+            )
+            process.start()
+            theirs.close()
+            self._process, self._conn, self._cancel_event, self._log_path = process, ours, cancel_event, log_path
+            self._closing = False
+
+    def close(self) -> None:
+        """Stop the engine process (politely, then by force) and delete its log."""
+        with self._lifecycle:
+            self._closing = True
+            self.cancel()
+            if self._process is not None and self._process.is_alive():
+                try:
+                    self._conn.send(ShutdownRequest())
+                except (OSError, ValueError):
+                    pass
+                self._process.join(timeout=5)
+            self._discard_process()
+
+    def _discard_process(self) -> None:
+        process, conn, log_path = self._process, self._conn, self._log_path
+        self._process = self._conn = self._cancel_event = self._log_path = None
+        self._loaded = None
+        if process is not None:
+            if process.is_alive():
+                process.kill()
+            process.join(timeout=5)
+        if conn is not None:
+            conn.close()
+        if log_path:
+            Path(log_path).unlink(missing_ok=True)
+
+    def __enter__(self) -> "EngineClient":
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- requests ----------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop the running generation (within a token; in prefill within a graph node). Thread-safe."""
+        event = self._cancel_event
+        if event is not None:
+            event.set()
+
+    def load(
+        self,
+        model_path: str | os.PathLike[str],
+        preset: Preset,
+        *,
+        device: DeviceProfile | None = None,
+        allow_overbudget: bool = False,
+    ) -> Iterator[object]:
+        """Validate, then load: LoadProgressed..., then Loaded or EngineFailed.
+
+        Refused before llama.cpp sees anything (EngineFailed kind "load" for an unreadable
+        GGUF, "refused" for preset errors or a ledger that does not fit `device`, the detected
+        host when None, unless `allow_overbudget`).
+        """
+        return self._load_events(model_path, preset, device, allow_overbudget)
+
+    def _load_events(
+        self, model_path: str | os.PathLike[str], preset: Preset, device: DeviceProfile | None, allow_overbudget: bool
+    ) -> Iterator[object]:
+        if not self._busy.acquire(blocking=False):
+            yield EngineFailed("request", _BUSY)
+            return
+        try:
+            from workbench.core.engine.load_plan import LoadRefused, plan_load
+
+            yield LoadProgressed("validating", 0.0)
+            try:
+                plan = plan_load(model_path, preset, device, allow_overbudget=allow_overbudget)
+            except LoadRefused as refused:
+                yield EngineFailed(refused.kind, refused.message)
+                return
+            yield LoadProgressed("validating", 1.0, message=plan.prediction)
+            self.start()
+            self._loaded = None
+            self._prediction = plan.prediction
+            request = LoadRequest(str(model_path), preset, plan.quantize_to, plan.prediction, plan.warnings)
+            for event in self._exchange(request, "loading the model"):
+                if isinstance(event, Loaded):
+                    self._loaded = event
+                yield event
+        finally:
+            self._busy.release()
+
+    def load_blocking(
+        self,
+        model_path: str | os.PathLike[str],
+        preset: Preset,
+        *,
+        device: DeviceProfile | None = None,
+        allow_overbudget: bool = False,
+    ) -> Loaded:
+        """`load()` run to the end: the Loaded event, or EngineError (its `.failure` is the EngineFailed)."""
+        for event in self.load(model_path, preset, device=device, allow_overbudget=allow_overbudget):
+            if isinstance(event, Loaded):
+                return event
+            if isinstance(event, EngineFailed):
+                raise _engine_error(event, where=str(model_path))
+        raise EngineError("the engine ended the load without a result", where=str(model_path))
+
+    def chat(self, messages: Sequence[ChatMessage], sampling: Sampling) -> Iterator[object]:
+        """One turn: TokenChunk..., maybe ContextShifted first, then TurnFinished or EngineFailed."""
+        return self._chat_events(tuple(messages), sampling)
+
+    def _chat_events(self, messages: tuple[ChatMessage, ...], sampling: Sampling) -> Iterator[object]:
+        if not self._busy.acquire(blocking=False):
+            yield EngineFailed("request", _BUSY)
+            return
+        try:
+            if not self.alive or self._loaded is None:
+                yield EngineFailed("request", "no model is loaded; load one first")
+                return
+            yield from self._exchange(ChatRequest(messages, sampling), "generating")
+        finally:
+            self._busy.release()
+
+    def unload(self) -> None:
+        """Free the model (its memory goes back to the OS); a running request is cancelled first."""
+        self.cancel()
+        with self._busy:
+            if not self.alive:
+                self._loaded = None
+                return
+            for event in self._exchange(UnloadRequest(), "unloading"):
+                if isinstance(event, EngineFailed):
+                    raise _engine_error(event)
+            self._loaded = None
+
+    def run_op(self, name: str, **kwargs: Any) -> Any:
+        """Run `measure_ops.OPS[name](llama, **kwargs)` in the engine; its result, or EngineError."""
+        if not self._busy.acquire(blocking=False):
+            raise EngineError(_BUSY)
+        try:
+            if not self.alive or self._loaded is None:
+                raise EngineError(f"no model is loaded to run {name!r} on", fix="Load a model first")
+            for event in self._exchange(RunOpRequest(name, dict(kwargs)), f"running {name}"):
+                if isinstance(event, OpFinished):
+                    return event.result
+                if isinstance(event, EngineFailed):
+                    raise _engine_error(event)
+            raise EngineError(f"the engine ended {name!r} without a result")
+        finally:
+            self._busy.release()
+
+    # -- the pipe ----------------------------------------------------------------------------
+    def _exchange(self, request: object, doing: str) -> Iterator[object]:
+        """Send one request and yield its events up to the final one.
+
+        If the caller stops iterating early, the request is cancelled and its remaining
+        events are read and dropped, so the next request starts on a clean pipe.
+        """
+        self._cancel_event.clear()  # cleared here, before sending: a cancel() after this counts
+        try:
+            self._conn.send(request)
+        except (OSError, ValueError):
+            yield self._died(doing)
+            return
+        finished = False
+        try:
+            while True:
+                event = self._receive(doing)
+                finished = isinstance(event, _TERMINAL)
+                yield event
+                if finished:
+                    return
+        finally:
+            if not finished:
+                self.cancel()
+                while not isinstance(self._receive(doing), _TERMINAL):
+                    pass
+
+    def _receive(self, doing: str) -> object:
+        conn, process = self._conn, self._process
+        if conn is None or process is None:
+            return self._died(doing)
+        try:
+            wait([conn, process.sentinel])
+            if conn.poll():
+                return conn.recv()
+        except (EOFError, OSError, ValueError):
+            pass
+        return self._died(doing)
+
+    def _died(self, doing: str) -> EngineFailed:
+        process = self._process
+        exitcode = None
+        if process is not None:
+            process.join(timeout=1.0)
+            exitcode = process.exitcode
+        tail = self.log_tail()
+        self._loaded = None
+        if self._closing:
+            return EngineFailed("request", f"the engine was closed while {doing}", tail, exit_signal_name(exitcode), exitcode)
+        kind = "load" if doing == "loading the model" else "crash"
+        return EngineFailed(
+            kind,
+            f"the engine process died while {doing} ({describe_exit(exitcode)})",
+            tail,
+            exit_signal=exit_signal_name(exitcode),
+            exit_code=exitcode,
+            prediction=self._prediction,
+        )
+
+
+def _engine_error(failure: EngineFailed, where: str = "") -> EngineError:
+    last_line = failure.log_tail[-1].strip() if failure.log_tail else ""
+    fix = f"llama.cpp's last log line: {last_line}" if last_line and last_line not in failure.message else ""
+    error = EngineError(failure.message, where=where, fix=fix)
+    error.failure = failure  # type: ignore[attr-defined]
+    return error

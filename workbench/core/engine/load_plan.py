@@ -1,0 +1,81 @@
+"""What the client checks before asking llama.cpp to load: the file, the preset, the ledger."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from workbench.core.errors import GGUFError
+from workbench.core.ledger_types import DOES_NOT_FIT, Ledger
+from workbench.core.model_info import ModelInfo
+from workbench.core.preset import DeviceProfile, Preset
+
+_MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    model: ModelInfo
+    quantize_to: str | None  # weight type the preset asks for when the file holds another
+    ledger: Ledger
+    prediction: str  # one line, kept by the client for a crash report
+    warnings: tuple[str, ...]
+
+
+class LoadRefused(Exception):
+    """The load must not reach llama.cpp; `kind` is EngineFailed's ("load" for a bad file, else "refused")."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def describe_ledger(ledger: Ledger) -> str:
+    """The ledger's prediction in one line, line by line in MiB."""
+    return (
+        f"ledger for {ledger.device}: weights {ledger.weights_bytes / _MIB:.0f} + KV {ledger.kv_bytes / _MIB:.0f} "
+        f"+ compute {ledger.compute_bytes / _MIB:.0f} + overhead {ledger.overhead_bytes / _MIB:.0f} "
+        f"= {ledger.total_bytes / _MIB:.0f} MiB of a {ledger.budget_bytes / _MIB:.0f} MiB budget ({ledger.verdict})"
+    )
+
+
+def plan_load(
+    model_path: str | os.PathLike[str], preset: Preset, device: DeviceProfile | None, *, allow_overbudget: bool
+) -> LoadPlan:
+    """Read the GGUF header, check the preset against the model and the ledger against the device."""
+    from workbench.core.gguf_reader import read_gguf
+    from workbench.core.ledger import predict_ledger
+    from workbench.core.presets import preset_problems
+
+    try:
+        model = read_gguf(model_path)
+    except GGUFError as error:
+        raise LoadRefused("load", str(error)) from None
+    except OSError as error:
+        raise LoadRefused("load", f"{model_path}: cannot read the model file: {error.strerror or error}") from None
+    problems = preset_problems(preset, model)
+    errors = [f"{problem.message} ({problem.fix})" for problem in problems if problem.level == "error"]
+    if errors:
+        raise LoadRefused("refused", f"preset {preset.name} cannot run {model.name or model_path}: " + "; ".join(errors))
+    warnings = tuple(f"{problem.message} ({problem.fix})" for problem in problems if problem.level == "warning")
+    quantize_to = None
+    if preset.weights != "keep":
+        from workbench.core.quantize import weights_type_name
+
+        target = weights_type_name(preset.weights)
+        if target != model.file_type:
+            quantize_to = target
+    if device is None:
+        from workbench.core.devices import load_device
+
+        device = load_device("host")
+    ledger = predict_ledger(model, preset, device)
+    prediction = describe_ledger(ledger)
+    if ledger.verdict == DOES_NOT_FIT and not allow_overbudget:
+        raise LoadRefused(
+            "refused",
+            f"preset {preset.name} does not fit {device.name}: {ledger.reason}; {prediction}. "
+            "Pick a smaller preset or a shorter context, or load anyway with the over-budget override",
+        )
+    return LoadPlan(model, quantize_to, ledger, prediction, warnings)

@@ -1,0 +1,128 @@
+"""llama.cpp's log, captured inside the engine process: written to the engine's log file, tail kept."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+# ggml.h `enum ggml_log_level`
+LOG_LEVEL_DEBUG = 1  # graph-building chatter, hundreds of lines per context: dropped, as llama-server does
+LOG_LEVEL_WARN = 3
+LOG_LEVEL_ERROR = 4
+LOG_LEVEL_CONT = 5  # continues the previous line (the loading progress dots use it)
+
+# llama.cpp prints one line per backend buffer it allocates, e.g.
+#   load_tensors:   CPU_Mapped model buffer size =    98.00 MiB
+#   llama_kv_cache:        CPU KV buffer size =    45.00 MiB
+#   llama_context:        CPU  output buffer size =     0.19 MiB
+#   llama_context:        CPU compute buffer size =   104.00 MiB
+_BUFFER_LINE = re.compile(r"(\S+)\s+(model|KV|RS|output|compute) buffer size =\s*([0-9.]+) MiB")
+_MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BufferSizes:
+    """Bytes llama.cpp said it allocated, summed over backends (CPU, CPU_Mapped, CPU_REPACK, ...)."""
+
+    model_bytes: int = 0
+    kv_bytes: int = 0  # KV cache, plus recurrent state (RS) for models that have one
+    output_bytes: int = 0
+    compute_bytes: int = 0
+
+
+def parse_buffer_sizes(lines: Iterable[str]) -> BufferSizes:
+    """Sum llama.cpp's "<backend> <kind> buffer size = X MiB" lines by kind."""
+    totals = {"model": 0.0, "kv": 0.0, "output": 0.0, "compute": 0.0}
+    for line in lines:
+        for match in _BUFFER_LINE.finditer(line):
+            kind = match.group(2).lower()
+            totals["kv" if kind == "rs" else kind] += float(match.group(3))
+    return BufferSizes(*(round(totals[key] * _MIB) for key in ("model", "kv", "output", "compute")))
+
+
+class LlamaLog:
+    """Receives llama.cpp's log through `llama_log_set`.
+
+    Every byte goes to `log_fd` (the engine's log file, which also receives the process's
+    stderr), so the client can read the tail even after the process died. Complete lines are
+    kept in memory too: a tail for error reports, and a capture window for parsing a load.
+    """
+
+    def __init__(self, log_fd: int, *, tail_lines: int = 400) -> None:
+        self._fd = log_fd
+        self._tail: deque[str] = deque(maxlen=tail_lines)
+        self._partial = ""
+        self._partial_level = 0
+        self._last_level = 0
+        self._capture: list[tuple[int, str]] | None = None
+        self.on_continue: Callable[[str], None] | None = None  # told about CONT fragments (progress dots)
+        self.on_line: Callable[[int, str], None] | None = None  # told about every complete line
+        self._callback = None  # the ctypes callback must outlive its registration
+
+    def install(self) -> None:
+        import llama_cpp
+
+        self._callback = llama_cpp.llama_log_callback(self._receive)
+        llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
+
+    def write_note(self, text: str) -> None:
+        """A line of the engine's own, kept with llama.cpp's so a failure report shows it."""
+        self._feed(LOG_LEVEL_WARN, f"workbench engine: {text}\n")
+
+    def tail(self, n_lines: int = 30) -> tuple[str, ...]:
+        lines = list(self._tail)
+        if self._partial.strip():
+            lines.append(self._partial.rstrip("\n"))
+        return tuple(line for line in lines[-n_lines:])
+
+    def start_capture(self) -> None:
+        self._capture = []
+
+    def stop_capture(self) -> tuple[tuple[int, str], ...]:
+        captured = tuple(self._capture or ())
+        self._capture = None
+        return captured
+
+    def _receive(self, level: int, text: bytes | None, _user_data: ctypes.c_void_p) -> None:
+        # An exception must never unwind through llama.cpp's C frames: swallow and go on.
+        try:
+            if text:
+                self._feed(level, text.decode("utf-8", errors="replace"))
+        except Exception:  # noqa: BLE001 - see above
+            pass
+
+    def _feed(self, level: int, text: str) -> None:
+        if level == LOG_LEVEL_DEBUG or (level == LOG_LEVEL_CONT and self._last_level == LOG_LEVEL_DEBUG):
+            if level == LOG_LEVEL_DEBUG:
+                self._last_level = level
+            return
+        try:
+            os.write(self._fd, text.encode("utf-8", errors="replace"))
+        except OSError:
+            pass
+        if level == LOG_LEVEL_CONT:
+            level = self._last_level
+            if self.on_continue is not None:
+                self.on_continue(text)
+        else:
+            self._last_level = level
+        if not self._partial:
+            self._partial_level = level
+        self._partial += text
+        while "\n" in self._partial:
+            line, self._partial = self._partial.split("\n", 1)
+            self._keep(self._partial_level, line)
+            self._partial_level = level
+
+    def _keep(self, level: int, line: str) -> None:
+        if not line.strip() or set(line.strip()) == {"."}:
+            return  # progress dots are not worth a tail line
+        self._tail.append(line)
+        if self._capture is not None:
+            self._capture.append((level, line))
+        if self.on_line is not None:
+            self.on_line(level, line)

@@ -1,0 +1,255 @@
+"""The engine process's model: load it (re-quantized first if the preset asks), chat, measure, unload."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from workbench.core.engine.chat_template import ChatTemplate
+from workbench.core.engine.chat_turn import ChatTurn
+from workbench.core.engine.context_fit import ConversationTooLong
+from workbench.core.engine.events import EngineFailed, Loaded, LoadProgressed, Unloaded
+from workbench.core.engine.log_capture import LOG_LEVEL_ERROR, LOG_LEVEL_WARN, LlamaLog, parse_buffer_sizes
+from workbench.core.engine.protocol import ChatRequest, LoadRequest, OpFinished, RunOpRequest
+from workbench.core.preset import Preset
+
+_LOG_TAIL = 30
+
+
+def llama_kwargs(preset: Preset) -> dict[str, Any]:
+    """`llama_cpp.Llama` keyword arguments for a preset (llama-server flag by flag)."""
+    import llama_cpp
+
+    from workbench.core.presets import resolve_threads
+
+    threads = resolve_threads(preset)
+    return {
+        "n_ctx": preset.ctx_size,
+        "n_batch": preset.batch_size,
+        "n_ubatch": preset.ubatch_size,
+        "n_threads": threads,
+        "n_threads_batch": threads,  # llama-server: -tb defaults to -t
+        "type_k": getattr(llama_cpp, f"GGML_TYPE_{preset.cache_type_k.upper()}"),
+        "type_v": getattr(llama_cpp, f"GGML_TYPE_{preset.cache_type_v.upper()}"),
+        "flash_attn": preset.flash_attn,
+        "use_mlock": preset.mlock,
+        "use_mmap": preset.mmap,
+    }
+
+
+def counting_prompt_lookup(num_pred_tokens: int) -> Any:
+    """llama-cpp-python's prompt-lookup draft model, counting the draft tokens it proposes."""
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    class CountingPromptLookup(LlamaPromptLookupDecoding):
+        def __init__(self) -> None:
+            super().__init__(num_pred_tokens=num_pred_tokens)
+            self.proposed = 0
+            self.n_ctx = 0  # set after load: generate() cuts drafts at the context's end
+
+        def __call__(self, input_ids: Any, /, **kwargs: Any) -> Any:
+            drafts = super().__call__(input_ids, **kwargs)
+            room = self.n_ctx - len(input_ids) if self.n_ctx else len(drafts)
+            self.proposed += max(0, min(len(drafts), room))
+            return drafts
+
+    return CountingPromptLookup()
+
+
+class ModelRunner:
+    """Owns the one `llama_cpp.Llama` of this process; every call into it goes through here."""
+
+    def __init__(self, log: LlamaLog, cancel_requested: Callable[[], bool], send: Callable[[object], None]) -> None:
+        self._log = log
+        self._cancel_requested = cancel_requested
+        self._send = send
+        self._llama: Any = None
+        self._template: ChatTemplate | None = None
+        self._draft: Any = None
+
+    def load(self, request: LoadRequest) -> None:
+        self.unload(quiet=True)
+        path = Path(request.model_path)
+        if request.quantize_to:
+            path = self._quantize(path, request.quantize_to)
+            if path is None:
+                return
+        self._send(LoadProgressed("loading", 0.0, message=path.name))
+        self._log.start_capture()
+        dots = [0]
+
+        def on_dots(text: str) -> None:
+            # llama.cpp's default load progress prints one "." per percent.
+            before = dots[0]
+            dots[0] += text.count(".")
+            if dots[0] // 10 > before // 10:
+                self._send(LoadProgressed("loading", min(1.0, dots[0] / 100.0)))
+
+        self._log.on_continue = on_dots
+        started = time.monotonic()
+        try:
+            from llama_cpp import Llama
+
+            draft = counting_prompt_lookup(request.preset.draft_prompt_lookup) if request.preset.draft_prompt_lookup else None
+            # verbose=True: with False, llama-cpp-python points fd 2 at /dev/null while loading,
+            # which would hide ggml's assertion messages from the engine's log. Its own Python
+            # prints (a metadata dump, the template) are silenced instead: they would bury the tail.
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+                llama = Llama(model_path=str(path), draft_model=draft, verbose=True, **llama_kwargs(request.preset))
+        except Exception as error:  # noqa: BLE001 - llama.cpp's own words go into the report
+            captured = self._log.stop_capture()
+            self._log.on_continue = None
+            errors = [line.strip() for level, line in captured if level == LOG_LEVEL_ERROR]
+            reason = "; ".join(errors[-3:]) or str(error)
+            self._send(EngineFailed("load", f"llama.cpp could not load {path.name}: {reason}", self._log.tail(_LOG_TAIL)))
+            return
+        load_seconds = time.monotonic() - started
+        captured = self._log.stop_capture()
+        self._log.on_continue = None
+        llama.verbose = False  # from here on its prints would only fill the log
+        if draft is not None:
+            draft.n_ctx = llama.n_ctx()
+        self._llama, self._draft = llama, draft
+        self._template = ChatTemplate(llama)
+        sizes = parse_buffer_sizes(line for _, line in captured)
+        warnings = list(request.warnings)
+        if llama.n_ctx() != request.preset.ctx_size:
+            warnings.append(f"llama.cpp gave a context of {llama.n_ctx()} tokens (the preset asked {request.preset.ctx_size})")
+        if self._template.is_fallback:
+            warnings.append("the model has no chat template; using ChatML")
+        if draft is not None:
+            warnings.append("prompt-lookup drafting keeps logits for every position (llama-cpp-python's logits_all)")
+        warnings += [line.strip() for level, line in captured if level == LOG_LEVEL_WARN]
+        memory = _own_memory()
+        self._send(
+            Loaded(
+                model_path=request.model_path,
+                preset_name=request.preset.name,
+                n_ctx=llama.n_ctx(),
+                n_ctx_train=llama._model.n_ctx_train(),
+                model_buffer_bytes=sizes.model_bytes,
+                kv_buffer_bytes=sizes.kv_bytes,
+                compute_buffer_bytes=sizes.compute_bytes,
+                load_seconds=load_seconds,
+                rss_bytes=memory[0],
+                uss_bytes=memory[1],
+                pid=os.getpid(),
+                warnings=tuple(dict.fromkeys(warnings)),
+                output_buffer_bytes=sizes.output_bytes,
+                weights_type=request.quantize_to or _file_type(llama),
+                loaded_path=str(path),
+                prediction=request.prediction,
+            )
+        )
+
+    def _quantize(self, source: Path, weights_type: str) -> Path | None:
+        from workbench.core.engine.quantize_worker import QuantizeFailed, quantize_here
+        from workbench.core.ggml_types import QUANT_TYPES
+        from workbench.core.quantize import cached_quantized_path, partial_path
+
+        target = cached_quantized_path(source, weights_type)
+        if target.is_file():
+            self._send(LoadProgressed("quantizing", 1.0, message=f"using cached {target.name}"))
+            return target
+        self._send(LoadProgressed("quantizing", 0.0, message=f"{source.name} -> {weights_type}"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = partial_path(target)
+        last = [0.0]
+
+        def progress(fraction: float) -> None:
+            if fraction - last[0] >= 0.05 or fraction >= 1.0:
+                last[0] = fraction
+                self._send(LoadProgressed("quantizing", fraction))
+
+        try:
+            quantize_here(source, partial, QUANT_TYPES[weights_type], self._log, progress)
+            os.replace(partial, target)
+        except QuantizeFailed as failure:
+            self._send(EngineFailed("load", failure.message, failure.log_tail))
+            return None
+        finally:
+            partial.unlink(missing_ok=True)
+        return target
+
+    def unload(self, *, quiet: bool = False) -> None:
+        if self._llama is not None:
+            self._llama.close()  # frees context, KV cache and (for mmap) unmaps the weights
+            self._llama = self._template = self._draft = None
+            gc.collect()
+        if not quiet:
+            self._send(Unloaded())
+
+    def chat(self, request: ChatRequest) -> None:
+        started_at = time.monotonic()
+        if self._llama is None or self._template is None:
+            self._send(EngineFailed("request", "no model is loaded; load one before chatting"))
+            return
+        turn = ChatTurn(self._llama, self._template, self._cancel_requested, self._send, self._draft)
+        try:
+            self._send(turn.run(request, started_at))
+        except ConversationTooLong as too_long:
+            self._send(EngineFailed(
+                "request",
+                f"the newest message (with the system prompt, if any) takes {too_long.needed_tokens} prompt tokens; "
+                f"the context holds {too_long.n_ctx}: shorten it or load a preset with a larger ctx_size",
+            ))
+        except Exception as error:  # noqa: BLE001 - the engine stays up; the KV state is rebuilt next turn
+            self._forget_kv()
+            self._send(EngineFailed("request", f"generation failed: {error}", self._log.tail(_LOG_TAIL)))
+
+    def run_op(self, request: RunOpRequest) -> None:
+        if self._llama is None:
+            self._send(EngineFailed("request", f"no model is loaded; load one before running {request.name!r}"))
+            return
+        try:
+            from workbench.core.engine.measure_ops import OPS
+        except ImportError as error:
+            self._send(EngineFailed("request", f"measurement ops are not available: {error}"))
+            return
+        op = OPS.get(request.name)
+        if op is None:
+            known = ", ".join(sorted(OPS)) or "none"
+            self._send(EngineFailed("request", f"unknown measurement op {request.name!r}; known: {known}"))
+            return
+        try:
+            result = op(self._llama, **request.kwargs)
+        except Exception as error:  # noqa: BLE001
+            self._send(EngineFailed("request", f"{request.name} failed: {error}", self._log.tail(_LOG_TAIL)))
+            return
+        finally:
+            self._forget_kv()  # an op may have used the context freely; the next chat starts clean
+        self._send(OpFinished(result))
+
+    def _forget_kv(self) -> None:
+        import llama_cpp
+
+        if self._llama is None:
+            return
+        self._llama.reset()
+        memory = llama_cpp.llama_get_memory(self._llama.ctx)
+        if memory is not None:
+            llama_cpp.llama_memory_clear(memory, True)
+
+
+def _own_memory() -> tuple[int, int]:
+    """(RSS, USS) of this process, read by the engine itself right after load."""
+    import psutil
+
+    info = psutil.Process().memory_full_info()
+    return info.rss, getattr(info, "uss", 0)
+
+
+def _file_type(llama: Any) -> str:
+    from workbench.core.ggml_types import FILE_TYPES
+
+    value = llama.metadata.get("general.file_type")
+    try:
+        return FILE_TYPES.get(int(value), "") if value is not None else ""
+    except ValueError:
+        return ""

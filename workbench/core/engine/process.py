@@ -1,0 +1,61 @@
+"""The engine process's main loop: one request at a time from the pipe, events back."""
+
+from __future__ import annotations
+
+import os
+import signal
+from multiprocessing.connection import Connection
+from typing import Any
+
+from workbench.core.engine.events import EngineFailed
+from workbench.core.engine.log_capture import LlamaLog
+from workbench.core.engine.protocol import ChatRequest, LoadRequest, RunOpRequest, ShutdownRequest, UnloadRequest
+
+
+def serve(conn: Connection, cancel_event: Any, log_path: str) -> None:
+    """Run until the client says shut down or goes away (its end of the pipe closes).
+
+    Requests are handled strictly one after another on this thread, so calls into llama.cpp
+    never overlap. Only the cancel flag is shared, and only read here.
+    """
+    # Ctrl-C in a terminal goes to the whole process group; the client decides what it means.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    # ggml's assertions and llama-cpp-python's prints bypass the log callback: catch them too.
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    log = LlamaLog(log_fd)
+    log.install()
+    from workbench.core.engine.model_runner import ModelRunner
+
+    runner = ModelRunner(log, cancel_event.is_set, conn.send)
+    try:
+        while True:
+            try:
+                request = conn.recv()
+            except (EOFError, OSError):
+                break
+            if isinstance(request, ShutdownRequest):
+                break
+            try:
+                _dispatch(runner, request)
+            except (BrokenPipeError, EOFError):
+                break
+            except Exception as error:  # noqa: BLE001 - one bad request must not end the engine
+                log.write_note(f"request {type(request).__name__} failed: {error!r}")
+                conn.send(EngineFailed("request", f"the engine could not handle the request: {error}", log.tail(30)))
+    finally:
+        runner.unload(quiet=True)
+
+
+def _dispatch(runner: Any, request: object) -> None:
+    if isinstance(request, LoadRequest):
+        runner.load(request)
+    elif isinstance(request, ChatRequest):
+        runner.chat(request)
+    elif isinstance(request, UnloadRequest):
+        runner.unload()
+    elif isinstance(request, RunOpRequest):
+        runner.run_op(request)
+    else:
+        raise TypeError(f"unknown request {type(request).__name__}")

@@ -1,0 +1,174 @@
+"""Re-quantize a GGUF model with llama.cpp's quantizer, in a process of its own, with a cache."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import tempfile
+from collections.abc import Callable
+from multiprocessing.connection import wait
+from pathlib import Path
+
+from workbench.core import ggml_types, paths
+from workbench.core.errors import WorkbenchError
+from workbench.core.model_info import ModelInfo
+
+FULL_PRECISION = ("F32", "F16", "BF16")
+_FINGERPRINT_SPAN = 1024 * 1024
+
+
+def weights_type_name(name: str) -> str:
+    """The quantizer target `name` means ("q4_k" -> "Q4_K_M"); WorkbenchError listing the valid ones."""
+    try:
+        return ggml_types.canonical_quant_type(name.strip())
+    except KeyError:
+        raise WorkbenchError(
+            f"unknown weight type {name!r}",
+            fix=f"Use one of: {', '.join(ggml_types.QUANT_TYPES)}",
+        ) from None
+
+
+def source_fingerprint(path: Path) -> str:
+    """A short hash naming a source file in the cache: sha256 of its size, first and last MiB.
+
+    Hashing a whole 4 GB model takes tens of seconds on an edge board's SD card; the first MiB
+    holds the GGUF header (metadata and tensor table), the last MiB the end of the tensor
+    data, and the size pins the rest. Two different models or two quantizations of one model
+    differ there; what this does not catch is a file edited in place in its middle.
+    """
+    size = path.stat().st_size
+    digest = hashlib.sha256(str(size).encode())
+    with path.open("rb") as stream:
+        digest.update(stream.read(_FINGERPRINT_SPAN))
+        if size > _FINGERPRINT_SPAN:
+            stream.seek(max(_FINGERPRINT_SPAN, size - _FINGERPRINT_SPAN))
+            digest.update(stream.read(_FINGERPRINT_SPAN))
+    return digest.hexdigest()[:16]
+
+
+def quantized_cache_dir() -> Path:
+    return paths.cache_dir() / "quantized"
+
+
+def cached_quantized_path(src: str | os.PathLike[str], weights_type: str) -> Path:
+    """Where the cache keeps `src` re-quantized to `weights_type` (it may not exist yet)."""
+    source = Path(src)
+    target = weights_type_name(weights_type)
+    stem = source.name[: -len(".gguf")] if source.name.lower().endswith(".gguf") else source.name
+    return quantized_cache_dir() / f"{stem}.{source_fingerprint(source)}.{target}.gguf"
+
+
+def requantize_warning(model: ModelInfo, weights_type: str) -> str:
+    """What re-quantizing `model` to `weights_type` costs in quality, or "" when it is a clean start."""
+    source_type = model.file_type
+    target = weights_type_name(weights_type)
+    if not source_type or source_type in FULL_PRECISION:
+        return ""
+    if target in FULL_PRECISION:
+        return (f"the source is already quantized ({source_type}): {target} from it keeps {source_type}'s losses "
+                f"at {target}'s size; quality is bounded by the source's {source_type}")
+    return (f"the source is already quantized ({source_type}): quality is bounded by the source's {source_type}, "
+            f"and {target} adds its own loss; start from an F16/BF16 GGUF for the best {target}")
+
+
+def partial_path(out: Path) -> Path:
+    """Where a quantization is written before it is complete (renamed into place at the end)."""
+    return out.with_name(f"{out.name}.part-{os.getpid()}")
+
+
+def quantize(
+    src: str | os.PathLike[str],
+    weights_type: str,
+    out: str | os.PathLike[str] | None = None,
+    on_progress: Callable[[float], None] | None = None,
+    *,
+    on_warning: Callable[[str], None] | None = None,
+) -> Path:
+    """Re-quantize `src` to `weights_type` and return the new file's path.
+
+    Without `out` the result goes to the cache (`cache_dir()/quantized`, keyed by the source's
+    fingerprint and the type) and a cached file is returned at once. llama.cpp's quantizer runs
+    in a separate process, so a crash in it is an error here, not a dead caller. `on_progress`
+    gets the fraction of tensors done; `on_warning` the re-quantization warning, if any.
+    """
+    from workbench.core.gguf_reader import read_gguf
+
+    source = Path(src)
+    target = weights_type_name(weights_type)
+    model = read_gguf(source)  # GGUFError (one line) for anything that is not a readable GGUF
+    warning = requantize_warning(model, target)
+    if warning and on_warning is not None:
+        on_warning(warning)
+    if out is None:
+        destination = cached_quantized_path(source, target)
+        if destination.is_file():
+            if on_progress is not None:
+                on_progress(1.0)
+            return destination
+    else:
+        destination = Path(out)
+        if destination.resolve() == source.resolve():
+            raise WorkbenchError("the output would overwrite the source", where=str(destination),
+                                 fix="Give another -o path")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    _run_quantize_process(source, destination, ggml_types.QUANT_TYPES[target], on_progress)
+    return destination
+
+
+def _run_quantize_process(
+    source: Path, destination: Path, ftype_id: int, on_progress: Callable[[float], None] | None
+) -> None:
+    from workbench.core.engine.quantize_worker import worker_main
+
+    partial = partial_path(destination)
+    log_fd, log_path = tempfile.mkstemp(prefix="workbench-quantize-", suffix=".log")
+    os.close(log_fd)
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe(duplex=False)
+    process = context.Process(
+        target=worker_main, args=(theirs, str(source), str(partial), ftype_id, log_path),
+        name="workbench-quantize", daemon=True,
+    )
+    try:
+        process.start()
+        theirs.close()
+        outcome = _follow(ours, process, on_progress)
+        if outcome[0] == "done":
+            os.replace(partial, destination)  # the cache never holds half a file
+            return
+        message, log_tail = (outcome[1], outcome[2]) if outcome[0] == "failed" else _death(process, log_path)
+        detail = f" Last log line: {log_tail[-1].strip()}" if log_tail and log_tail[-1].strip() not in message else ""
+        raise WorkbenchError(f"{message}.{detail}".rstrip("."), where=str(source),
+                             fix="Pick another --to type, or check the source file")
+    finally:
+        if process.is_alive():
+            process.kill()
+        process.join(timeout=5)
+        ours.close()
+        partial.unlink(missing_ok=True)
+        Path(log_path).unlink(missing_ok=True)
+
+
+def _follow(conn, process, on_progress) -> tuple:  # noqa: ANN001 - multiprocessing objects
+    while True:
+        ready = wait([conn, process.sentinel])
+        if conn in ready:
+            try:
+                message = conn.recv()
+            except EOFError:
+                return ("died",)
+            if message[0] == "progress":
+                if on_progress is not None:
+                    on_progress(message[1])
+                continue
+            return message
+        if not conn.poll():
+            return ("died",)
+
+
+def _death(process, log_path: str) -> tuple[str, tuple[str, ...]]:  # noqa: ANN001
+    from workbench.core.engine.log_tail import describe_exit, read_log_tail
+
+    process.join(timeout=5)
+    return f"the quantize process died ({describe_exit(process.exitcode)})", read_log_tail(log_path)
