@@ -84,7 +84,10 @@ def parse_tegrastats_line(line: str) -> TegrastatsReading:
         values["gpu_percent"] = float(gpu[1])
         values["gpu_mhz"] = max(int(part) for part in gpu[2].split(",")) if gpu[2] else None
     values["temperatures"] = tuple(
-        (name, float(celsius)) for name, celsius in _TEMPERATURE.findall(line) if float(celsius) > _DEAD_BELOW_C
+        (name, float(celsius))
+        for name, celsius in _TEMPERATURE.findall(line)
+        # PMIC@100C on JetPack 4 is a fixed placeholder, not a measurement.
+        if float(celsius) > _DEAD_BELOW_C and name != "PMIC"
     )
     rails = _RAIL_MW.findall(line)
     line_format = "jetpack5/6"

@@ -26,7 +26,7 @@ _CATEGORIES: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset({"nvme", "drivetemp", "composite"}), "nvme"),
     (frozenset({"bat", "battery"}), "battery"),
     (frozenset({"tj"}), "junction"),
-    (frozenset({"soc", "center", "ao", "pll", "pmic", "aux"}), "soc"),
+    (frozenset({"soc", "center"}), "soc"),
     (frozenset({"ddr", "dram", "mem", "dimm"}), "memory"),
     (frozenset({"iwlwifi", "wifi", "ath10k", "ath11k", "mt7921"}), "wifi"),
     (frozenset({"acpitz", "board", "tboard", "tdiode", "thermal", "pch", "skin", "ambient"}), "board"),

@@ -1,0 +1,174 @@
+"""`workbench monitor`: headless telemetry for SSH sessions and scripts: lines, a block, or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from workbench.core.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    from workbench.core.telemetry.detect import BoardInfo
+    from workbench.core.telemetry.sample import TelemetrySample
+
+_GIB = 1024**3
+_CLEAR = "\x1b[H\x1b[2J"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "monitor",
+        help="print memory, CPU, temperatures, clocks, throttling, power and energy",
+        description="Headless telemetry: one line per sample (a refreshing block on a terminal), or JSON "
+        "lines with --json. Sources that this machine does not expose are named, never shown as 0.",
+    )
+    parser.add_argument("--once", action="store_true", help="print one sample and exit")
+    parser.add_argument("--json", action="store_true", help="one JSON object per sample (JSON lines)")
+    parser.add_argument("--interval", type=float, default=1.0, metavar="S",
+                        help="seconds between samples (default 1; at least 0.1)")
+    parser.add_argument("--count", type=int, metavar="N", help="stop after N samples")
+    parser.add_argument("--root", default="/", metavar="PATH",
+                        help="filesystem root to read /sys from, e.g. a recorded tree (default /)")
+    parser.add_argument("--tegrastats", metavar="FILE",
+                        help="a recorded tegrastats log to replay, or 'live' to run tegrastats")
+    parser.add_argument("--pid", type=int, help="also show this process's RSS/USS (e.g. llama-server)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from workbench.core.telemetry.sampler import Sampler
+
+    if not args.interval >= 0.1:
+        raise WorkbenchError(f"--interval {args.interval} is too short", fix="give 0.1 seconds or more (0.5 = 2 Hz)")
+    if args.count is not None and args.count < 1:
+        raise WorkbenchError(f"--count {args.count} must be at least 1")
+    if not Path(args.root).is_dir():
+        raise WorkbenchError("no such folder", where=args.root, fix="give the root of a /sys tree, or leave out --root")
+    count = 1 if args.once else args.count
+    block = sys.stdout.isatty() and not args.json and not args.once
+    with Sampler(args.root, args.pid, tegrastats=args.tegrastats) as sampler:
+        try:
+            # CPU load and RAPL power are differences: give the first sample a window to measure.
+            time.sleep(min(args.interval, 0.5))
+            shown = 0
+            while count is None or shown < count:
+                started = time.monotonic()
+                sample = sampler.sample()
+                if args.json:
+                    text = sample_json(sample, sampler.board)
+                elif block:
+                    text = _CLEAR + format_block(sample, sampler.board)
+                else:
+                    text = format_line(sample)
+                print(text, flush=True)
+                shown += 1
+                if sampler.finished or (count is not None and shown >= count):
+                    break
+                time.sleep(max(0.0, args.interval - (time.monotonic() - started)))
+        except KeyboardInterrupt:
+            pass  # Ctrl-C is how a monitor is stopped
+    return 0
+
+
+def sample_json(sample: TelemetrySample, board: BoardInfo) -> str:
+    import json
+    from dataclasses import asdict
+
+    data = asdict(sample)
+    for clock, record in zip(sample.clocks, data["clocks"]):
+        record["capped"] = clock.capped
+    data["board"] = asdict(board)
+    return json.dumps(data, separators=(",", ":"))
+
+
+def _memory(sample: TelemetrySample) -> str:
+    used = sample.mem_total_bytes - sample.mem_available_bytes
+    text = f"mem {used / _GIB:.1f}/{sample.mem_total_bytes / _GIB:.1f} GiB"
+    if sample.swap_total_bytes:
+        text += f" swap {sample.swap_used_bytes / _GIB:.1f}/{sample.swap_total_bytes / _GIB:.1f} GiB"
+    else:
+        text += " swap none"
+    if sample.engine_rss_bytes is not None:
+        text += f" engine rss {sample.engine_rss_bytes / _GIB:.2f} GiB"
+        if sample.engine_uss_bytes is not None:
+            text += f" uss {sample.engine_uss_bytes / _GIB:.2f} GiB"
+    return text
+
+
+def _cpu(sample: TelemetrySample) -> str:
+    loads = sample.cpu_percent
+    average = sum(loads) / len(loads) if loads else 0.0
+    return f"cpu {average:.0f}% [{' '.join(f'{load:.0f}' for load in loads)}]"
+
+
+def _temperatures(sample: TelemetrySample) -> str:
+    return " ".join(f"{t.name} {t.celsius:.1f}°C" for t in sample.temperatures)
+
+
+def _clocks(sample: TelemetrySample) -> str:
+    return ", ".join(
+        f"cpus {c.cpus} {c.cur_khz // 1000}/{c.max_khz // 1000} MHz {c.governor}"
+        + (f" (capped, hw {c.hw_max_khz // 1000})" if c.capped else "")
+        for c in sample.clocks
+    )
+
+
+def _loads(sample: TelemetrySample) -> str:
+    clocks = dict(sample.device_clocks_mhz)
+    parts = [f"{name} {value:.0f}%" + (f" @{clocks[name]:.0f} MHz" if name in clocks else "") for name, value in sample.loads]
+    return " ".join(parts)
+
+
+def _throttle(sample: TelemetrySample) -> str:
+    throttle = sample.throttle
+    if throttle is None:
+        return ""
+    text = f"throttle: {throttle.cause}" if throttle.active else "throttle: no"
+    return text + (f" ({throttle.history})" if throttle.history else "")
+
+
+def _power(sample: TelemetrySample) -> str:
+    if sample.total_power_w is None:
+        return ""
+    text = f"power {sample.total_power_w:.2f} W [{sample.total_power_source}]"
+    others = [rail for rail in sample.power if not sample.total_power_source.startswith(rail.name)]
+    if others:
+        text += " (" + ", ".join(f"{rail.name} {rail.watts:.2f} W" for rail in others) + ")"
+    if sample.energy_j is not None:
+        kind = "measured" if sample.energy_source.startswith("counter") else "integrated"
+        text += f" energy {sample.energy_j:.1f} J {kind}"
+    return text
+
+
+def _unavailable(sample: TelemetrySample) -> str:
+    return "; ".join(f"{item.what}: {item.why}" for item in sample.unavailable)
+
+
+def format_line(sample: TelemetrySample) -> str:
+    """One line per sample: what is present, then what is not available and why."""
+    parts = [time.strftime("%H:%M:%S"), _memory(sample), _cpu(sample)]
+    parts += [part for part in (_temperatures(sample), _clocks(sample), _loads(sample), _throttle(sample),
+                                _power(sample)) if part]
+    if sample.unavailable:
+        parts.append("n/a: " + _unavailable(sample))
+    return " | ".join(parts)
+
+
+def format_block(sample: TelemetrySample, board: BoardInfo) -> str:
+    """A small block for a terminal, redrawn in place each sample."""
+    rows = [
+        ("board", f"{board.model} · suggested profile {board.profile} · {time.strftime('%H:%M:%S')}"),
+        ("memory", _memory(sample) + f" [{sample.memory_source}]"),
+        ("cpu", _cpu(sample)),
+        ("temps", _temperatures(sample)),
+        ("clocks", _clocks(sample)),
+        ("loads", _loads(sample)),
+        ("throttle", _throttle(sample).removeprefix("throttle: ")),
+        ("power", _power(sample).removeprefix("power ")),
+        ("n/a", _unavailable(sample)),
+    ]
+    return "\n".join(f"{label:<9}{value}" for label, value in rows if value)
