@@ -8,6 +8,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from test_presets import assert_clear_error
 
 from workbench.cli.main import main
 from workbench.core import bandwidth
@@ -101,14 +102,7 @@ ERROR_CASES = [
 
 @pytest.mark.parametrize(("text", "line", "what", "fix"), ERROR_CASES)
 def test_a_broken_device_names_file_line_and_fix(own_dirs, text, line, what, fix):
-    path = write(own_dirs, text)
-    with pytest.raises(PresetError) as caught:
-        load_device(str(path))
-    message = str(caught.value)
-    assert message.startswith(f"{path}:{line}"), message
-    assert what in message
-    assert fix in caught.value.fix
-    assert "\n" not in message
+    assert_clear_error(load_device, write(own_dirs, text), line, what, fix)
 
 
 def test_a_missing_figure_names_the_file_and_the_line_to_add(own_dirs):

@@ -116,16 +116,20 @@ ERROR_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("text", "line", "what", "fix"), ERROR_CASES)
-def test_a_broken_preset_names_file_line_and_fix(tmp_path, text, line, what, fix):
-    path = write(tmp_path, text)
+def assert_clear_error(load, path: Path, line: int, what: str, fix: str) -> None:
+    """`load(path)` fails with one line that starts with path:line, says `what` and gives `fix`."""
     with pytest.raises(PresetError) as caught:
-        load_preset(str(path))
+        load(str(path))
     message = str(caught.value)
     assert message.startswith(f"{path}:{line}"), message
     assert what in message
     assert fix.lower() in caught.value.fix.lower()
     assert "\n" not in message
+
+
+@pytest.mark.parametrize(("text", "line", "what", "fix"), ERROR_CASES)
+def test_a_broken_preset_names_file_line_and_fix(tmp_path, text, line, what, fix):
+    assert_clear_error(load_preset, write(tmp_path, text), line, what, fix)
 
 
 def test_unknown_weight_type_lists_every_valid_one(tmp_path):
