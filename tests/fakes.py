@@ -161,3 +161,58 @@ class FakeSampler:
             energy_j=10.0 * self.count,
             throttle=Throttle(False, "", "/sys/devices/system/cpu/cpu0/thermal_throttle/package_throttle_count"),
         )
+
+
+# ---- small host apps for widget tests ---------------------------------------------------------
+
+
+def panel_host(*widgets):
+    """An app that shows `widgets` with the shipped themes registered (workbench-dark active)."""
+    from textual.app import App
+
+    from workbench.ui.themes import APP_COLOUR_DEFAULTS, DEFAULT_THEME, load_themes
+
+    class PanelHost(App):
+        CSS = ".panel { height: 1fr; }"
+
+        def __init__(self) -> None:
+            super().__init__()
+            for theme in load_themes():
+                self.register_theme(theme)
+            self.theme = DEFAULT_THEME
+
+        def get_theme_variable_defaults(self) -> dict[str, str]:
+            return dict(APP_COLOUR_DEFAULTS)
+
+        def compose(self):
+            yield from widgets
+
+    return PanelHost()
+
+
+def rendered(widget):
+    """What a widget draws (a Static's content), as plain text."""
+    import io
+
+    from rich.console import Console
+
+    from textual.widgets import Static
+
+    console = Console(width=max(20, widget.content_region.width), file=io.StringIO(), record=True,
+                      color_system="truecolor")
+    console.print(widget.content if isinstance(widget, Static) else widget.render())
+    return console.export_text()
+
+
+def styles_of(widget, needle: str) -> set[str]:
+    """The colours (as #rrggbb) of every segment of the rendered widget containing `needle`."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=max(20, widget.content_region.width), file=io.StringIO(), color_system="truecolor")
+    colours = set()
+    for segment in console.render(widget.render()):
+        if needle in segment.text and segment.style and segment.style.color and segment.style.color.triplet:
+            colours.add(segment.style.color.triplet.hex)
+    return colours

@@ -95,3 +95,17 @@ class TelemetryFailed(Message):
     def __init__(self, reason: str) -> None:
         super().__init__()
         self.reason = reason
+
+
+class ModelsFound(Message):
+    """The model screen's scan: (label, path, origin) for bundled, cached and local files."""
+
+    def __init__(self, entries: tuple[tuple[str, str, str], ...], problems: tuple[str, ...]) -> None:
+        super().__init__()
+        self.entries, self.problems = entries, problems
+
+
+class ModelInspected(Message):
+    def __init__(self, path: str, model: ModelInfo | None, error: str = "") -> None:
+        super().__init__()
+        self.path, self.model, self.error = path, model, error

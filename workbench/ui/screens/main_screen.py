@@ -540,4 +540,6 @@ class MainScreen(Screen):
             self.notify("The bench screen is not part of this build; use `workbench bench`.",
                         title="Bench", severity="warning")
             return
-        self.app.push_screen(BenchScreen())
+        # the current preset against the two the bench compares by default
+        presets = tuple(dict.fromkeys((self.selection.preset_name, "quality-q8", "balanced-q4km")))
+        self.app.push_screen(BenchScreen(self.selection.model_path, self.selection.device_name, presets))

@@ -1,0 +1,124 @@
+"""Each live panel in a small host app: set its attributes, read what it draws."""
+
+from fakes import MIB, FakeSampler, panel_host, rendered, styles_of
+
+from workbench.core.engine.events import Loaded, TurnFinished
+from workbench.core.ledger_types import DOES_NOT_FIT, FITS, Ledger
+from workbench.ui.widgets.kv_panel import KvPanel
+from workbench.ui.widgets.ledger_panel import LedgerPanel
+from workbench.ui.widgets.speed_panel import SpeedPanel
+from workbench.ui.widgets.thermal_panel import ThermalPanel
+
+
+def ledger(*, weights=3200, kv=2400, budget=6192, verdict=FITS):
+    total = weights + kv + 300 + 100
+    return Ledger(model="m", preset="p", device="jetson", ctx_size=4096, cache_type_k="q8_0", cache_type_v="q8_0",
+                  ram_total_bytes=8192 * MIB, reserves_bytes=(("os", 1200 * MIB), ("dma_frame_buffers", 800 * MIB)),
+                  budget_bytes=budget * MIB, weights_bytes=weights * MIB, kv_bytes=kv * MIB, compute_bytes=300 * MIB,
+                  overhead_bytes=100 * MIB, total_bytes=total * MIB, headroom_bytes=(budget - total) * MIB,
+                  verdict=verdict, reason="why", kv_bytes_per_token=18432, max_ctx_by_kv_type=(("f16", 4096),),
+                  decode_tps_bound=(20.0, 12.0))
+
+
+def loaded():
+    return Loaded(model_path="/m.gguf", preset_name="p", n_ctx=4096, n_ctx_train=8192,
+                  model_buffer_bytes=3180 * MIB, kv_buffer_bytes=2400 * MIB, compute_buffer_bytes=290 * MIB,
+                  load_seconds=1.0, rss_bytes=5000 * MIB, uss_bytes=4900 * MIB, pid=1)
+
+
+async def test_ledger_panel_shows_budget_lines_and_three_columns():
+    panel = LedgerPanel(classes="panel")
+    async with panel_host(panel).run_test(size=(70, 30)) as pilot:
+        assert "No prediction yet" in rendered(panel)
+        panel.ledger = ledger()
+        await pilot.pause()
+        text = rendered(panel)
+        for line in ("device jetson", "8,192 MiB", "reserve os", "reserve dma frame buffers", "left for the LLM",
+                     "6,192 MiB", "3,200 MiB", "2,400 MiB", "predicted", "llama.cpp", "measured"):
+            assert line in text, line
+        assert "3,180 MiB" not in text  # nothing reported before loading
+        panel.loaded = loaded()
+        panel.sample = FakeSampler(engine_pid=7).sample()
+        await pilot.pause()
+        text = rendered(panel)
+        assert "3,180 MiB" in text and "233 MiB" in text  # llama.cpp's buffer, the engine's measured RSS
+        assert "swap in use" not in text
+
+
+async def test_ledger_panel_warns_on_swap_and_over_budget():
+    panel = LedgerPanel(classes="panel")
+    async with panel_host(panel).run_test(size=(70, 30)) as pilot:
+        panel.ledger = ledger(budget=4000, verdict=DOES_NOT_FIT)
+        panel.sample = FakeSampler(swap_used_bytes=512 * MIB).sample()
+        await pilot.pause()
+        text = rendered(panel)
+        assert "swap in use (512.0 MiB)" in text
+        assert "-2,000 MiB" in text  # headroom below zero
+        over = pilot.app.theme_variables["ledger-over"].lower()
+        assert over in styles_of(panel, "█")  # the part of the bar past the budget
+
+
+async def test_kv_panel_grid_follows_segments_and_theme():
+    panel = KvPanel(classes="panel")
+    async with panel_host(panel).run_test(size=(60, 20)) as pilot:
+        assert "No model loaded" in rendered(panel)
+        panel.n_ctx, panel.bytes_per_token, panel.cache_types = 2048, 9216, "K f16 / V f16"
+        panel.segments = (("system", 512), ("current", 512))
+        panel.cells_used = 1024
+        await pilot.pause()
+        text = rendered(panel)
+        assert "cells used 1,024 / 2,048 (50%)" in text
+        assert "1 block = 16 tokens = 0.1 MiB at K f16 / V f16" in text
+        assert text.count("■") == 2048 // 16 + 5  # every block plus the five legend swatches
+        system_colour = pilot.app.theme_variables["kv-system"].lower()
+        assert system_colour in styles_of(panel, "■")
+        pilot.app.theme = "projector-light"
+        await pilot.pause()
+        assert pilot.app.theme_variables["kv-system"].lower() in styles_of(panel, "■")
+        assert system_colour not in styles_of(panel, "■")
+        panel.shift_notice = "context shift: 1 earlier turns (64 tokens) dropped"
+        await pilot.pause()
+        assert "context shift" in rendered(panel)
+
+
+async def test_speed_panel_rates_from_engine_timestamps_and_turn_table():
+    panel = SpeedPanel(classes="panel")
+    async with panel_host(panel).run_test(size=(80, 30)) as pilot:
+        assert "bandwidth bound n/a" in rendered(panel.query_one("#speed-turns"))
+        panel.bound_tps = 55.0
+        panel.turn_started()
+        panel.tokens_arrived(5, 100.0, 100.1)  # tokens 1..5 over 0.1 s: 4 tokens / 0.1 s
+        panel.tokens_arrived(5, 100.15, 100.3)
+        assert [round(rate) for _, rate in panel.series[-1]] == [40, 30]
+        panel.turn_finished(TurnFinished(text="x", stop_reason="stop", prompt_tokens=10, reused_tokens=0,
+                                         generated_tokens=10, ttft_s=0.2, prefill_tps=300.0, decode_tps=33.0,
+                                         kv_cells_used=20, n_ctx=2048, context_shifts=0, started_at=99.8,
+                                         finished_at=100.3))
+        await pilot.pause()
+        table = rendered(panel.query_one("#speed-turns"))
+        assert "200 ms" in table and "300.0 tok/s" in table and "33.0 tok/s" in table
+        chart = panel.query_one("#speed-chart").render().plain
+        assert "bound 55" in chart
+
+
+async def test_thermal_panel_values_sparklines_and_missing_sensors():
+    panel = ThermalPanel(classes="panel")
+    sampler = FakeSampler()
+    async with panel_host(panel).run_test(size=(70, 20)) as pilot:
+        assert "Waiting for the first telemetry sample" in rendered(panel)
+        for _ in range(4):
+            panel.sample = sampler.sample()
+            await pilot.pause()
+        text = rendered(panel)
+        assert "cpu" in text and "56.0 °C" in text and "powersave" in text and "capped below 3,600 MHz" in text
+        assert "throttle: none" in text and "power 8.5 W" in text
+        assert any(bar in text for bar in "▁▂▃▄▅▆▇█")
+        start = sampler.sample()
+        end = sampler.sample()
+        panel.turn_energy(start, end, 20)
+        await pilot.pause()
+        assert "last turn 0.50 J/token" in rendered(panel)
+        panel.sample = FakeSampler(sensors=False).sample()
+        await pilot.pause()
+        text = rendered(panel)
+        assert "no thermal sensors exposed" in text and "°C" not in text and "0.0 W" not in text

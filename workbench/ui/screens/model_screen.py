@@ -1,0 +1,139 @@
+"""Choose a model: bundled, local folders, the Hugging Face cache, or the hub; see its inspect summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Header, Input, OptionList, Static, TabbedContent, TabPane
+from textual.widgets.option_list import Option
+
+from workbench.ui.messages import ModelInspected, ModelsFound
+from workbench.ui.model_catalog import find_models, load_model_folders, save_model_folders
+from workbench.ui.model_summary import model_summary
+from workbench.ui.selection import Selection
+
+
+class ModelScreen(Screen[tuple[str, str] | None]):
+    """Dismisses with (path, label) of the chosen model, or None."""
+
+    CSS_PATH = "model_screen.tcss"
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "Back"),
+        Binding("ctrl+u", "use_model", "Use model"),
+        Binding("f5", "rescan", "Rescan"),
+    ]
+
+    def __init__(self, selection: Selection) -> None:
+        super().__init__()
+        self.selection = selection
+        self.entries: dict[str, str] = {}  # path -> label
+        self.highlighted: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with TabbedContent(id="model-tabs"):
+            with TabPane("Local and cached", id="local-tab"):
+                with Horizontal():
+                    with Vertical(id="model-list-pane"):
+                        with Horizontal(id="folder-row"):
+                            yield Input(":".join(str(f) for f in load_model_folders()), id="folders",
+                                        placeholder="folders to scan for .gguf, separated by ':'")
+                            yield Button("Scan", id="scan")
+                        yield OptionList(id="model-list")
+                        yield Static("", id="model-problems")
+                    with Vertical(id="model-detail"):
+                        with VerticalScroll():
+                            yield Static("Select a model to see its header.", id="inspect-summary")
+                        yield Button("Use this model", id="use-model", variant="primary", disabled=True)
+            with TabPane("Hub", id="hub-tab"):
+                yield from self._hub_tab()
+        yield Footer()
+
+    def _hub_tab(self) -> ComposeResult:
+        try:
+            from workbench.ui.hub_browser import HubBrowser
+        except ImportError:
+            yield Static("The hub browser is not part of this build; use `workbench search` and "
+                         "`workbench download`, then Rescan.", id="hub-missing")
+            return
+        yield HubBrowser(self.selection.preset_name, self.selection.device_name)
+
+    def on_mount(self) -> None:
+        self.title = "Models"
+        self.scan()
+        self.query_one("#model-list", OptionList).focus()
+
+    def folders(self) -> list[Path]:
+        text = self.query_one("#folders", Input).value
+        return [Path(part.strip()).expanduser() for part in text.split(":") if part.strip()]
+
+    @on(Button.Pressed, "#scan")
+    @on(Input.Submitted, "#folders")
+    def action_rescan(self) -> None:
+        folders = self.folders()
+        try:
+            save_model_folders(folders)
+        except OSError as error:
+            self.notify(f"cannot remember the folders: {error}", severity="warning")
+        self.scan()
+
+    @work(thread=True, exclusive=True, group="scan")
+    def scan(self) -> None:
+        entries, problems = find_models(self.folders())
+        self.post_message(ModelsFound(entries, problems))
+
+    def on_models_found(self, message: ModelsFound) -> None:
+        option_list = self.query_one("#model-list", OptionList)
+        option_list.clear_options()
+        self.entries = {}
+        for label, path, origin in message.entries:
+            self.entries[path] = label
+            option_list.add_option(Option(Text.assemble(label, (f"  ({origin})", "dim")), id=path))
+        self.query_one("#model-problems", Static).update("\n".join(message.problems))
+        if message.entries:
+            current = str(self.selection.model_path)
+            index = next((i for i, entry in enumerate(message.entries) if entry[1] == current), 0)
+            option_list.highlighted = index
+
+    @on(OptionList.OptionHighlighted, "#model-list")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        self.highlighted = event.option.id
+        self.query_one("#use-model", Button).disabled = True
+        self.query_one("#inspect-summary", Static).update("Reading the header…")
+        self.inspect(event.option.id)
+
+    @work(thread=True, exclusive=True, group="inspect")
+    def inspect(self, path: str) -> None:
+        try:
+            model = self.selection.model_info(Path(path))
+        except Exception as error:
+            self.post_message(ModelInspected(path, None, str(error) or type(error).__name__))
+            return
+        self.post_message(ModelInspected(path, model))
+
+    def on_model_inspected(self, message: ModelInspected) -> None:
+        if message.path != self.highlighted:
+            return  # the user moved on
+        summary = self.query_one("#inspect-summary", Static)
+        if message.model is None:
+            summary.update(Text.assemble(("Cannot use this file\n", "bold red"), message.error))
+            return
+        summary.update(model_summary(message.model))
+        self.query_one("#use-model", Button).disabled = False
+
+    @on(OptionList.OptionSelected, "#model-list")
+    @on(Button.Pressed, "#use-model")
+    def action_use_model(self) -> None:
+        if self.highlighted and not self.query_one("#use-model", Button).disabled:
+            self.dismiss((self.highlighted, self.entries.get(self.highlighted, Path(self.highlighted).name)))
+
+    def on_hub_browser_model_downloaded(self, message) -> None:
+        """A download finished in the hub tab: offer it like any local file and select it."""
+        path = str(getattr(message, "path"))
+        self.dismiss((path, Path(path).name))
