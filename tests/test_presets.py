@@ -20,6 +20,7 @@ from workbench.core.model_info import ModelInfo
 from workbench.core.paths import bundled_model_path, data_dir
 from workbench.core.preset import Preset
 from workbench.core.presets import (
+    PRESET_KEYS,
     Problem,
     list_presets,
     llama_server_args,
@@ -243,6 +244,11 @@ def test_a_user_file_whose_name_differs_from_its_file_name_is_refused(config_dir
         load_preset("fast")
     assert caught.value.where == f"{folder / 'fast.toml'}:1"
     assert "rename the file to quick.toml" in caught.value.fix
+
+
+def test_every_preset_field_is_a_checked_file_key():
+    # A field added to Preset without a check here would be dropped by save and refused by load.
+    assert set(PRESET_KEYS) == {field.name for field in dataclasses.fields(Preset)} - {"source"}
 
 
 def test_preset_to_toml_round_trips():

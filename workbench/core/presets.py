@@ -170,12 +170,10 @@ def preset_origin(preset: Preset) -> str:
 
 
 def preset_to_toml(preset: Preset) -> str:
-    """The preset as a TOML file in the shipped format (everything but `source`)."""
+    """The preset as a TOML file in the shipped format (the keys a file may hold, in file order)."""
     import tomli_w  # only needed when writing
 
-    values = {field.name: getattr(preset, field.name) for field in dataclasses.fields(Preset)
-              if field.name != "source"}
-    return tomli_w.dumps(values)
+    return tomli_w.dumps({key: getattr(preset, key) for key in PRESET_KEYS})
 
 
 def save_user_preset(preset: Preset) -> Path:
