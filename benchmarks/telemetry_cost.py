@@ -35,7 +35,7 @@ def main() -> None:
     psutil_ms = cpu_ms_per_call(MemorySampler().read, args.repeats)
     print(f"{args.repeats} samples per root; CPU time from time.process_time()")
     print(f"psutil part alone (memory, swap, per-core CPU; this machine): {psutil_ms:.3f} ms")
-    print(f"{'root':<22}{'ms/sample':>10}{'beyond psutil':>12}{'x target':>10}  sources read")
+    print(f"{'root':<22}{'ms/sample':>10}{'beyond psutil':>15}{'x target':>10}  sources read")
     for label, root, pid in roots:
         sampler = Sampler(root, pid)
         full_ms = cpu_ms_per_call(sampler.sample, args.repeats)
