@@ -296,6 +296,7 @@ def test_prompt_lookup_drafting_maps_to_ngram_speculation():
     argv = llama_server_args(Preset(name="p", draft_prompt_lookup=10), "m.gguf")
     assert argv[argv.index("--spec-type") + 1] == "ngram-simple"
     assert argv[argv.index("--spec-ngram-simple-size-m") + 1] == "10"
+    assert argv[argv.index("--spec-ngram-simple-size-n") + 1] == "2"
     assert "--spec-type" not in llama_server_args(Preset(name="p"), "m.gguf")
 
 

@@ -40,6 +40,7 @@ _MAX_CTX = 1 << 24
 _MAX_BATCH = 1 << 20
 _MAX_THREADS = 1024
 _MAX_DRAFT = 128
+PROMPT_LOOKUP_NGRAM = 2  # tokens matched to find a draft (llama-cpp-python's default max_ngram_size)
 
 
 @dataclass(frozen=True)
@@ -231,8 +232,11 @@ def llama_server_args(preset: Preset, model_path: str | os.PathLike[str], *,
     else:
         args += ["-fa", "on" if preset.flash_attn else "off", "--load-mode", _load_mode(preset)]
     if preset.draft_prompt_lookup:
-        # Prompt-lookup drafting: draft tokens are copied from earlier text that matches.
-        args += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-m", str(preset.draft_prompt_lookup)]
+        # Prompt-lookup drafting: after the last 2 tokens recur earlier in the text, the tokens
+        # that followed them there are the draft. 2 is the engine's n-gram (llama-cpp-python's
+        # LlamaPromptLookupDecoding default); the preset's number is the draft length.
+        args += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(PROMPT_LOOKUP_NGRAM),
+                 "--spec-ngram-simple-size-m", str(preset.draft_prompt_lookup)]
     return tuple(args)
 
 
