@@ -76,3 +76,13 @@ def test_intel_counters_report_the_growth_since_the_previous_sample(tmp_path):
     for cpu in ("cpu0", "cpu1", "cpu2", "cpu3"):  # every CPU shows its package's count
         (cpus / cpu / "thermal_throttle/package_throttle_count").write_text("9\n")
     assert sampler.read().cause == "Intel: package thermal throttling on package 0 (+2 since last sample)"
+
+
+def test_unreadable_get_throttled_value_is_skipped(tmp_path):
+    shutil.copytree(TREES / "raspberry-pi-5", tmp_path / "pi")
+    firmware = tmp_path / "pi/sys/devices/platform/soc/soc:firmware/get_throttled"
+    sampler = ThrottleSampler(tmp_path / "pi")
+    firmware.write_text("throttled=0x8\n")  # the vcgencmd spelling
+    assert sampler.read().cause == "Pi: soft temperature limit now"
+    firmware.write_text("garbage\n")
+    assert sampler.read().source == ""  # nothing read, nothing claimed

@@ -142,8 +142,6 @@ class TegrastatsLog:
 class TegrastatsLive:
     """Runs `tegrastats --interval MS`; a thread keeps the newest line, so a sample never waits."""
 
-    finished = False
-
     def __init__(self, interval_ms: int = 500, executable: str = "tegrastats") -> None:
         path = shutil.which(executable)
         if path is None:
@@ -172,7 +170,14 @@ class TegrastatsLive:
             with self._lock:
                 self._latest = reading
 
+    @property
+    def finished(self) -> bool:
+        """The tool exited (killed, or refused to run): its last line is no longer the present."""
+        return self._process.poll() is not None
+
     def next_reading(self) -> TegrastatsReading | None:
+        if self.finished:
+            return None
         with self._lock:
             return self._latest
 

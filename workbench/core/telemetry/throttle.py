@@ -77,10 +77,10 @@ class ThrottleSampler:
             sources.append("thermal_throttle counters")
             causes.extend(self._intel_causes())
         if self.pi_file is not None:
-            text = read_optional(self._reader, self.pi_file)
-            if text is not None:
+            value = _hex_value(read_optional(self._reader, self.pi_file))
+            if value is not None:
                 sources.append(str(self.pi_file))
-                _, cause, history = describe_pi_throttled(int(text, 16))
+                _, cause, history = describe_pi_throttled(value)
                 if cause:
                     causes.append(cause)
         if self.uses_clocks:
@@ -103,6 +103,16 @@ class ThrottleSampler:
                 total = sum(delta for _, delta in events)
                 causes.append(f"Intel: {kind} thermal throttling on {owners} (+{total} since last sample)")
         return causes
+
+
+def _hex_value(text: str | None) -> int | None:
+    """get_throttled is bare hex ("50005"); older firmware prints "throttled=0x50005"."""
+    if text is None:
+        return None
+    try:
+        return int(text.rsplit("=", 1)[-1], 16)
+    except ValueError:
+        return None
 
 
 def _intel_counters(root: Path, reader: Reader) -> list[ThrottleCounter]:
