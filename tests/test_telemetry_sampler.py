@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from workbench.core.telemetry.sampler import Sampler
+from workbench.core.telemetry.sysfs import read_text
 
 TREES = Path(__file__).parent / "sysfs"
 ALL_TREES = ["jetson-orin-nano", "rk3588", "raspberry-pi-5", "raspberry-pi-5-cool", "x86-laptop", "empty-container"]
@@ -64,6 +65,18 @@ def test_x86_laptop_energy_counter_and_needs_root(tmp_path):
     assert sample.energy_source == "counter: intel-rapl:0"
     assert sample.energy_j == pytest.approx(2.5)
     assert sample.total_power_w > 0
+
+    # Without root (injected through the reader seam: these tests run as root, and root reads
+    # even a chmod-000 file) and without the battery, the sample says why there is no energy.
+    def unprivileged(path):
+        if path.name == "energy_uj":
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_text(path)
+
+    shutil.rmtree(tmp_path / "x86/sys/class/power_supply")
+    sample = Sampler(tmp_path / "x86", reader=unprivileged).sample()
+    assert (sample.total_power_w, sample.energy_j) == (None, None)
+    assert _reasons(sample)["power"] == _reasons(sample)["energy"] == "energy counter needs root"
 
 
 def test_tegrastats_log_fills_what_sysfs_lacks():
