@@ -24,9 +24,10 @@ MIB = 1 << 20
 
 @pytest.fixture(autouse=True)
 def own_dirs(tmp_path, monkeypatch):
-    """Every test gets its own empty config and cache folders."""
+    """Every test gets its own empty config and cache folders, and a 16 MB probe to stay quick."""
     monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(bandwidth, "_probe_buffer_mb", lambda: 16)
     return tmp_path
 
 
@@ -164,6 +165,11 @@ def test_the_bandwidth_probe_measures_a_copy():
     assert measurement.machine == machine_key()
 
 
+def test_the_default_probe_buffer_outgrows_caches_but_not_small_boards(monkeypatch):
+    monkeypatch.undo()  # the real size rule, not the tests' 16 MB
+    assert 32 <= bandwidth._probe_buffer_mb() <= 128
+
+
 def test_the_probe_runs_once_per_machine_and_is_cached(own_dirs, monkeypatch):
     first = host_bandwidth()
     cache = own_dirs / "cache" / "host_bandwidth.json"
@@ -211,6 +217,19 @@ def test_cli_lists_devices_with_budgets(capsys):
     rk = next(row for row in rows if row.startswith("rk3588-8gb"))
     assert "unknown" in rk.split()  # no published power limit
     assert any(row.startswith("host ") and row.endswith("detected") for row in rows)
+
+
+def test_cli_remeasure_probes_again(capsys, own_dirs):
+    assert main(["devices", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)[-1]
+    assert main(["devices", "--json", "--remeasure"]) == 0
+    again = json.loads(capsys.readouterr().out)[-1]
+    assert first["name"] == again["name"] == "host"
+    assert "(cached)" not in again["notes"]["mem_bandwidth_gbs"]
+    stored = json.loads((own_dirs / "cache" / "host_bandwidth.json").read_text())[machine_key()]
+    assert again["mem_bandwidth_gbs"] == stored["gbs"]
+    assert main(["devices", "--json"]) == 0
+    assert "(cached)" in json.loads(capsys.readouterr().out)[-1]["notes"]["mem_bandwidth_gbs"]
 
 
 def test_cli_devices_json_parses(capsys):

@@ -19,6 +19,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--no-host", action="store_true", help="leave out the detected host")
+    parser.add_argument("--remeasure", action="store_true",
+                        help="probe the host's memory bandwidth again instead of using the cached figure")
     parser.set_defaults(func=run)
     actions = parser.add_subparsers(dest="devices_action", metavar="show")
     show = actions.add_parser("show", help="print a device's figures with their sources")
@@ -64,7 +66,12 @@ def run(args: argparse.Namespace) -> int:
     from workbench.cli.text_table import format_table
     from workbench.core.devices import device_origin, list_devices, user_devices_dir
 
-    devices = list_devices(include_host=not args.no_host)
+    devices = list_devices(include_host=False)
+    if not args.no_host:
+        from workbench.core.bandwidth import host_bandwidth
+        from workbench.core.host import detect_host
+
+        devices += (detect_host(bandwidth=host_bandwidth(refresh=args.remeasure)),)
     if args.json:
         json.dump([_record(d) for d in devices], sys.stdout, indent=2)
         sys.stdout.write("\n")
