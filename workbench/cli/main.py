@@ -23,6 +23,7 @@ COMMANDS = (
     "download",
     "monitor",
     "bench",
+    "serve",
 )
 
 
