@@ -139,8 +139,9 @@ def _run_quantize_process(
             return
         message, log_tail = (outcome[1], outcome[2]) if outcome[0] == "failed" else _death(process, log_path)
         detail = f" Last log line: {log_tail[-1].strip()}" if log_tail and log_tail[-1].strip() not in message else ""
-        raise WorkbenchError(f"{message}.{detail}".rstrip("."), where=str(source),
-                             fix="Pick another --to type, or check the source file")
+        fix = ("This type needs an importance matrix (llama-imatrix), which the workbench does not make: "
+               "pick another type, e.g. Q4_K_M" if "imatrix" in message else "Pick another type, or check the source file")
+        raise WorkbenchError(f"{message.rstrip('!. ')}.{detail}".rstrip("."), where=str(source), fix=fix)
     finally:
         if process.is_alive():
             process.kill()

@@ -61,7 +61,10 @@ class ChatTurn:
         cancel_requested: Callable[[], bool],
         send: Callable[[object], None],
         draft_counter: Any | None = None,
+        previously_dropped: tuple[Any, ...] = (),
     ) -> None:
+        self._previously_dropped = previously_dropped
+        self.dropped: tuple[Any, ...] = ()  # the messages this turn left out, for the next turn
         self._llama = llama
         self._template = template
         self._cancel_requested = cancel_requested
@@ -73,8 +76,12 @@ class ChatTurn:
         sampling = request.sampling
         n_ctx = llama.n_ctx()
         reserve = max(1, min(sampling.max_tokens, n_ctx // RESERVE_FRACTION))
-        fitted = fit_conversation(request.messages, self._template.tokenize, n_ctx, reserve)
-        if fitted.turns_dropped:
+        fitted = fit_conversation(
+            request.messages, self._template.tokenize, n_ctx, reserve, previously_dropped=self._previously_dropped
+        )
+        self.dropped = fitted.dropped
+        if fitted.shifted_now:
+            # Totals: every turn now outside the context, not just the ones dropped this time.
             self._send(ContextShifted(fitted.turns_dropped, fitted.tokens_dropped))
         prompt = list(fitted.prompt_tokens)
 

@@ -72,6 +72,7 @@ class ModelRunner:
         self._llama: Any = None
         self._template: ChatTemplate | None = None
         self._draft: Any = None
+        self._dropped: tuple[Any, ...] = ()  # turns the last chat left out of the context (see context_fit)
 
     def load(self, request: LoadRequest) -> None:
         self.unload(quiet=True)
@@ -181,6 +182,7 @@ class ModelRunner:
         if self._llama is not None:
             self._llama.close()  # frees context, KV cache and (for mmap) unmaps the weights
             self._llama = self._template = self._draft = None
+            self._dropped = ()
             gc.collect()
         if not quiet:
             self._send(Unloaded())
@@ -190,9 +192,11 @@ class ModelRunner:
         if self._llama is None or self._template is None:
             self._send(EngineFailed("request", "no model is loaded; load one before chatting"))
             return
-        turn = ChatTurn(self._llama, self._template, self._cancel_requested, self._send, self._draft)
+        turn = ChatTurn(self._llama, self._template, self._cancel_requested, self._send, self._draft, self._dropped)
         try:
-            self._send(turn.run(request, started_at))
+            finished = turn.run(request, started_at)
+            self._dropped = turn.dropped
+            self._send(finished)
         except ConversationTooLong as too_long:
             self._send(EngineFailed(
                 "request",

@@ -1,0 +1,210 @@
+"""`workbench chat MODEL --preset NAME`: a plain terminal chat with per-turn stats, for SSH sessions."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from typing import Any
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "chat",
+        help="chat with a model in the terminal, with per-turn stats",
+        description="Load MODEL with a preset in the engine process and chat line by line (stdin may be a "
+        "pipe). After each answer the turn's figures are printed to stderr, like `ollama run --verbose`. "
+        "Ctrl-C stops the current answer; Ctrl-C at the prompt, a second Ctrl-C, EOF or /bye exits.",
+    )
+    parser.add_argument("model", metavar="MODEL", help="a .gguf path or 'bundled'")
+    parser.add_argument("--preset", default="as-is", help="preset name or TOML path (default: as-is)")
+    parser.add_argument("--device", help="device profile for the memory check (default: this machine)")
+    parser.add_argument("--allow-overbudget", action="store_true",
+                        help="load even when the ledger says the preset does not fit the device")
+    parser.add_argument("--system", default="", metavar="TEXT", help="system prompt")
+    parser.add_argument("--temp", type=float, default=0.7, help="temperature (0 = greedy; default 0.7)")
+    parser.add_argument("--top-p", type=float, default=0.95)
+    parser.add_argument("--top-k", type=int, default=40)
+    parser.add_argument("--min-p", type=float, default=0.05)
+    parser.add_argument("--repeat-penalty", type=float, default=1.1)
+    parser.add_argument("--seed", type=int, default=-1, help="sampling seed (-1 = random)")
+    parser.add_argument("--max-tokens", type=int, default=512, help="longest answer in tokens")
+    parser.add_argument("--no-stats", action="store_true", help="do not print the per-turn figures")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.core.devices import load_device
+    from workbench.core.engine.client import EngineClient
+    from workbench.core.engine.events import ChatMessage, Sampling
+    from workbench.core.model_ref import resolve_model
+    from workbench.core.presets import load_preset
+
+    model_path = resolve_model(args.model)
+    preset = load_preset(args.preset)
+    device = load_device(args.device) if args.device else None
+    sampling = Sampling(
+        temperature=args.temp, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
+        repeat_penalty=args.repeat_penalty, seed=args.seed, max_tokens=args.max_tokens,
+    )
+    system = (ChatMessage("system", args.system),) if args.system else ()
+    session = _ChatSession(EngineClient(), model_path, preset, device, args.allow_overbudget, not args.no_stats)
+    try:
+        session.load()
+        history: list[ChatMessage] = []
+        while True:
+            line = _read_line()
+            if line is None or line.strip() in ("/bye", "/exit"):
+                return 0
+            if not line.strip():
+                continue
+            question = ChatMessage("user", line.rstrip("\n"))
+            answer = session.turn([*system, *history, question], sampling)
+            if answer is not None:
+                history += [question, ChatMessage("assistant", answer)]
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+    finally:
+        session.close()
+
+
+def _read_line() -> str | None:
+    """The next line from the user; None at EOF. A terminal gets a prompt, a pipe does not."""
+    if sys.stdin.isatty():
+        try:
+            return input(">>> ")
+        except EOFError:
+            print(file=sys.stderr)
+            return None
+    line = sys.stdin.readline()
+    return line if line else None
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+class _ChatSession:
+    """The engine client plus what it takes to restart it after a crash."""
+
+    def __init__(self, client: Any, model_path: Any, preset: Any, device: Any, allow_overbudget: bool,
+                 show_stats: bool) -> None:
+        self._client = client
+        self._model_path = model_path
+        self._preset = preset
+        self._device = device
+        self._allow_overbudget = allow_overbudget
+        self._show_stats = show_stats
+
+    def close(self) -> None:
+        self._client.close()
+
+    def load(self) -> None:
+        from workbench.core.engine.events import EngineFailed, Loaded, LoadProgressed
+        from workbench.core.errors import EngineError
+
+        shown: set[str] = set()
+        for event in self._client.load(self._model_path, self._preset, device=self._device,
+                                       allow_overbudget=self._allow_overbudget):
+            if isinstance(event, LoadProgressed):
+                if event.stage not in shown or event.message:
+                    shown.add(event.stage)
+                    _say(f"{event.stage}..." + (f" {event.message}" if event.message else ""))
+            elif isinstance(event, Loaded):
+                _say(_loaded_summary(event))
+            elif isinstance(event, EngineFailed):
+                for line in event.log_tail[-5:]:
+                    _say(f"  | {line}")
+                raise EngineError(event.message, where=str(self._model_path))
+
+    def turn(self, messages: list, sampling: Any) -> str | None:
+        """Stream one answer to stdout; its text (partial when stopped), or None when it failed."""
+        from workbench.core.engine.events import ContextShifted, EngineFailed, TokenChunk, TurnFinished
+
+        interrupts = [0]
+
+        def on_interrupt(_signum: int, _frame: object) -> None:
+            interrupts[0] += 1
+            if interrupts[0] > 1:
+                raise KeyboardInterrupt
+            self._client.cancel()
+
+        previous = signal.signal(signal.SIGINT, on_interrupt)
+        try:
+            for event in self._client.chat(messages, sampling):
+                if isinstance(event, TokenChunk):
+                    sys.stdout.write(event.text)
+                    sys.stdout.flush()
+                elif isinstance(event, ContextShifted):
+                    _say(f"[context full: dropped the {event.turns_dropped} oldest turn(s), "
+                         f"{event.tokens_dropped} tokens]")
+                elif isinstance(event, TurnFinished):
+                    print(flush=True)
+                    if event.stop_reason == "cancelled":
+                        _say("[stopped]")
+                    if self._show_stats:
+                        _say(format_turn_stats(event))
+                    return event.text
+                elif isinstance(event, EngineFailed):
+                    print(flush=True)
+                    self._report_failure(event)
+                    return None
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        return None
+
+    def _report_failure(self, failure: Any) -> None:
+        _say(f"workbench: {failure.message}")
+        if failure.kind != "crash":
+            return
+        for line in failure.log_tail[-8:]:
+            _say(f"  | {line}")
+        if failure.prediction:
+            _say(f"  predicted: {failure.prediction}")
+        _say("restarting the engine; the conversation is kept")
+        self._client.start()
+        self.load()
+
+
+def _loaded_summary(loaded: Any) -> str:
+    mib = 1024 * 1024
+    return (
+        f"loaded {loaded.preset_name} in {loaded.load_seconds:.2f}s: context {loaded.n_ctx} tokens, "
+        f"llama.cpp buffers: model {loaded.model_buffer_bytes / mib:.1f} MiB, KV {loaded.kv_buffer_bytes / mib:.1f} MiB, "
+        f"compute {loaded.compute_buffer_bytes / mib:.1f} MiB; engine RSS {loaded.rss_bytes / mib:.0f} MiB"
+        + "".join(f"\n  warning: {text}" for text in loaded.warnings)
+    )
+
+
+def _rate(count: int, seconds: float) -> str:
+    return f"{count / seconds:.2f} tokens/s" if seconds > 0 and count > 0 else "n/a"
+
+
+def _duration(seconds: float, measured: bool) -> str:
+    if not measured:
+        return "n/a"
+    return f"{seconds * 1000:.1f}ms" if seconds < 1 else f"{seconds:.3f}s"
+
+
+def format_turn_stats(turn: Any) -> str:
+    """A turn's figures, laid out like `ollama run --verbose` plus cache and context lines."""
+    evaluated = turn.prompt_tokens - turn.reused_tokens
+    generated_after_first = max(0, turn.generated_tokens - 1)
+    has_first_token = turn.generated_tokens > 0
+    rows = (
+        ("total duration", _duration(turn.finished_at - turn.started_at, True)),
+        ("time to first token", _duration(turn.ttft_s, has_first_token)),
+        ("prompt eval count", f"{evaluated} token(s)"),
+        ("reused from cache", f"{turn.reused_tokens} token(s)"),
+        ("prompt eval duration", _duration(turn.prefill_s, turn.prefill_s > 0)),
+        ("prompt eval rate", _rate(evaluated, turn.prefill_s)),
+        ("eval count", f"{turn.generated_tokens} token(s)"),
+        ("eval duration", _duration(turn.decode_s, turn.decode_s > 0)),
+        ("eval rate", _rate(generated_after_first, turn.decode_s)),
+        ("context used", f"{turn.kv_cells_used} / {turn.n_ctx} cells"),
+        ("stop reason", turn.stop_reason),
+    )
+    if turn.draft_proposed:
+        rows += (("draft tokens accepted", f"{turn.draft_accepted} of {turn.draft_proposed}"),)
+    return "\n".join(f"{label + ':':<22}{value}" for label, value in rows)
