@@ -1,6 +1,6 @@
 """The host bandwidth probe side by side with numpy's copy of the same buffer size, and its cost.
 
-Run: python benchmarks/bandwidth_probe.py [--buffer-mb 128] [--rounds 3]
+Run: python benchmarks/bandwidth_probe.py [--buffer-mb 64] [--rounds 3]
 Prints, per round, the probe's GB/s (memoryview copy, read + write bytes counted), numpy's
 GB/s for `np.copyto` of the same size, their ratio, and the probe's wall time including
 buffer setup (the number that matters for app start when the cache is cold).
@@ -33,7 +33,7 @@ def main() -> None:
     from workbench.core.bandwidth import measure_copy_bandwidth
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--buffer-mb", type=int, default=128)
+    parser.add_argument("--buffer-mb", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     print(f"{'round':>5}  {'probe GB/s':>10}  {'numpy GB/s':>10}  {'probe/numpy':>11}  {'probe wall s':>12}")
