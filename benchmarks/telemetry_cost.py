@@ -34,8 +34,8 @@ def main() -> None:
     roots += [(tree.name, tree, None) for tree in sorted(TREES.iterdir()) if tree.is_dir()]
     psutil_ms = cpu_ms_per_call(MemorySampler().read, args.repeats)
     print(f"{args.repeats} samples per root; CPU time from time.process_time()")
-    print(f"psutil part alone (memory, swap, per-core CPU; this machine): {psutil_ms:.3f} ms")
-    print(f"{'root':<22}{'ms/sample':>10}{'beyond psutil':>15}{'x target':>10}  sources read")
+    print(f"memory, swap and per-core CPU alone (this machine): {psutil_ms:.3f} ms")
+    print(f"{'root':<22}{'ms/sample':>10}{'beyond mem+cpu':>15}{'x target':>10}  sources read")
     for label, root, pid in roots:
         sampler = Sampler(root, pid)
         full_ms = cpu_ms_per_call(sampler.sample, args.repeats)

@@ -12,6 +12,8 @@ def test_system_memory_and_cpu_of_this_machine():
     reading = MemorySampler().read()
     assert reading.mem_total_bytes == psutil.virtual_memory().total
     assert 0 < reading.mem_available_bytes <= reading.mem_total_bytes
+    assert reading.swap_total_bytes == psutil.swap_memory().total
+    assert 0 <= reading.swap_used_bytes <= reading.swap_total_bytes
     assert len(reading.cpu_percent) == psutil.cpu_count()
     assert all(0.0 <= percent <= 100.0 for percent in reading.cpu_percent)
     assert (reading.engine_rss_bytes, reading.engine_uss_bytes, reading.unavailable) == (None, None, ())
