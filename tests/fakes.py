@@ -216,3 +216,37 @@ def styles_of(widget, needle: str) -> set[str]:
         if needle in segment.text and segment.style and segment.style.color and segment.style.color.triplet:
             colours.add(segment.style.color.triplet.hex)
     return colours
+
+
+# ---- the whole app with fakes -----------------------------------------------------------------
+
+
+def make_app(engines: list | None = None, *, engine_kwargs: dict | None = None, sensors: bool = True,
+             preset: str = "as-is", device: str = "host", model=None, telemetry_interval_s: float = 0.2):
+    """The real app on the bundled model with a FakeEngine per engine start (kept in `engines`)."""
+    from workbench.core.paths import bundled_model_path
+    from workbench.ui.app import WorkbenchApp
+    from workbench.ui.selection import Selection
+
+    engines = engines if engines is not None else []
+
+    def engine_factory():
+        engines.append(FakeEngine(**(engine_kwargs or {})))
+        return engines[-1]
+
+    selection = Selection(model_path=model or bundled_model_path(), preset_name=preset, device_name=device)
+    selection.add_model(selection.model_path, f"{selection.model_path.stem} (bundled)")
+    return WorkbenchApp(selection, engine_factory=engine_factory,
+                        sampler_factory=lambda pid: FakeSampler(pid, sensors=sensors),
+                        telemetry_interval_s=telemetry_interval_s)
+
+
+async def wait_until(pilot, condition, timeout_s: float = 10.0) -> None:
+    """Let the app run until `condition()` holds (workers are threads: their messages take a moment)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {getattr(condition, '__name__', condition)}")
+        await pilot.pause(0.02)

@@ -307,6 +307,7 @@ class MainScreen(Screen):
         kv = self.query_one(KvPanel)
         kv.n_ctx, kv.cells_used, kv.segments, kv.shift_notice = loaded.n_ctx, 0, (), ""
         self.predict()  # restores the verdict line that progress messages overwrote
+        self.query_one(PromptInput).focus()
         kept = len(self.conversation.messages)
         note = f"; the conversation continues ({kept} messages kept)" if kept else ""
         self.notify(f"{Path(loaded.model_path).name} with {loaded.preset_name}: n_ctx {loaded.n_ctx}, "

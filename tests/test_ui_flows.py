@@ -1,0 +1,191 @@
+"""Pilot tests of every flow on the main screen, with the fake engine and sampler."""
+
+from pathlib import Path
+
+from fakes import FakeEngine, make_app, wait_until
+
+from workbench.ui.screens.main_screen import GENERATING, IDLE, LOADED
+from workbench.ui.widgets.chat_view import AnswerBlock, ChatView, Notice
+from workbench.ui.widgets.kv_panel import KvPanel
+from workbench.ui.widgets.ledger_panel import LedgerPanel
+from workbench.ui.widgets.prompt_input import PromptInput
+from workbench.ui.widgets.speed_panel import SpeedPanel
+
+
+async def load(pilot):
+    screen = pilot.app.main_screen
+    await pilot.press("ctrl+l")
+    await wait_until(pilot, lambda: screen.phase == LOADED)
+    return screen
+
+
+async def ask(pilot, text: str):
+    """Send a prompt and wait for the answer to finish."""
+    screen = pilot.app.main_screen
+    before = len(screen.query(AnswerBlock))
+    prompt = screen.query_one(PromptInput)
+    prompt.value = text
+    prompt.focus()
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: len(screen.query(AnswerBlock)) > before and screen.phase != GENERATING)
+
+
+def last_answer(screen) -> AnswerBlock:
+    return list(screen.query(AnswerBlock))[-1]
+
+
+def stats_text(block: AnswerBlock) -> str:
+    return str(block.query_one(".answer-stats").content)
+
+
+async def test_load_chat_unload_reload_keeps_the_conversation():
+    engines = []
+    async with make_app(engines).run_test(size=(160, 48)) as pilot:
+        screen = await load(pilot)
+        assert str(screen.query_one("#load-button").label) == "Unload"
+        assert screen.query_one(LedgerPanel).loaded is engines[0].loaded
+        assert screen.query_one(KvPanel).n_ctx == 2048
+        await ask(pilot, "What fits?")
+        answer = last_answer(screen)
+        assert answer.text == "The ledger says it **fits**: weights and KV cache stay under the budget."
+        assert "generated 15" in stats_text(answer) and "stop: stop" in stats_text(answer)
+        assert screen.query_one(KvPanel).cells_used == engines[0]._cells
+        assert len(screen.query_one(SpeedPanel).turns) == 1
+        await pilot.press("ctrl+l")
+        await wait_until(pilot, lambda: screen.phase == IDLE)
+        assert "unload" in engines[0].calls and screen.query_one(KvPanel).n_ctx == 0
+        await load(pilot)
+        await ask(pilot, "And now?")
+        await wait_until(pilot, lambda: len(engines[0].chats) == 2 and screen.phase == LOADED)
+        sent = [m.content for m in engines[0].chats[-1][0]]
+        assert sent[1:] == ["What fits?", answer.text, "And now?"]  # the first exchange was kept
+
+
+async def test_escape_cancels_a_streaming_answer():
+    engine_kwargs = {"answer": ("word ",) * 400, "token_delay_s": 0.01}
+    async with make_app(engine_kwargs=engine_kwargs).run_test(size=(160, 48)) as pilot:
+        screen = await load(pilot)
+        screen.query_one(PromptInput).value = "Talk a lot"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: screen.phase == GENERATING and len(last_answer(screen).text) > 20)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: screen.phase == LOADED)
+        answer = last_answer(screen)
+        assert "stop: cancelled" in stats_text(answer)
+        assert 0 < answer.text.count("word") < 400
+        assert screen.conversation.messages[-1].content == answer.text
+
+
+async def test_engine_crash_shows_why_and_restart_brings_it_back():
+    engines = []
+    async with make_app(engines).run_test(size=(160, 48)) as pilot:
+        screen = await load(pilot)
+        engines[0].crash_next_chat = True
+        screen.query_one(PromptInput).value = "Crash please"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: screen.query(Notice))
+        notice = screen.query_one(Notice)
+        assert "Engine died (SIGKILL)" in notice.title
+        assert "llama_decode: decoding batch" in notice.details and "predicted total 206 MiB" in notice.details
+        assert screen.phase == IDLE and screen.query_one(PromptInput).value == "Crash please"
+        assert screen.conversation.messages == []  # the unanswered prompt went back to the prompt box
+        await pilot.click("#restart-engine")
+        await wait_until(pilot, lambda: screen.phase == LOADED)
+        assert len(engines) == 2 and engines[1].loaded is not None
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: len(screen.conversation.messages) == 2)
+        assert screen.conversation.messages[0].content == "Crash please"
+
+
+async def test_load_failure_is_reported_and_the_app_stays_usable():
+    async with make_app(engine_kwargs={"fail_load": "unsupported model architecture"}).run_test(size=(160, 48)) as pilot:
+        screen = pilot.app.main_screen
+        await pilot.press("ctrl+l")
+        await wait_until(pilot, lambda: screen.query(Notice))
+        assert "Load failed: unsupported model architecture" in screen.query_one(Notice).title
+        assert screen.phase == IDLE and str(screen.query_one("#load-button").label) == "Load"
+        screen.query_one(PromptInput).value = "hello?"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not screen.query(AnswerBlock)  # not sent: a notification says to load first
+
+
+async def test_save_transcript_asks_for_the_name_and_writes_both_files(tmp_path):
+    async with make_app().run_test(size=(160, 48)) as pilot:
+        screen = await load(pilot)
+        await ask(pilot, "Save me")
+        await wait_until(pilot, lambda: len(screen.conversation.messages) == 2)
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: pilot.app.screen.query("#transcript-path"))
+        assert pilot.app.screen.query_one("#transcript-path").value.startswith(str(Path.cwd()))
+        pilot.app.screen.query_one("#transcript-path").value = str(tmp_path / "demo")
+        await pilot.click("#save")
+        await wait_until(pilot, lambda: pilot.app.screen is screen)
+        assert "Save me" in (tmp_path / "demo.md").read_text()
+        assert '"role": "assistant"' in (tmp_path / "demo.json").read_text()
+
+
+async def test_settings_modal_validates_and_applies_sampling():
+    engines = []
+    async with make_app(engines).run_test(size=(160, 48)) as pilot:
+        screen = await load(pilot)
+        await pilot.press("f5")
+        await wait_until(pilot, lambda: pilot.app.screen.query("#sampling-temperature"))
+        modal = pilot.app.screen
+        modal.query_one("#sampling-temperature").value = "hot"
+        await pilot.pause()
+        assert "temperature: 'hot' is not a number" in str(modal.query_one("#settings-problems").content)
+        assert modal.query_one("#apply").disabled
+        modal.query_one("#sampling-temperature").value = "0.3"
+        modal.query_one("#sampling-max_tokens").value = "4"
+        modal.query_one("#system-prompt").text = "Answer in one word."
+        await pilot.pause()
+        await pilot.click("#apply")
+        await wait_until(pilot, lambda: pilot.app.screen is screen)
+        await ask(pilot, "Short")
+        await wait_until(pilot, lambda: len(screen.conversation.messages) == 2)
+        messages, sampling = engines[0].chats[-1]
+        assert sampling.temperature == 0.3 and sampling.max_tokens == 4
+        assert messages[0].content == "Answer in one word."
+        assert "stop: length" in stats_text(last_answer(screen))
+
+
+async def test_prompt_history_walks_with_up_and_down():
+    async with make_app().run_test(size=(160, 48)) as pilot:
+        screen = await load(pilot)
+        for text in ("one", "two"):
+            await ask(pilot, text)
+            await wait_until(pilot, lambda: screen.phase == LOADED)
+        prompt = screen.query_one(PromptInput)
+        prompt.value = "draft"
+        await pilot.press("up")
+        assert prompt.value == "two"
+        await pilot.press("up", "up")
+        assert prompt.value == "one"
+        await pilot.press("down", "down")
+        assert prompt.value == "draft"
+
+
+async def test_small_terminal_puts_chat_and_panels_in_tabs():
+    async with make_app().run_test(size=(80, 24)) as pilot:
+        screen = pilot.app.main_screen
+        await pilot.pause()
+        assert screen.compact and screen.query_one("#layout-tabs").display
+        assert screen.query_one("#chat-pane").display and not screen.query_one("#panels").display
+        screen.show_tab("ledger")
+        await pilot.pause()
+        assert not screen.query_one("#chat-pane").display and screen.query_one("#panels").display
+        assert screen.query_one("#ledger-panel").display and not screen.query_one("#kv-panel").display
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause()
+        assert not screen.compact and not screen.query_one("#layout-tabs").display
+        assert all(screen.query_one(f"#{name}-panel").display for name in ("ledger", "kv", "speed", "thermal"))
+        assert screen.query_one("#chat-pane").display
+
+
+async def test_every_action_is_in_the_command_palette():
+    async with make_app().run_test(size=(160, 48)) as pilot:
+        titles = {command.title for command in pilot.app.get_system_commands(pilot.app.screen)}
+        for title in ("Load or unload the model", "Cancel the answer", "Restart engine", "Save transcript",
+                      "System prompt and sampling", "New conversation", "Models", "Presets", "Bench", "Theme"):
+            assert title in titles
