@@ -364,6 +364,23 @@ def test_quantized_v_without_flash_attention_is_an_error(smollm2):
                               'Set flash_attn = true, or cache_type_v = "f16"')
 
 
+def test_the_quantized_v_rule_is_llama_cpps_own(smollm2):
+    """The real llama.cpp refuses exactly what the check calls an error, and accepts the fix."""
+    import llama_cpp
+
+    model_path = str(bundled_model_path())
+    q8_0 = 8  # GGML_TYPE_Q8_0
+    refused = Preset(name="p", cache_type_k="q8_0", cache_type_v="q8_0", flash_attn=False)
+    assert [p.level for p in preset_problems(refused, smollm2)] == ["error"]
+    with pytest.raises(ValueError):
+        llama_cpp.Llama(model_path, n_ctx=256, type_k=q8_0, type_v=q8_0, flash_attn=False, verbose=False)
+    accepted = dataclasses.replace(refused, flash_attn=True)
+    assert preset_problems(accepted, smollm2) == ()
+    llama = llama_cpp.Llama(model_path, n_ctx=256, type_k=q8_0, type_v=q8_0, flash_attn=True, verbose=False)
+    assert llama.n_ctx() == 256
+    llama.close()
+
+
 def test_cache_block_not_dividing_the_head_dim_is_an_error():
     phi = model_info(head_dim_k=80, head_dim_v=80)  # 80 is not a multiple of q8_0's block of 32
     problems = preset_problems(load_preset("edge-int4-kv8"), phi)
