@@ -66,7 +66,7 @@ def compare_files(paths: Sequence[str | Path]) -> Comparison:
 
 
 def comparison_markdown(comparison: Comparison) -> str:
-    footnotes: dict[str, int] = {}
+    footnotes: dict[str, list[str]] = {}
     body = [[merged.machine, *md_cells(merged.row, footnotes)] for merged in comparison.rows]
     text = "Machines:\n" + "".join(
         f"- {machine_summary(machine).replace(machine.label, label, 1)}\n" for label, machine in comparison.machines

@@ -105,15 +105,18 @@ MD_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
 )
 
 
-def md_cells(row: BenchRow, footnotes: dict[str, int]) -> list[str]:
-    """The row's markdown cells; an unavailable figure is 'n/a [k]' with footnote k its reason."""
+def md_cells(row: BenchRow, footnotes: dict[str, list[str]]) -> list[str]:
+    """The row's markdown cells. An unavailable figure is 'n/a [k]': footnote k gives the reason
+    (`footnotes` maps each reason to the columns it explains, numbered in order of appearance)."""
     cells = []
-    for _, name, fmt in MD_COLUMNS:
+    for header, name, fmt in MD_COLUMNS:
         value = getattr(row, name)
         if value is None:
-            reason = f"{name}: {row.why_unavailable(name) or 'not measured'}"
-            number = footnotes.setdefault(reason, len(footnotes) + 1)
-            cells.append(f"{NOT_AVAILABLE} [{number}]")
+            reason = row.why_unavailable(name) or "not measured"
+            columns = footnotes.setdefault(reason, [])
+            if header not in columns:
+                columns.append(header)
+            cells.append(f"{NOT_AVAILABLE} [{list(footnotes).index(reason) + 1}]")
         elif name == "n_batch":
             cells.append(f"{row.n_batch}/{row.n_ubatch}")
         elif name == "type_k":
@@ -133,8 +136,10 @@ def markdown_table(header: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def footnote_lines(footnotes: dict[str, int]) -> str:
-    return "".join(f"[{number}] {reason}\n" for reason, number in footnotes.items())
+def footnote_lines(footnotes: dict[str, list[str]]) -> str:
+    return "".join(
+        f"[{number}] {', '.join(columns)}: {reason}\n" for number, (reason, columns) in enumerate(footnotes.items(), 1)
+    )
 
 
 def machine_summary(machine: Machine) -> str:
@@ -146,7 +151,7 @@ def machine_summary(machine: Machine) -> str:
 
 
 def to_markdown(results: BenchResults) -> str:
-    footnotes: dict[str, int] = {}
+    footnotes: dict[str, list[str]] = {}
     body = [md_cells(row, footnotes) for row in results.rows]
     reference = results.rows[0].reference if results.rows else ""
     text = f"Machine: {machine_summary(results.machine)}\n\n"
