@@ -153,14 +153,23 @@ def machine_summary(machine: Machine) -> str:
 def to_markdown(results: BenchResults) -> str:
     footnotes: dict[str, list[str]] = {}
     body = [md_cells(row, footnotes) for row in results.rows]
-    reference = results.rows[0].reference if results.rows else ""
     text = f"Machine: {machine_summary(results.machine)}\n\n"
     text += markdown_table([header for header, _, _ in MD_COLUMNS], body)
-    if reference:
-        text += f"\nΔppl and speedup are against {reference} (highest precision in this sweep).\n"
+    text += "".join(f"\n{line}" for line in sweep_notes(results.rows))
     if footnotes:
         text += "\n" + footnote_lines(footnotes)
     return text
+
+
+def sweep_notes(rows: tuple[BenchRow, ...]) -> list[str]:
+    """What the relative and quality columns are measured against, one line each."""
+    notes = []
+    if rows and rows[0].reference:
+        notes.append(f"Δppl and speedup are against {rows[0].reference} (the largest weights in this sweep).\n")
+    scored = [row for row in rows if row.ppl is not None]
+    if scored:
+        notes.append(f"ppl: {scored[0].ppl_tokens} tokens of the evaluation text in windows of {scored[0].ppl_ctx}.\n")
+    return notes
 
 
 def write_results(results: BenchResults, fmt: str, path: str | Path) -> Path:

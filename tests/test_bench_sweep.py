@@ -1,0 +1,161 @@
+"""`workbench bench` end to end: a three-preset sweep of the bundled model in real engine processes."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import math
+
+import pytest
+
+from workbench.cli.main import main
+from workbench.core.bench.report import BenchResults, parse_csv, parse_json, parse_jsonl, read_results, render
+from workbench.core.bench.rows import ROW_FIELDS
+from workbench.core.bench.soak import SoakInterval, SoakResult
+from workbench.core.bench.soak_runner import soak_preset
+from workbench.core.bench.sweep import SweepConfig, shipped_eval_text
+from workbench.core.devices import load_device
+from workbench.core.paths import bundled_model_path
+from workbench.core.presets import load_preset
+
+PRESETS = {
+    # the file's own Q4_1 weights with an f16 cache; the same with a q8_0 cache (needs flash
+    # attention); and Q4_0 weights re-quantized by the engine, with smaller batches
+    "keep-f16": 'weights = "keep"\nctx_size = 256\n',
+    "keep-kv8": 'weights = "keep"\nctx_size = 256\ncache_type_k = "q8_0"\ncache_type_v = "q8_0"\nflash_attn = true\n',
+    "q4-0": 'weights = "Q4_0"\nctx_size = 256\nbatch_size = 64\nubatch_size = 64\n',
+}
+
+
+def _run_cli(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def bench_env(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bench")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WORKBENCH_CONFIG_DIR", str(folder / "config"))
+        patch.setenv("WORKBENCH_CACHE_DIR", str(folder / "cache"))
+        preset_files = []
+        for name, body in PRESETS.items():
+            path = folder / f"{name}.toml"
+            path.write_text(f'name = "{name}"\n{body}')
+            preset_files.append(str(path))
+        eval_file = folder / "eval.txt"
+        eval_file.write_text(shipped_eval_text()[:700])  # ~150 tokens keeps the test short
+        yield folder, preset_files, eval_file
+
+
+@pytest.fixture(scope="module")
+def sweep(bench_env):
+    folder, preset_files, eval_file = bench_env
+    out = folder / "results.json"
+    code, stdout, stderr = _run_cli([
+        "bench", "--model", "bundled", "--presets", ",".join(preset_files), "--device", "host",
+        "-p", "16", "-n", "8", "-r", "2", "--ppl-ctx", "64", "--eval-text", str(eval_file),
+        "--output", "json", "--out", str(out),
+    ])
+    return code, stdout, stderr, read_results(out)
+
+
+def test_a_three_preset_sweep_measures_every_preset(sweep):
+    code, _, stderr, results = sweep
+    assert code == 0, stderr
+    assert [row.preset for row in results.rows] == list(PRESETS)
+    for row in results.rows:
+        assert (row.n_prompt, row.n_gen, len(row.samples_ts)) == (16, 8, 2)
+        assert row.avg_ts == pytest.approx(sum(row.samples_ts) / 2)
+        assert row.decode_tps > 0 and row.prefill_tps > 0 and row.ttft_ms > 0 and row.load_s > 0
+        assert row.peak_rss_bytes > row.model_size  # the weights are resident, plus the KV cache
+        assert row.predicted_bytes > 0 and math.isfinite(row.prediction_error_pct)
+        assert row.ppl > 1 and row.ppl_ctx == 64 and row.ppl_tokens > 100
+        assert row.reference == "keep-f16"  # Q4_1 weights are the largest here
+    keep, kv8, q4 = results.rows
+    assert (kv8.type_k, kv8.type_v, kv8.flash_attn) == ("q8_0", "q8_0", True)
+    assert kv8.kv_bytes < keep.kv_bytes  # an 8-bit cache is about half the f16 one
+    assert (q4.n_batch, q4.n_ubatch) == (64, 64) and "Q4_0" in q4.model_type
+    assert q4.model_size < keep.model_size
+    assert keep.ppl_delta == 0 and keep.speedup == 1
+    assert q4.ppl_delta == pytest.approx(q4.ppl - keep.ppl)
+    assert results.machine.llama_cpp_version and "CPU" in results.machine.llama_cpp_system_info
+
+
+def test_every_row_is_complete_each_figure_measured_or_explained(sweep):
+    results = sweep[3]
+    for row in results.rows:
+        for name in ROW_FIELDS:
+            if getattr(row, name) is None:
+                assert row.why_unavailable(name), f"{row.preset}.{name} is unavailable without a reason"
+
+
+def test_the_table_goes_to_stdout_and_the_progress_to_stderr(sweep):
+    _, stdout, stderr, results = sweep
+    assert "| preset |" in stdout and all(f"| {row.preset} |" in stdout for row in results.rows)
+    assert "perplexity" in stderr and "run 2/2" in stderr and "q4-0: quantizing" in stderr
+    for line in stdout.splitlines():
+        if line.startswith("[") and "]" in line:
+            assert ": " in line  # footnotes say which column and why
+
+
+@pytest.mark.parametrize("fmt", ["md", "csv", "json", "jsonl"])
+def test_every_output_format_parses_back(sweep, fmt):
+    results: BenchResults = sweep[3]
+    text = render(results, fmt)
+    if fmt == "json":
+        assert parse_json(text) == results
+    elif fmt == "jsonl":
+        assert parse_jsonl(text) == results
+        assert len(text.splitlines()) == 3 and all("machine" in json.loads(line) for line in text.splitlines())
+    elif fmt == "csv":
+        assert [row for _, row in parse_csv(text)] == list(results.rows)
+    else:
+        lines = [line for line in text.splitlines() if line.startswith("| ")]
+        header = [cell.strip() for cell in lines[0].strip("| ").split(" | ")]
+        for line, row in zip(lines[1:], results.rows, strict=True):
+            cells = dict(zip(header, (cell.strip() for cell in line.strip("| ").split(" | ")), strict=True))
+            assert cells["preset"] == row.preset
+            assert cells["ppl"] == f"{row.ppl:.3f}"
+            assert cells["decode t/s"] == f"{row.avg_ts:.2f} ± {row.stddev_ts:.2f}"
+
+
+def test_compare_merges_result_files_from_two_machines(sweep, bench_env):
+    folder = bench_env[0]
+    results: BenchResults = sweep[3]
+    other = dataclasses.replace(results.machine, label="jetson (orin-nano)", hostname="jetson", cpu_model="ARMv8")
+    second = folder / "jetson.json"
+    second.write_text(render(BenchResults(other, results.rows), "json"))
+    code, stdout, _ = _run_cli(["bench", "compare", str(folder / "results.json"), str(second)])
+    assert code == 0
+    assert results.machine.label in stdout and "jetson (orin-nano): ARMv8" in stdout
+    table = [line for line in stdout.splitlines() if line.startswith("| ")]
+    assert len(table) == 1 + 2 * len(results.rows)
+    assert table[1].startswith(f"| {results.machine.label} | keep-f16 |")
+    assert table[2].startswith("| jetson (orin-nano) | keep-f16 |")
+
+
+def test_bad_bench_input_is_one_line(bench_env, capsys):
+    assert main(["bench", "--presets", "no-such-preset", "-p", "8"]) == 2
+    assert main(["bench", "--presets", bench_env[1][0], "--soak", "ten minutes"]) == 2
+    assert main(["bench", "compare", str(bench_env[0] / "missing.json"), str(bench_env[0] / "m2.json")]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 3 and all(line.startswith("workbench: ") for line in errors)
+
+
+def test_soak_reports_intervals_and_a_verdict(bench_env):
+    config = SweepConfig(
+        model_path=bundled_model_path(), presets=(), device=load_device("host"), n_prompt=8, n_gen=8,
+    )
+    events = list(soak_preset(config, load_preset(bench_env[1][0]), seconds=1.0))
+    intervals = [e for e in events if isinstance(e, SoakInterval)]
+    result = events[-1]
+    assert isinstance(result, SoakResult) and intervals and result.intervals == tuple(intervals)
+    assert all(i.decode_tps > 0 for i in intervals)
+    assert result.duration_s >= 1.0 and result.verdict
+    for name, why in result.unavailable:
+        assert why and all(getattr(i, name) is None for i in intervals)
