@@ -1,0 +1,399 @@
+"""A Hugging Face hub look-alike on 127.0.0.1 for tests: the endpoints huggingface_hub calls, plus faults.
+
+Endpoints (what `workbench.core.hub` asks through huggingface_hub):
+  GET  /api/models?search=&filter=&sort=downloads&limit=   search (HfApi.list_models' request)
+  GET  /api/models/{repo}[/revision/{rev}]?blobs=true       model info with siblings, sizes, LFS sha256
+  HEAD/GET /{repo}/resolve/{rev}/{path}                    302 to the "CDN" with X-Repo-Commit,
+                                                           X-Linked-Etag, X-Linked-Size (get_hf_file_metadata)
+  HEAD/GET /cdn/{sha256}                                   the bytes, with Range -> 206 + Content-Range
+The CDN is the same server under another host name (localhost vs 127.0.0.1), so the
+client sees a cross-origin redirect exactly as with the real hub and its CDN.
+
+Faults per file: cut the connection after N bytes, stall after N bytes, corrupt a byte,
+answer with a status (5xx), and gated repositories answer 401/403 with X-Error-Code: GatedRepo.
+Every request is recorded with the bytes of body it sent, for resume assertions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+SEND_CHUNK = 64 * 1024
+
+
+@dataclass
+class Fault:
+    """What goes wrong when a file's bytes are served; applies to the next `times` GETs (None: all)."""
+
+    cut_after: int | None = None  # close the connection after this many body bytes
+    stall_after: int | None = None  # stop sending after this many body bytes ...
+    stall_seconds: float = 60.0  # ... for this long (or until the server stops)
+    corrupt_at: int | None = None  # flip the byte at this file offset
+    status: int | None = None  # answer the resolve request with this status instead
+    times: int | None = 1
+
+
+@dataclass
+class ServedFile:
+    path: str
+    source: Path
+    size: int
+    sha256: str
+
+
+@dataclass
+class Repo:
+    repo: str
+    commit: str
+    files: dict[str, ServedFile]
+    gated: bool = False
+    downloads: int = 0
+    likes: int = 0
+    tags: tuple[str, ...] = ("gguf",)
+    extra_files: dict[str, bytes] = field(default_factory=dict)  # small non-LFS files (README.md)
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    method: str
+    path: str
+    range: str | None
+    status: int
+    body_bytes: int
+    authorization: str | None
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class HubServer:
+    """Start with `with HubServer() as hub:`; `hub.url` is the HF_ENDPOINT to use."""
+
+    def __init__(self, *, cdn_host: str = "localhost") -> None:
+        self.repos: dict[str, Repo] = {}
+        self.faults: dict[tuple[str, str], Fault] = {}
+        self.requests: list[RequestRecord] = []
+        self.tokens_with_access: set[str] = set()
+        self.cdn_host = cdn_host
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # -- set-up --------------------------------------------------------------------------
+    def add_repo(self, repo: str, files: dict[str, Path], *, gated: bool = False, downloads: int = 0, likes: int = 0,
+                 tags: tuple[str, ...] = ("gguf",), extra_files: dict[str, bytes] | None = None,
+                 sha256s: dict[str, str] | None = None) -> Repo:
+        served = {}
+        for name, source in files.items():
+            sha = (sha256s or {}).get(name) or sha256_of(source)
+            served[name] = ServedFile(name, Path(source), Path(source).stat().st_size, sha)
+        commit = hashlib.sha1(repo.encode() + b"".join(f.sha256.encode() for f in served.values())).hexdigest()
+        entry = Repo(repo, commit, served, gated, downloads, likes, tags, dict(extra_files or {}))
+        self.repos[repo] = entry
+        return entry
+
+    def set_fault(self, repo: str, path: str, fault: Fault) -> None:
+        with self._lock:
+            self.faults[(repo, path)] = fault
+
+    # -- running -------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> HubServer:
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> HubServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- what happened -------------------------------------------------------------------
+    def file_requests(self, method: str = "GET") -> list[RequestRecord]:
+        return [r for r in self.requests if r.method == method and r.path.startswith("/cdn/")]
+
+    def body_bytes_sent(self, method: str = "GET") -> int:
+        return sum(r.body_bytes for r in self.file_requests(method))
+
+    # -- internals -----------------------------------------------------------------------
+    def _take_fault(self, repo: str, path: str) -> Fault | None:
+        with self._lock:
+            fault = self.faults.get((repo, path))
+            if fault is None:
+                return None
+            if fault.times is not None:
+                fault.times -= 1
+                if fault.times <= 0:
+                    del self.faults[(repo, path)]
+            return fault
+
+    def _peek_fault(self, repo: str, path: str) -> Fault | None:
+        with self._lock:
+            return self.faults.get((repo, path))
+
+    def _record(self, record: RequestRecord) -> None:
+        with self._lock:
+            self.requests.append(record)
+
+    def _find_blob(self, sha256: str) -> tuple[Repo, ServedFile] | None:
+        for repo in self.repos.values():
+            for served in repo.files.values():
+                if served.sha256 == sha256:
+                    return repo, served
+        return None
+
+
+def closed_port_url() -> str:
+    """An endpoint where nothing listens: a port bound and released, so connections are refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet test output
+            pass
+
+        def do_HEAD(self) -> None:
+            self._route(head=True)
+
+        def do_GET(self) -> None:
+            self._route(head=False)
+
+        # -- routing --------------------------------------------------------------------
+        def _route(self, *, head: bool) -> None:
+            split = urlsplit(self.path)
+            path = unquote(split.path)
+            query = parse_qs(split.query)
+            self._sent = 0
+            self._status = 0
+            try:
+                if path == "/api/models":
+                    self._search(query)
+                elif path.startswith("/api/models/"):
+                    self._model_info(path[len("/api/models/"):])
+                elif path.startswith("/cdn/"):
+                    self._blob(path[len("/cdn/"):], head=head)
+                elif "/resolve/" in path:
+                    self._resolve(path.lstrip("/"), head=head)
+                else:
+                    self._error(404, "Not found")
+            finally:
+                hub._record(RequestRecord("HEAD" if head else "GET", path, self.headers.get("Range"), self._status, self._sent, self.headers.get("Authorization")))
+
+        def _search(self, query: dict[str, list[str]]) -> None:
+            text = (query.get("search") or [""])[0].lower()
+            wanted_tags = query.get("filter") or []
+            limit = int((query.get("limit") or ["1000"])[0])
+            hits = [r for r in hub.repos.values() if text in r.repo.lower() and all(t in r.tags for t in wanted_tags)]
+            if (query.get("sort") or [""])[0] == "downloads":
+                hits.sort(key=lambda r: -r.downloads)
+            body = [
+                {"_id": r.commit[:24], "id": r.repo, "modelId": r.repo, "downloads": r.downloads, "likes": r.likes,
+                 "gated": "manual" if r.gated else False, "private": False, "tags": list(r.tags),
+                 "lastModified": "2024-10-01T12:00:00.000Z", "library_name": "gguf", "createdAt": "2024-09-01T12:00:00.000Z"}
+                for r in hits[:limit]
+            ]
+            self._json(200, body)
+
+        def _model_info(self, rest: str) -> None:
+            repo_id, _, revision = rest.partition("/revision/")
+            repo = hub.repos.get(repo_id)
+            if repo is None:
+                self._error(404, "Repository not found", code="RepoNotFound")
+                return
+            if revision and revision not in ("main", repo.commit):
+                self._error(404, "Invalid rev id", code="RevisionNotFound")
+                return
+            siblings = [
+                {"rfilename": f.path, "size": f.size, "blobId": hashlib.sha1(f.sha256.encode()).hexdigest(),
+                 "lfs": {"sha256": f.sha256, "size": f.size, "pointerSize": 135}}
+                for f in repo.files.values()
+            ] + [{"rfilename": name, "size": len(data), "blobId": hashlib.sha1(data).hexdigest()} for name, data in repo.extra_files.items()]
+            self._json(200, {"_id": repo.commit[:24], "id": repo.repo, "modelId": repo.repo, "sha": repo.commit,
+                             "gated": "manual" if repo.gated else False, "private": False, "disabled": False,
+                             "downloads": repo.downloads, "likes": repo.likes, "tags": list(repo.tags),
+                             "lastModified": "2024-10-01T12:00:00.000Z", "siblings": siblings})
+
+        def _resolve(self, rest: str, *, head: bool) -> None:
+            repo_part, _, tail = rest.partition("/resolve/")
+            revision, _, file_path = tail.partition("/")
+            repo = hub.repos.get(repo_part)
+            if repo is None:
+                self._error(401, "Repository not found", code="RepoNotFound")
+                return
+            if revision not in ("main", repo.commit):
+                self._error(404, "Invalid rev id", code="RevisionNotFound")
+                return
+            if repo.gated and self._token() not in hub.tokens_with_access:
+                status = 403 if self._token() else 401
+                self._error(status, f"Access to model {repo.repo} is restricted. You must have access to it and be authenticated to access it. Please log in.", code="GatedRepo")
+                return
+            served = repo.files.get(file_path)
+            if served is None:
+                if file_path in repo.extra_files:
+                    self._bytes_body(repo.extra_files[file_path], head=head, extra={"X-Repo-Commit": repo.commit})
+                    return
+                self._error(404, "Entry not found", code="EntryNotFound")
+                return
+            fault = hub._peek_fault(repo.repo, served.path)
+            if fault is not None and fault.status is not None:
+                hub._take_fault(repo.repo, served.path)
+                self._error(fault.status, "Internal Error - We're working hard to fix this as soon as possible!")
+                return
+            self._status = 302
+            self.send_response(302)
+            self.send_header("Location", f"http://{hub.cdn_host}:{hub.port}/cdn/{served.sha256}")
+            self.send_header("X-Repo-Commit", repo.commit)
+            self.send_header("X-Linked-Etag", f'"{served.sha256}"')
+            self.send_header("X-Linked-Size", str(served.size))
+            self.send_header("ETag", f'"{hashlib.sha1(served.sha256.encode()).hexdigest()}"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def _blob(self, sha256: str, *, head: bool) -> None:
+            found = hub._find_blob(sha256)
+            if found is None:
+                self._error(404, "Not found")
+                return
+            repo, served = found
+            start, end = 0, served.size - 1
+            status = 200
+            range_header = self.headers.get("Range")
+            if range_header and range_header.startswith("bytes="):
+                first, _, last = range_header[len("bytes="):].partition("-")
+                start = int(first) if first else max(served.size - int(last), 0)
+                end = min(int(last), served.size - 1) if (last and first) else served.size - 1
+                if start >= served.size:
+                    self._status = 416
+                    self.send_response(416)
+                    self.send_header("Content-Range", f"bytes */{served.size}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                status = 206
+            length = end - start + 1
+            self._status = status
+            self.send_response(status)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(length))
+            self.send_header("Accept-Ranges", "bytes")
+            self.send_header("ETag", f'"{served.sha256}"')
+            if status == 206:
+                self.send_header("Content-Range", f"bytes {start}-{end}/{served.size}")
+            self.end_headers()
+            if head:
+                return
+            fault = hub._take_fault(repo.repo, served.path)
+            self._send_file(served.source, start, length, fault)
+
+        # -- body writers ---------------------------------------------------------------
+        def _send_file(self, source: Path, start: int, length: int, fault: Fault | None) -> None:
+            send, action = length, None
+            if fault and fault.cut_after is not None and fault.cut_after < send:
+                send, action = fault.cut_after, "cut"
+            if fault and fault.stall_after is not None and fault.stall_after < send:
+                send, action = fault.stall_after, "stall"
+            with open(source, "rb") as stream:
+                stream.seek(start)
+                position = start
+                while self._sent < send:
+                    chunk = bytearray(stream.read(min(SEND_CHUNK, send - self._sent)))
+                    if fault and fault.corrupt_at is not None and position <= fault.corrupt_at < position + len(chunk):
+                        chunk[fault.corrupt_at - position] ^= 0xFF
+                    try:
+                        self.wfile.write(chunk)
+                    except (BrokenPipeError, ConnectionResetError):
+                        self.close_connection = True
+                        return
+                    self._sent += len(chunk)
+                    position += len(chunk)
+            if action == "stall":
+                self.wfile.flush()
+                deadline = time.monotonic() + fault.stall_seconds  # type: ignore[union-attr]
+                while time.monotonic() < deadline and not hub._stopping.is_set():
+                    time.sleep(0.05)
+            if action is not None:
+                self._cut()
+
+        def _cut(self) -> None:
+            """Drop the connection mid-body, as a failing link would."""
+            try:
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self.close_connection = True
+
+        def _bytes_body(self, data: bytes, *, head: bool, extra: dict[str, str] | None = None) -> None:
+            self._status = 200
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in (extra or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            if not head:
+                self.wfile.write(data)
+                self._sent = len(data)
+
+        def _json(self, status: int, body: object) -> None:
+            data = json.dumps(body).encode()
+            self._status = status
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+                self._sent = len(data)
+
+        def _error(self, status: int, message: str, *, code: str | None = None) -> None:
+            data = json.dumps({"error": message}).encode()
+            self._status = status
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("X-Error-Message", message)
+            if code:
+                self.send_header("X-Error-Code", code)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+
+        def _token(self) -> str | None:
+            value = self.headers.get("Authorization") or ""
+            return value[len("Bearer "):] if value.startswith("Bearer ") else None
+
+    return Handler

@@ -1,0 +1,124 @@
+"""`workbench download REPO FILE` (or `--quant Q4_K_M`): resumable, verified download into the HF cache."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "download",
+        help="download a GGUF model from the hub (resumes, verifies sha256)",
+        description="Download a GGUF file (every part of a split one) into the Hugging Face cache "
+        "(HF_HUB_CACHE / HF_HOME). A stopped or interrupted download resumes from the bytes on disk "
+        "when run again; the file is checked against the hub's sha256 before it is usable. "
+        "Prints the model's path when done.",
+    )
+    parser.add_argument("repo", help="repository id, e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF")
+    parser.add_argument("file", nargs="?", help="file name (see `workbench files REPO`)")
+    parser.add_argument("--quant", help="pick the file by quantization type instead, e.g. Q4_K_M")
+    parser.add_argument("--revision", default="main", help="branch or commit (default: main)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.hub.download import download_model
+    from workbench.core.hub.download_events import DownloadCancelled
+    from workbench.core.hub.files import list_gguf_files
+
+    if bool(args.file) == bool(args.quant):
+        raise WorkbenchError("give either FILE or --quant", fix=f"See the files with `workbench files {args.repo}`")
+    filename = args.file or list_gguf_files(args.repo, revision=args.revision).by_quant(args.quant).name
+    printer = _ProgressPrinter(sys.stderr)
+    cancel = threading.Event()
+    outcome: dict = {}
+
+    def work() -> None:
+        try:
+            outcome["result"] = download_model(args.repo, filename, revision=args.revision, on_event=printer, cancel=cancel)
+        except BaseException as error:  # noqa: BLE001 - handed to the main thread
+            outcome["error"] = error
+
+    # The transfer runs in a thread so Ctrl-C reaches the main thread, which asks it to stop
+    # between chunks: the partial file stays consistent and the next run resumes from it.
+    worker = threading.Thread(target=work, name="download", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:
+        cancel.set()
+        worker.join()
+    printer.end_line()
+    error = outcome.get("error")
+    if isinstance(error, DownloadCancelled):
+        print(f"workbench: interrupted: {error}", file=sys.stderr)
+        return 130
+    if error is not None:
+        raise error
+    result = outcome["result"]
+    if args.json:
+        json.dump({"repo": result.repo, "file": result.filename, "path": str(result.path), "size_bytes": result.size_bytes,
+                   "fetched_bytes": result.fetched_bytes, "already_cached": result.already_cached,
+                   "seconds": round(result.seconds, 3)}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        if result.already_cached:
+            print(f"already in the cache: {result.filename}", file=sys.stderr)
+        print(result.path)
+    return 0
+
+
+class _ProgressPrinter:
+    """One progress line: rewritten in place on a terminal, a line every 10% when piped to a log."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self._open_line = False
+        self._last_decile = -1
+        self._last_write = 0.0
+
+    def __call__(self, event) -> None:
+        from workbench.core.hub import download_events as ev
+        from workbench.core.hub.sizes import eta_text, rate_text, size_text
+
+        if isinstance(event, ev.DownloadStarted):
+            part = f" (part {event.part}/{event.parts})" if event.parts > 1 else ""
+            resumed = f", resuming from {size_text(event.resumed_from_bytes)}" if event.resumed_from_bytes else ""
+            self._line(f"{event.repo}/{event.filename}{part}: {size_text(event.total_bytes)}{resumed}", final=True)
+        elif isinstance(event, ev.DownloadProgressed):
+            text = (f"  {event.fraction:6.1%}  {size_text(event.done_bytes)} of {size_text(event.total_bytes)}"
+                    f"  {rate_text(event.rate_bytes_per_s)}  {eta_text(event.eta_s)}")
+            decile = int(event.fraction * 10)
+            if self.tty:
+                if time.monotonic() - self._last_write >= 0.2 or event.done_bytes >= event.total_bytes:
+                    self._line(text, final=False)
+            elif decile != self._last_decile:
+                self._last_decile = decile
+                self._line(text, final=True)
+        elif isinstance(event, ev.DownloadRetried):
+            self._line(f"  link dropped ({event.reason}); resuming from {size_text(event.resume_from_bytes)} "
+                       f"[attempt {event.attempt + 1}/{event.max_attempts}]", final=True)
+        elif isinstance(event, ev.DownloadVerified):
+            self._line(f"  verified: {event.checked_against} {event.sha256[:16]}…", final=True)
+
+    def _line(self, text: str, *, final: bool) -> None:
+        self._last_write = time.monotonic()
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + text + ("\n" if final else ""))
+            self._open_line = not final
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def end_line(self) -> None:
+        if self._open_line:
+            self.stream.write("\n")
+            self._open_line = False

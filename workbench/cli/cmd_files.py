@@ -1,0 +1,134 @@
+"""`workbench files REPO`: a repository's GGUF files with size and quant; `--preview`: fit before download."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "files",
+        help="list a hub repository's GGUF files; --preview shows whether each fits, before downloading",
+        description="List the GGUF files of a hub repository with size and quantization type (split files "
+        "grouped). --preview reads each file's header with HTTP range requests (a few MB, cached for "
+        "offline use) and predicts its memory ledger for PRESET on DEVICE with the largest context that fits.",
+    )
+    parser.add_argument("repo", help="repository id, e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF")
+    parser.add_argument("--file", help="only this file (its full ledger is printed with --preview)")
+    parser.add_argument("--preview", action="store_true", help="read headers remotely and predict the fit")
+    parser.add_argument("--preset", default="as-is", help="preset for the preview (default: as-is, the file unchanged)")
+    parser.add_argument("--device", default="host", help="device for the preview (default: host)")
+    parser.add_argument("--revision", default="main", help="branch or commit (default: main)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.core.hub.files import list_gguf_files
+
+    listing = list_gguf_files(args.repo, revision=args.revision)
+    files = (listing.find(args.file),) if args.file else listing.files
+    previews = _previews(listing.repo, files, args) if args.preview else {}
+    if args.json:
+        json.dump(_json(listing, files, previews), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    sys.stdout.write(_table(listing, files, previews, args))
+    return 0
+
+
+def _previews(repo: str, files, args) -> dict:
+    """name -> FitPreview, or the one-line error that stopped its preview (a projector file, a bad header)."""
+    from workbench.core.devices import load_device
+    from workbench.core.errors import HubError, WorkbenchError
+    from workbench.core.hub.preview import preview_fit
+    from workbench.core.presets import load_preset
+
+    preset, device = load_preset(args.preset), load_device(args.device)
+    previews: dict = {}
+    for gguf_file in files:
+        try:
+            previews[gguf_file.name] = preview_fit(repo, gguf_file.name, preset, device, revision=args.revision, listing=gguf_file)
+        except HubError:
+            raise  # the hub itself failed: stop, do not fill the table with the same error
+        except WorkbenchError as error:
+            previews[gguf_file.name] = error
+    return previews
+
+
+def _table(listing, files, previews: dict, args) -> str:
+    from workbench.cli.text_table import format_table
+    from workbench.core.hub.sizes import size_text
+
+    lines = [f"{listing.repo} @ {listing.commit[:12] or listing.revision}" + ("  (gated: accept the licence on the hub, set HF_TOKEN)" if listing.gated else "") + "\n\n"]
+    if not files:
+        lines.append("No GGUF files in this repository.\n")
+        return "".join(lines)
+    if not previews:
+        rows = [(f.name, f.quant or "?", size_text(f.size_bytes), len(f.parts)) for f in files]
+        lines.append(format_table(("FILE", "QUANT", "SIZE", "PARTS"), rows, right=(2, 3)))
+        lines.append(f"\nFit before download: workbench files {listing.repo} --preview [--preset P --device D]\n")
+        return "".join(lines)
+    rows = []
+    fetched = cached = 0
+    for f in files:
+        preview = previews[f.name]
+        if isinstance(preview, Exception):
+            rows.append((f.name, f.quant or "?", size_text(f.size_bytes), "unreadable", "", preview.what))
+            continue
+        header = preview.header
+        fetched += header.bytes_fetched
+        cached += header.from_cache
+        rows.append((f.name, _quant_cell(header), size_text(f.size_bytes), preview.ledger.verdict,
+                     f"{preview.largest_ctx:,}", _ledger_cell(preview.ledger)))
+    first = next((p for p in previews.values() if not isinstance(p, Exception)), None)
+    if first is not None:
+        lines.append(f"preset {first.preset} on {first.device}\n\n")
+    lines.append(format_table(("FILE", "QUANT", "SIZE", "FIT", "LARGEST CTX", "PREDICTED"), rows, right=(2, 4)))
+    lines.append(f"\nheaders: {size_text(fetched)} fetched with range requests, {cached} of {len(files)} from the header cache\n")
+    if len(files) == 1 and first is not None:
+        lines.append(f"{first.ledger.reason}\n")
+    return "".join(lines)
+
+
+def _quant_cell(header) -> str:
+    if header.header_quant is None:
+        return f"{header.name_quant or '?'} (header: no file_type)"
+    if header.quant_confirmed:
+        return f"{header.header_quant} ✓"
+    return f"{header.header_quant} (name says {header.name_quant or 'nothing'})"
+
+
+def _ledger_cell(ledger) -> str:
+    mb = 1024 * 1024
+    return (f"{ledger.total_bytes / mb:,.0f} of {ledger.budget_bytes / mb:,.0f} MB "
+            f"(weights {ledger.weights_bytes / mb:,.0f}, KV {ledger.kv_bytes / mb:,.0f} at ctx {ledger.ctx_size})")
+
+
+def _json(listing, files, previews: dict) -> dict:
+    out = {"repo": listing.repo, "revision": listing.revision, "commit": listing.commit, "gated": listing.gated, "files": []}
+    for f in files:
+        entry = {"name": f.name, "quant": f.quant, "size_bytes": f.size_bytes,
+                 "parts": [{"path": p.path, "size_bytes": p.size_bytes, "sha256": p.sha256} for p in f.parts]}
+        preview = previews.get(f.name)
+        if isinstance(preview, Exception):
+            entry["preview_error"] = str(preview)
+        elif preview is not None:
+            from dataclasses import asdict
+
+            header = preview.header
+            ledger = asdict(preview.ledger)
+            ledger["reserves_bytes"] = dict(preview.ledger.reserves_bytes)
+            ledger["max_ctx_by_kv_type"] = dict(preview.ledger.max_ctx_by_kv_type)
+            entry["preview"] = {
+                "preset": preview.preset, "device": preview.device, "header_quant": header.header_quant,
+                "quant_confirmed": header.quant_confirmed, "header_bytes_fetched": header.bytes_fetched,
+                "from_header_cache": header.from_cache, "largest_ctx": preview.largest_ctx, "ledger": ledger,
+                "model": {"architecture": header.model.architecture, "name": header.model.name,
+                          "n_params": header.model.n_params, "n_layer": header.model.n_layer,
+                          "n_ctx_train": header.model.n_ctx_train},
+            }
+        out["files"].append(entry)
+    return out

@@ -1,0 +1,50 @@
+"""`workbench models`: the bundled model, GGUF models in the Hugging Face cache, and local folders."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "models",
+        help="list models on this machine: bundled, in the HF cache, in local folders",
+        description="List usable GGUF models: the bundled demo model, complete downloads in the Hugging "
+        "Face cache (HF_HUB_CACHE / HF_HOME), and .gguf files under each --dir. Partial downloads are "
+        "listed apart: they are not usable until `workbench download` finishes them.",
+    )
+    parser.add_argument("--dir", action="append", default=[], metavar="PATH", help="also list .gguf files under this folder (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.cli.text_table import format_table
+    from workbench.core.hub.cache import list_models, partial_downloads
+    from workbench.core.hub.cache_layout import hub_cache_dir
+    from workbench.core.hub.sizes import size_text
+
+    models = list_models(tuple(args.dir))
+    partials = partial_downloads()
+    if args.json:
+        json.dump({
+            "models": [{"kind": m.kind, "name": m.name, "path": str(m.path), "size_bytes": m.size_bytes, "repo": m.repo,
+                        "revision": m.revision, "quant": m.quant, "parts": m.parts} for m in models],
+            "partial_downloads": [{"repo": p.repo, "blob": p.blob, "path": str(p.path), "size_bytes": p.size_bytes} for p in partials],
+            "hub_cache": str(hub_cache_dir()),
+        }, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    if models:
+        rows = [(m.kind, m.repo or "-", m.name, m.quant or "?", size_text(m.size_bytes), str(m.path)) for m in models]
+        sys.stdout.write(format_table(("KIND", "REPOSITORY", "FILE", "QUANT", "SIZE", "PATH"), rows, right=(4,)))
+    else:
+        sys.stdout.write("No models found (no bundled model, nothing in the HF cache).\n")
+    if partials:
+        sys.stdout.write("\nPartial downloads (not usable yet; `workbench download` resumes them):\n")
+        for p in partials:
+            sys.stdout.write(f"  {p.repo}  {size_text(p.size_bytes)} so far  {p.path}\n")
+    sys.stdout.write(f"\nHF cache: {hub_cache_dir()}\n")
+    return 0

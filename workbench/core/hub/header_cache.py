@@ -1,0 +1,93 @@
+"""Previewed GGUF headers kept on disk (the raw bytes fetched), so a fit preview works offline later."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.core import paths
+from workbench.core.hub.cache_layout import repo_folder_name
+from workbench.core.hub.range_stream import SeekableReader
+
+
+class HeaderCacheMiss(OSError):
+    """The stored bytes do not cover a read (the reader asked for bytes the preview never fetched)."""
+
+
+@dataclass(frozen=True)
+class StoredHeader:
+    repo: str
+    path: str
+    size: int  # the whole file's size, so the reader sees the real file length
+    sha256: str | None
+    segments: tuple[tuple[int, bytes], ...]
+
+    @property
+    def stored_bytes(self) -> int:
+        return sum(len(data) for _, data in self.segments)
+
+    def stream(self) -> SegmentStream:
+        return SegmentStream(self.segments, self.size, name=f"{self.repo}/{self.path}")
+
+
+def header_cache_dir() -> Path:
+    return paths.cache_dir() / "headers"
+
+
+def _files(repo: str, path: str) -> tuple[Path, Path]:
+    base = header_cache_dir() / repo_folder_name(repo) / path
+    return base.with_name(base.name + ".head.json"), base.with_name(base.name + ".head.bin")
+
+
+def save_header(repo: str, path: str, size: int, sha256: str | None, segments: tuple[tuple[int, bytes], ...]) -> Path:
+    """Store the fetched byte ranges of one file's header; the JSON is written last so a torn write is a miss."""
+    meta_file, data_file = _files(repo, path)
+    meta_file.parent.mkdir(parents=True, exist_ok=True)
+    data_file.write_bytes(b"".join(data for _, data in segments))
+    meta = {"repo": repo, "path": path, "size": size, "sha256": sha256, "segments": [[offset, len(data)] for offset, data in segments]}
+    temporary = meta_file.with_name(meta_file.name + ".tmp")
+    temporary.write_text(json.dumps(meta))
+    os.replace(temporary, meta_file)
+    return meta_file
+
+
+def load_header(repo: str, path: str, *, sha256: str | None = None) -> StoredHeader | None:
+    """The stored header of `repo/path`; None when there is none, it is damaged, or its sha256 differs."""
+    meta_file, data_file = _files(repo, path)
+    try:
+        meta = json.loads(meta_file.read_text())
+        blob = data_file.read_bytes()
+        segments = []
+        cursor = 0
+        for offset, length in meta["segments"]:
+            segments.append((int(offset), blob[cursor : cursor + int(length)]))
+            cursor += int(length)
+        if cursor != len(blob):
+            return None
+        stored = StoredHeader(repo=meta["repo"], path=meta["path"], size=int(meta["size"]), sha256=meta.get("sha256"), segments=tuple(segments))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if sha256 and stored.sha256 and stored.sha256 != sha256:
+        return None  # the hub has a new file under this name: preview it afresh
+    return stored
+
+
+class SegmentStream(SeekableReader):
+    """A seekable stream over stored (offset, bytes) segments that reports the whole file's size."""
+
+    def __init__(self, segments: tuple[tuple[int, bytes], ...], size: int, *, name: str = "") -> None:
+        super().__init__(size, name)
+        self._segments = segments
+
+    def read(self, size: int = -1) -> bytes:
+        if self._position >= self.size:
+            return b""
+        for start, data in self._segments:
+            if start <= self._position < start + len(data):
+                end = len(data) if size is None or size < 0 else self._position - start + size
+                piece = data[self._position - start : end]
+                self._position += len(piece)
+                return piece
+        raise HeaderCacheMiss(f"the stored header has no bytes at offset {self._position}")

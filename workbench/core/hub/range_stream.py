@@ -1,0 +1,133 @@
+"""A read-only, seekable binary stream over HTTP Range requests, so a GGUF header is read without the file."""
+
+from __future__ import annotations
+
+import bisect
+import io
+from collections.abc import Callable
+from typing import Any
+
+FIRST_BLOCK = 256 * 1024
+LARGEST_BLOCK = 8 * 1024 * 1024
+
+
+class SeekableReader(io.RawIOBase):
+    """A read-only stream of `size` bytes with a position; subclasses provide `read`."""
+
+    def __init__(self, size: int, name: str) -> None:
+        super().__init__()
+        self.size = size
+        self.name = name
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self.size}[whence]
+        if base + offset < 0:
+            raise ValueError("negative seek position")
+        self._position = base + offset
+        return self._position
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class RangeStream(SeekableReader):
+    """Serves reads from fetched blocks; a miss fetches at least a read-ahead block that doubles.
+
+    A GGUF header is read front to back, so the first 256 KiB answers a small model in one
+    request and the growing block covers a 150k-token vocabulary in a handful. Every fetched
+    segment is kept (`segments`) so the caller can store them and read the header again offline.
+    """
+
+    def __init__(self, url: str, size: int, *, get: Callable[..., Any], headers: dict[str, str] | None = None, timeout: Any = None, name: str = "") -> None:
+        super().__init__(size, name or url)
+        self.url = url
+        self._get = get  # httpx-style: get(url, headers=..., timeout=...) -> response
+        self._headers = dict(headers or {})
+        self._timeout = timeout
+        self._starts: list[int] = []  # sorted segment starts
+        self._segments: dict[int, bytes] = {}
+        self._block = FIRST_BLOCK
+        self.bytes_fetched = 0
+        self.requests = 0
+
+    def read(self, size: int = -1) -> bytes:
+        if self._position >= self.size:
+            return b""
+        end = self.size if size is None or size < 0 else min(self._position + size, self.size)
+        out = bytearray()
+        while self._position < end:
+            piece = self._cached(self._position, end)
+            if piece is None:
+                self._fetch(self._position, end)
+                piece = self._cached(self._position, end)
+                if not piece:
+                    break
+            out += piece
+            self._position += len(piece)
+        return bytes(out)
+
+    # -- what was fetched ------------------------------------------------------------------
+    @property
+    def segments(self) -> tuple[tuple[int, bytes], ...]:
+        """(offset, bytes) of every fetched range, in file order, adjacent ones merged."""
+        merged: list[tuple[int, bytearray]] = []
+        for start in self._starts:
+            data = self._segments[start]
+            if merged and merged[-1][0] + len(merged[-1][1]) >= start:
+                last_start, last = merged[-1]
+                overlap = last_start + len(last) - start
+                last += data[overlap:]
+            else:
+                merged.append((start, bytearray(data)))
+        return tuple((start, bytes(data)) for start, data in merged)
+
+    # -- internals -------------------------------------------------------------------------
+    def _cached(self, start: int, end: int) -> bytes | None:
+        index = bisect.bisect_right(self._starts, start) - 1
+        if index < 0:
+            return None
+        seg_start = self._starts[index]
+        data = self._segments[seg_start]
+        if start >= seg_start + len(data):
+            return None
+        return data[start - seg_start : end - seg_start]
+
+    def _fetch(self, start: int, end: int) -> None:
+        want_end = min(max(end, start + self._block), self.size)
+        next_index = bisect.bisect_right(self._starts, start)
+        if next_index < len(self._starts):  # stop where already-fetched bytes begin; read() continues from them
+            want_end = min(want_end, self._starts[next_index])
+        headers = dict(self._headers)
+        headers["Range"] = f"bytes={start}-{want_end - 1}"
+        headers["Accept-Encoding"] = "identity"
+        response = self._get(self.url, headers=headers, timeout=self._timeout)
+        self.requests += 1
+        _raise_for_status(response)
+        data = response.content
+        if response.status_code == 200:  # the server ignored Range: keep only what was asked for
+            data = data[start:want_end]
+        else:
+            data = data[: want_end - start]
+        self.bytes_fetched += len(response.content)
+        self._block = min(self._block * 2, LARGEST_BLOCK)
+        if data:
+            bisect.insort(self._starts, start)
+            self._segments[start] = data
+
+
+def _raise_for_status(response: Any) -> None:
+    from huggingface_hub.utils import hf_raise_for_status
+
+    hf_raise_for_status(response)
