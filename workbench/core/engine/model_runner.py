@@ -114,6 +114,7 @@ class ModelRunner:
         captured = self._log.stop_capture()
         self._log.on_continue = None
         llama.verbose = False  # from here on its prints would only fill the log
+        _fit_token_arrays(llama)
         if draft is not None:
             draft.n_ctx = llama.n_ctx()
         self._llama, self._draft = llama, draft
@@ -239,6 +240,23 @@ class ModelRunner:
         memory = llama_cpp.llama_get_memory(self._llama.ctx)
         if memory is not None:
             llama_cpp.llama_memory_clear(memory, True)
+
+
+def _fit_token_arrays(llama: Any) -> None:
+    """Size llama-cpp-python's token (and all-logits) arrays to the context llama.cpp really gave.
+
+    llama-cpp-python allocates them for the n_ctx it asked for; llama.cpp may round the
+    context up (to 256 at least), and positions past the asked size would not fit them.
+    """
+    import numpy as np
+
+    n_ctx = llama.n_ctx()
+    if llama.input_ids.shape[0] < n_ctx:
+        input_ids = np.zeros((n_ctx,), dtype=np.intc)
+        input_ids[: llama.input_ids.shape[0]] = llama.input_ids
+        llama.input_ids = input_ids
+    if llama._logits_all and llama.scores.shape[0] < n_ctx:
+        llama.scores = np.zeros((n_ctx, llama.scores.shape[1]), dtype=np.single)
 
 
 def _own_memory() -> tuple[int, int]:

@@ -1,0 +1,59 @@
+"""A full context on the real engine: 200 turns on 512 tokens, and an answer that hits the end."""
+
+from __future__ import annotations
+
+from workbench.core.engine.client import EngineClient
+from workbench.core.engine.events import ChatMessage, ContextShifted, EngineFailed, Sampling, TokenChunk, TurnFinished
+from workbench.core.paths import bundled_model_path
+from workbench.core.preset import DeviceProfile, Preset
+
+ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)
+SYSTEM = ChatMessage("system", "You are terse.")
+
+
+def test_two_hundred_turns_on_a_small_context_shift_instead_of_failing():
+    preset = Preset(name="test-512", ctx_size=512, batch_size=128, ubatch_size=128, threads=1)
+    sampling = Sampling(temperature=0.0, seed=1, max_tokens=1)
+    history: list[ChatMessage] = []
+    shifts: list[ContextShifted] = []
+    finished: list[TurnFinished] = []
+    with EngineClient() as client:
+        client.load_blocking(bundled_model_path(), preset, device=ROOMY)
+        for turn in range(200):
+            question = ChatMessage("user", f"Number {turn}?")
+            events = list(client.chat([SYSTEM, *history, question], sampling))
+            failures = [event for event in events if isinstance(event, EngineFailed)]
+            assert not failures, f"turn {turn}: {failures[0].message}"
+            shifts += [event for event in events if isinstance(event, ContextShifted)]
+            result = events[-1]
+            assert isinstance(result, TurnFinished)
+            assert result.prompt_tokens + result.generated_tokens <= result.n_ctx == 512
+            assert result.kv_cells_used <= 512
+            finished.append(result)
+            history += [question, ChatMessage("assistant", result.text)]
+    assert shifts, "200 turns never filled 512 tokens?"
+    # each shift frees about half the context, then the window stays put for a while
+    assert len(shifts) < 200 // 4
+    assert all(later.turns_dropped > earlier.turns_dropped for earlier, later in zip(shifts, shifts[1:]))
+    assert finished[-1].context_shifts == shifts[-1].turns_dropped
+    # the system prompt stays in front: after a shift the prompt still starts from the cache
+    assert all(turn.reused_tokens > 0 for turn in finished[1:])
+    # between shifts, each turn re-reads only what is new
+    steady = [turn for turn in finished[1:] if turn.prompt_tokens - turn.reused_tokens < 40]
+    assert len(steady) > 150
+
+
+def test_an_answer_that_reaches_the_end_of_the_context_stops_with_length():
+    # llama.cpp rounds a context of 128 up to 256; the engine uses what it really gave
+    preset = Preset(name="test-128", ctx_size=128, batch_size=128, ubatch_size=128, threads=1)
+    counting = ", ".join(str(n) for n in range(1, 30))
+    messages = [ChatMessage("user", f"Continue counting: {counting},")]
+    with EngineClient() as client:
+        loaded = client.load_blocking(bundled_model_path(), preset, device=ROOMY)
+        assert loaded.n_ctx == 256 and any("gave a context of 256" in text for text in loaded.warnings)
+        events = list(client.chat(messages, Sampling(temperature=0.0, repeat_penalty=1.0, max_tokens=1000)))
+    result = events[-1]
+    assert isinstance(result, TurnFinished), result
+    assert result.stop_reason == "length"
+    assert result.prompt_tokens + result.generated_tokens == result.n_ctx == 256
+    assert result.generated_tokens == sum(1 for event in events if isinstance(event, TokenChunk))
