@@ -15,7 +15,29 @@ def default_engine_factory():
     """The real engine client; imported on first load so the app starts without it."""
     from workbench.core.engine.client import EngineClient
 
+    start_resource_tracker()
     return EngineClient()
+
+
+def start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker with a real stderr.
+
+    The engine is a `spawn` child, which needs the tracker; the tracker is started with
+    `sys.stderr.fileno()`, and inside a running Textual app sys.stderr is a capture object
+    whose fileno() is -1 ("bad value(s) in fds_to_keep"). Its output goes to /dev/null so
+    a warning at exit cannot scribble over the screen. Runs on the UI thread, once.
+    """
+    import os
+    import sys
+    from multiprocessing import resource_tracker
+
+    saved = sys.stderr
+    with open(os.devnull, "w") as devnull:
+        sys.stderr = devnull
+        try:
+            resource_tracker.ensure_running()
+        finally:
+            sys.stderr = saved
 
 
 def default_sampler_factory(engine_pid: int | None):
@@ -47,12 +69,13 @@ class WorkbenchApp(App):
 
     def __init__(self, selection: Selection, *, engine_factory: Callable | None = None,
                  sampler_factory: Callable | None = None, theme_name: str | None = None,
-                 telemetry_interval_s: float = 0.5) -> None:
+                 telemetry_interval_s: float = 0.5, token_batch_interval_s: float = 0.05) -> None:
         super().__init__()
         self.selection = selection
         self.engine_factory = engine_factory or default_engine_factory
         self.sampler_factory = sampler_factory or default_sampler_factory
         self.telemetry_interval_s = telemetry_interval_s
+        self.token_batch_interval_s = token_batch_interval_s
         self.startup_problems: list[str] = []
         try:
             for theme in load_themes():
@@ -75,7 +98,8 @@ class WorkbenchApp(App):
         from workbench.ui.screens.main_screen import MainScreen
 
         return MainScreen(self.selection, self.engine_factory, self.sampler_factory,
-                          telemetry_interval_s=self.telemetry_interval_s)
+                          telemetry_interval_s=self.telemetry_interval_s,
+                          token_batch_interval_s=self.token_batch_interval_s)
 
     @property
     def main_screen(self):

@@ -72,12 +72,13 @@ class MainScreen(Screen):
     shown_tab: reactive[str] = reactive("chat")
 
     def __init__(self, selection: Selection, engine_factory, sampler_factory, *,
-                 telemetry_interval_s: float = 0.5) -> None:
+                 telemetry_interval_s: float = 0.5, token_batch_interval_s: float = 0.05) -> None:
         super().__init__()
         self.selection = selection
         self.engine_factory = engine_factory
         self.sampler_factory = sampler_factory
         self.telemetry_interval_s = telemetry_interval_s
+        self.token_batch_interval_s = token_batch_interval_s
         self.engine = None
         self.conversation = Conversation()
         self.ledger: Ledger | None = None
@@ -102,7 +103,7 @@ class MainScreen(Screen):
                          value=self.selection.device_name, prompt="device")
             yield Button("Load", id="load-button", variant="primary")
         with Horizontal(id="status-row"):
-            yield Static("Predicting the memory ledger…", id="verdict")
+            yield Static("Predicting the memory ledger…", id="verdict", markup=False)
             yield ProgressBar(id="load-progress", show_eta=False)
         yield Tabs(*(Tab(label, id=f"tab-{name}") for name, label in PANEL_TABS), id="layout-tabs")
         with Horizontal(id="body"):
@@ -121,9 +122,13 @@ class MainScreen(Screen):
         self._apply_size(self.app.size.width, self.app.size.height)
         self.query_one("#load-progress").display = False
         self.watch_phase(self.phase)
+        self.query_one(PromptInput).focus()
+        # the workers start once the first frame is on screen: their threads compete for the GIL
+        self.call_after_refresh(self._start_workers)
+
+    def _start_workers(self) -> None:
         self.predict()
         self.sample_telemetry()
-        self.query_one(PromptInput).focus()
 
     def on_resize(self, event: Resize) -> None:
         self._apply_size(event.size.width, event.size.height)
@@ -153,6 +158,10 @@ class MainScreen(Screen):
     def _selection_changed(self, event: Select.Changed) -> None:
         if event.value is Select.BLANK:
             return
+        current = {"model-select": str(self.selection.model_path), "preset-select": self.selection.preset_name,
+                   "device-select": self.selection.device_name}
+        if current.get(event.select.id or "") == str(event.value):
+            return  # the initial value announcing itself: the prediction is already running
         if event.select.id == "model-select":
             self.selection.model_path = Path(str(event.value))
         elif event.select.id == "preset-select":
@@ -392,7 +401,7 @@ class MainScreen(Screen):
 
     @work(thread=True, exclusive=True, group="chat")
     def _chat_worker(self, engine, messages, sampling) -> None:
-        engine_work.stream_turn(engine, messages, sampling, self.post_message)
+        engine_work.stream_turn(engine, messages, sampling, self.post_message, self.token_batch_interval_s)
 
     async def on_tokens_arrived(self, message: TokensArrived) -> None:
         if self._answer is not None:

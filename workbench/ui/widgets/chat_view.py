@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Markdown, Static
-from textual.widgets.markdown import MarkdownStream
+from textual.widgets import Button, Static
+
+# textual's Markdown (and markdown-it) load with the first answer, not at startup
 
 
 class UserBubble(Static):
@@ -18,15 +19,19 @@ class AnswerBlock(Vertical):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.text = ""
-        self._stream: MarkdownStream | None = None
+        self._stream = None  # a MarkdownStream while the answer streams
 
     def compose(self) -> ComposeResult:
+        from textual.widgets import Markdown
+
         yield Markdown(classes="answer-text")
         yield Static("generating…", classes="answer-stats")
 
     async def append(self, fragment: str) -> None:
         self.text += fragment
         if self._stream is None:
+            from textual.widgets import Markdown
+
             self._stream = Markdown.get_stream(self.query_one(Markdown))
         await self._stream.write(fragment)
 
@@ -77,6 +82,8 @@ class ChatView(VerticalScroll):
 
     async def add_answer(self, text: str, stats: str) -> AnswerBlock:
         """An answer already complete (redrawing a kept conversation)."""
+        from textual.widgets import Markdown
+
         block = await self.start_answer()
         await block.query_one(Markdown).update(text)
         block.text = text

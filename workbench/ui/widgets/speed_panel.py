@@ -9,7 +9,6 @@ from textual.color import Color
 from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
-from textual_plotext import PlotextPlot
 
 from workbench.core.engine.events import TurnFinished
 from workbench.ui.units import rate, seconds
@@ -35,11 +34,21 @@ class SpeedPanel(Vertical):
         self._dirty = True
 
     def compose(self) -> ComposeResult:
-        yield PlotextPlot(id="speed-chart")
+        yield Static("", id="speed-chart-placeholder")
         yield Static(id="speed-turns")
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._mark_dirty())
+        self.query_one("#speed-turns", Static).update(self._turn_table())
+        # plotext is imported and drawn after the first paint: startup stays short
+        self.call_after_refresh(self._mount_chart)
+
+    async def _mount_chart(self) -> None:
+        from textual_plotext import PlotextPlot
+
+        placeholder = self.query_one("#speed-chart-placeholder")
+        await self.mount(PlotextPlot(id="speed-chart"), before=placeholder)
+        await placeholder.remove()
         self.set_interval(REDRAW_INTERVAL_S, self._redraw_if_dirty)
         self._redraw()
 
@@ -70,6 +79,7 @@ class SpeedPanel(Vertical):
         self._window = []
         self._dirty = True
         self._redraw()
+        self.query_one("#speed-turns", Static).update(self._turn_table())
 
     def watch_bound_tps(self) -> None:
         self._mark_dirty()
@@ -82,8 +92,11 @@ class SpeedPanel(Vertical):
             self._redraw()
 
     def _redraw(self) -> None:
+        charts = self.query("#speed-chart")
+        if not charts:
+            return  # not mounted yet: the first draw happens when it is
         self._dirty = False
-        plot = self.query_one(PlotextPlot)
+        plot = charts.first()
         plt = plot.plt
         plt.clear_data()
         decode_rgb = Color.parse(theme_colour(self.app, "chart-decode")).rgb
@@ -101,7 +114,6 @@ class SpeedPanel(Vertical):
         plt.xlabel("s (engine clock)")
         plt.title("decode tok/s" + (f"  — bound {self.bound_tps:,.0f}" if self.bound_tps > 0 else ""))
         plot.refresh()
-        self.query_one("#speed-turns", Static).update(self._turn_table())
 
     def _turn_table(self) -> Table | Text:
         if not self.turns:
