@@ -1,0 +1,71 @@
+"""The Bench screen in a small host app, driven by Pilot, with the real engine on the bundled model."""
+
+from __future__ import annotations
+
+from textual.app import App
+from textual.widgets import DataTable, Static
+
+from workbench.core.bench.report import read_results
+from workbench.core.bench.sweep import shipped_eval_text
+from workbench.core.paths import bundled_model_path
+from workbench.core.preset import Preset
+from workbench.ui.bench_screen import BenchScreen
+
+
+class BenchHost(App):
+    def __init__(self, screen: BenchScreen) -> None:
+        super().__init__()
+        self.bench = screen
+
+    def on_mount(self) -> None:
+        self.push_screen(self.bench)
+
+
+async def _wait_for(pilot, condition, seconds: float = 120.0) -> None:
+    for _ in range(int(seconds * 10)):
+        if condition():
+            return
+        await pilot.pause(0.1)
+    raise AssertionError("the bench screen did not get there in time")
+
+
+def _status(screen: BenchScreen) -> str:
+    return str(screen.query_one("#bench-status", Static).render())
+
+
+async def test_bench_screen_runs_a_sweep_live_and_saves_every_format(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    presets = [
+        Preset(name="f16-cache", ctx_size=256),
+        Preset(name="q8-cache", ctx_size=256, cache_type_k="q8_0", cache_type_v="q8_0", flash_attn=True),
+    ]
+    screen = BenchScreen(
+        bundled_model_path(), "host", presets, n_prompt=8, n_gen=8, repetitions=1,
+        eval_text=shipped_eval_text()[:400], ppl_ctx=64, out_dir=tmp_path / "results",
+    )
+    async with BenchHost(screen).run_test(size=(180, 50)) as pilot:
+        table = screen.query_one("#bench-table", DataTable)
+        await _wait_for(pilot, lambda: table.row_count >= 1)  # the first row shows before the sweep ends
+        await _wait_for(pilot, lambda: screen.results is not None)
+        await pilot.pause()
+        assert table.row_count == 2
+        assert [str(table.get_row_at(i)[0]) for i in range(2)] == ["f16-cache", "q8-cache"]
+        assert _status(screen).startswith("done: 2 presets")
+        assert sorted(path.suffix for path in screen.saved_files) == [".csv", ".json", ".jsonl", ".md"]
+        assert read_results(next(p for p in screen.saved_files if p.suffix == ".json")) == screen.results
+        notes = str(screen.query_one("#bench-notes", Static).render())
+        if any(row.unavailable for row in screen.results.rows):
+            assert notes.startswith("[1] ")  # each n/a cell's reason
+
+
+async def test_bench_screen_reports_a_bad_preset_in_one_line_and_escape_leaves(tmp_path):
+    screen = BenchScreen(bundled_model_path(), "host", ["no-such-preset"], out_dir=tmp_path)
+    app = BenchHost(screen)
+    async with app.run_test() as pilot:
+        await _wait_for(pilot, lambda: "could not run" in _status(screen), seconds=30)
+        assert "no-such-preset" in _status(screen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is not screen and screen.cancel_event.is_set()
+    assert not list(tmp_path.iterdir())  # nothing measured, nothing saved

@@ -1,0 +1,213 @@
+"""The Bench screen: runs a preset sweep in a thread worker with a live table and plots, saves results."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, ProgressBar, Static
+from textual_plotext import PlotextPlot
+
+from workbench.core.bench.report import FORMATS, MD_COLUMNS, BenchResults, footnote_lines, md_cells, write_results
+from workbench.core.bench.rows import BenchRow
+from workbench.core.preset import DeviceProfile, Preset
+
+
+class BenchStepStarted(Message):
+    """The sweep began a step (load, warm-up, a run, perplexity) of a preset."""
+
+    def __init__(self, preset: str, step: str, done_steps: int, total_steps: int) -> None:
+        super().__init__()
+        self.preset, self.step, self.done_steps, self.total_steps = preset, step, done_steps, total_steps
+
+
+class BenchRowMeasured(Message):
+    def __init__(self, row: BenchRow) -> None:
+        super().__init__()
+        self.row = row
+
+
+class BenchPresetFailed(Message):
+    def __init__(self, preset: str, message: str) -> None:
+        super().__init__()
+        self.preset, self.message = preset, message
+
+
+class BenchSweepFinished(Message):
+    def __init__(self, results: BenchResults, failures: tuple[str, ...], cancelled: bool) -> None:
+        super().__init__()
+        self.results, self.failures, self.cancelled = results, failures, cancelled
+
+
+class BenchSweepFailed(Message):
+    """The sweep could not run at all (unknown preset, unreadable model, ...): one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+
+class BenchScreen(Screen):
+    """Sweeps `presets` on `model_path` for `device`; the same rows and files as `workbench bench`."""
+
+    CSS_PATH = "bench_screen.tcss"
+    BINDINGS = [Binding("escape", "leave", "Back (stops the sweep)")]
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        device: DeviceProfile | str = "host",
+        presets: Sequence[Preset | str] = ("quality-q8", "balanced-q4km"),
+        *,
+        n_prompt: int = 256,
+        n_gen: int = 128,
+        repetitions: int = 3,
+        eval_text: str | None = None,
+        ppl_ctx: int = 512,
+        out_dir: str | Path | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        self.model_path = Path(model_path)
+        self.device = device
+        self.presets = tuple(presets)
+        self.n_prompt, self.n_gen, self.repetitions = n_prompt, n_gen, repetitions
+        self.eval_text, self.ppl_ctx = eval_text, ppl_ctx
+        self.out_dir = Path(out_dir) if out_dir is not None else Path.cwd()
+        self.cancel_event = threading.Event()
+        self.rows: list[BenchRow] = []
+        self.results: BenchResults | None = None
+        self.saved_files: tuple[Path, ...] = ()
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="bench-body"):
+            yield Static(f"Bench  {self.model_path.name}", id="bench-title")
+            yield ProgressBar(total=None, show_eta=False, id="bench-progress")
+            yield Static("starting…", id="bench-status")
+            yield DataTable(id="bench-table", zebra_stripes=True)
+            yield Static("", id="bench-notes")
+            with Horizontal(id="bench-plots"):
+                yield PlotextPlot(id="bench-plot-speed")
+                yield PlotextPlot(id="bench-plot-ppl")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        from workbench.ui.app import start_resource_tracker
+
+        start_resource_tracker()  # engines are spawned children; see the function for why here
+        table = self.query_one("#bench-table", DataTable)
+        table.add_columns(*(header for header, _, _ in MD_COLUMNS))
+        self._draw_plots()
+        self.run_sweep()
+
+    @work(thread=True, exclusive=True, group="bench")
+    def run_sweep(self) -> None:
+        """The whole sweep, off the event loop; it only posts messages."""
+        from workbench.core.bench.sweep import (
+            PresetFailed,
+            PresetMeasured,
+            SweepConfig,
+            SweepFinished,
+            SweepStepStarted,
+            run_sweep,
+        )
+        from workbench.core.devices import load_device
+        from workbench.core.errors import WorkbenchError
+        from workbench.core.presets import load_preset
+
+        try:
+            config = SweepConfig(
+                model_path=self.model_path,
+                presets=tuple(p if isinstance(p, Preset) else load_preset(p) for p in self.presets),
+                device=self.device if isinstance(self.device, DeviceProfile) else load_device(self.device),
+                n_prompt=self.n_prompt,
+                n_gen=self.n_gen,
+                repetitions=self.repetitions,
+                eval_text=self.eval_text,
+                ppl_ctx=self.ppl_ctx,
+            )
+            for event in run_sweep(config, self.cancel_event):
+                if isinstance(event, SweepStepStarted):
+                    self.post_message(BenchStepStarted(event.preset, event.step, event.done_steps, event.total_steps))
+                elif isinstance(event, PresetMeasured):
+                    self.post_message(BenchRowMeasured(event.row))
+                elif isinstance(event, PresetFailed):
+                    self.post_message(BenchPresetFailed(event.preset, event.message))
+                elif isinstance(event, SweepFinished):
+                    failures = tuple(f"{f.preset}: {f.message}" for f in event.failures)
+                    self.post_message(BenchSweepFinished(event.results, failures, event.cancelled))
+        except WorkbenchError as error:
+            self.post_message(BenchSweepFailed(str(error)))
+
+    def on_bench_step_started(self, message: BenchStepStarted) -> None:
+        self.query_one("#bench-progress", ProgressBar).update(total=message.total_steps, progress=message.done_steps)
+        self._status(f"{message.preset}: {message.step}  ({message.done_steps}/{message.total_steps})")
+
+    def on_bench_row_measured(self, message: BenchRowMeasured) -> None:
+        self.rows.append(message.row)
+        self._show_rows(self.rows)
+
+    def on_bench_preset_failed(self, message: BenchPresetFailed) -> None:
+        self.notify(message.message, title=f"{message.preset} failed", severity="error", timeout=10)
+
+    def on_bench_sweep_failed(self, message: BenchSweepFailed) -> None:
+        self._status(f"bench could not run: {message.message}")
+        self.notify(message.message, title="bench", severity="error", timeout=10)
+
+    def on_bench_sweep_finished(self, message: BenchSweepFinished) -> None:
+        self.results = message.results
+        self.rows = list(message.results.rows)  # now with Δppl and speedup against the reference
+        self._show_rows(self.rows)
+        progress = self.query_one("#bench-progress", ProgressBar)
+        progress.update(total=progress.total or 1, progress=progress.total or 1)
+        if message.cancelled or not self.rows:
+            self._status("stopped" if message.cancelled else "no preset could be measured")
+            return
+        self.saved_files = self._save(message.results)
+        failed = f"; {len(message.failures)} failed" if message.failures else ""
+        self._status(f"done: {len(self.rows)} presets{failed}; saved {self.saved_files[0].with_suffix('.*')}")
+
+    def _save(self, results: BenchResults) -> tuple[Path, ...]:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        stem = self.out_dir / time.strftime("bench-%Y%m%d-%H%M%S")
+        return tuple(write_results(results, fmt, stem.with_suffix(f".{fmt}")) for fmt in FORMATS)
+
+    def _show_rows(self, rows: list[BenchRow]) -> None:
+        table = self.query_one("#bench-table", DataTable)
+        table.clear()
+        footnotes: dict[str, list[str]] = {}
+        for row in rows:
+            table.add_row(*md_cells(row, footnotes), key=row.preset)
+        self.query_one("#bench-notes", Static).update(footnote_lines(footnotes).rstrip())
+        self._draw_plots()
+
+    def _draw_plots(self) -> None:
+        names = [row.preset for row in self.rows]
+        speed_plot = self.query_one("#bench-plot-speed", PlotextPlot)
+        speed_plot.plt.clear_data()
+        speed_plot.plt.title("decode tok/s")
+        if names:
+            speed_plot.plt.bar(names, [row.decode_tps for row in self.rows])
+        speed_plot.refresh()
+        measured = [row for row in self.rows if row.ppl is not None]
+        ppl_plot = self.query_one("#bench-plot-ppl", PlotextPlot)
+        ppl_plot.plt.clear_data()
+        ppl_plot.plt.title("perplexity (lower is better)")
+        if measured:
+            ppl_plot.plt.bar([row.preset for row in measured], [row.ppl for row in measured])
+        ppl_plot.refresh()
+
+    def _status(self, text: str) -> None:
+        self.query_one("#bench-status", Static).update(text)
+
+    def action_leave(self) -> None:
+        self.cancel_event.set()  # the worker stops between steps and closes its engine
+        self.dismiss(self.results)
