@@ -33,12 +33,11 @@ class _PerfSnapshot:
 
 def common_prefix_length(cached: Any, prompt: list[int]) -> int:
     """How many leading prompt tokens already sit in the KV cache (llama.input_ids[:n_tokens])."""
-    count = 0
-    for cached_token, token in zip(cached, prompt):
-        if cached_token != token:
-            break
-        count += 1
-    return count
+    import numpy as np
+
+    length = min(len(cached), len(prompt))
+    differs = np.flatnonzero(np.asarray(cached[:length]) != np.asarray(prompt[:length], dtype=np.intc))
+    return int(differs[0]) if differs.size else length
 
 
 def kv_cells_used(llama: Any) -> int:

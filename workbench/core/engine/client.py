@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import tempfile
@@ -53,7 +54,7 @@ class EngineClient:
         self._context = multiprocessing.get_context("spawn")  # the child inherits none of our threads
         self._process: Any = None
         self._conn: Any = None
-        self._cancel_event: Any = None
+        self._cancel_flag: Any = None  # a shared byte: the engine polls it per graph node in prefill
         self._log_path: str | None = None
         self._busy = threading.Lock()
         self._lifecycle = threading.Lock()
@@ -94,13 +95,14 @@ class EngineClient:
             descriptor, log_path = tempfile.mkstemp(prefix="workbench-engine-", suffix=".log")
             os.close(descriptor)
             ours, theirs = self._context.Pipe(duplex=True)
-            cancel_event = self._context.Event()
+            # A lock-free shared bool, not an Event: reading it costs the engine next to nothing.
+            cancel_flag = self._context.RawValue(ctypes.c_bool, False)
             process = self._context.Process(
-                target=serve, args=(theirs, cancel_event, log_path), name="workbench-engine", daemon=True
+                target=serve, args=(theirs, cancel_flag, log_path), name="workbench-engine", daemon=True
             )
             process.start()
             theirs.close()
-            self._process, self._conn, self._cancel_event, self._log_path = process, ours, cancel_event, log_path
+            self._process, self._conn, self._cancel_flag, self._log_path = process, ours, cancel_flag, log_path
             self._closing = False
 
     def close(self) -> None:
@@ -118,7 +120,7 @@ class EngineClient:
 
     def _discard_process(self) -> None:
         process, conn, log_path = self._process, self._conn, self._log_path
-        self._process = self._conn = self._cancel_event = self._log_path = None
+        self._process = self._conn = self._cancel_flag = self._log_path = None
         self._loaded = None
         if process is not None:
             if process.is_alive():
@@ -139,9 +141,9 @@ class EngineClient:
     # -- requests ----------------------------------------------------------------------------
     def cancel(self) -> None:
         """Stop the running generation (within a token; in prefill within a graph node). Thread-safe."""
-        event = self._cancel_event
-        if event is not None:
-            event.set()
+        flag = self._cancel_flag
+        if flag is not None:
+            flag.value = True
 
     def load(
         self,
@@ -253,7 +255,7 @@ class EngineClient:
         If the caller stops iterating early, the request is cancelled and its remaining
         events are read and dropped, so the next request starts on a clean pipe.
         """
-        self._cancel_event.clear()  # cleared here, before sending: a cancel() after this counts
+        self._cancel_flag.value = False  # cleared here, before sending: a cancel() after this counts
         try:
             self._conn.send(request)
         except (OSError, ValueError):

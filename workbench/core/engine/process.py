@@ -12,11 +12,11 @@ from workbench.core.engine.log_capture import LlamaLog
 from workbench.core.engine.protocol import ChatRequest, LoadRequest, RunOpRequest, ShutdownRequest, UnloadRequest
 
 
-def serve(conn: Connection, cancel_event: Any, log_path: str) -> None:
+def serve(conn: Connection, cancel_flag: Any, log_path: str) -> None:
     """Run until the client says shut down or goes away (its end of the pipe closes).
 
     Requests are handled strictly one after another on this thread, so calls into llama.cpp
-    never overlap. Only the cancel flag is shared, and only read here.
+    never overlap. Only the cancel flag (a shared ctypes bool) is shared, and only read here.
     """
     # Ctrl-C in a terminal goes to the whole process group; the client decides what it means.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -28,7 +28,7 @@ def serve(conn: Connection, cancel_event: Any, log_path: str) -> None:
     log.install()
     from workbench.core.engine.model_runner import ModelRunner
 
-    runner = ModelRunner(log, cancel_event.is_set, conn.send)
+    runner = ModelRunner(log, lambda: cancel_flag.value, conn.send)
     try:
         while True:
             try:
