@@ -61,14 +61,16 @@ class Repo:
     extra_files: dict[str, bytes] = field(default_factory=dict)  # small non-LFS files (README.md)
 
 
-@dataclass(frozen=True)
+@dataclass
 class RequestRecord:
+    """One request, recorded when it arrives and updated while its body is sent."""
+
     method: str
     path: str
     range: str | None
-    status: int
-    body_bytes: int
     authorization: str | None
+    status: int = 0
+    body_bytes: int = 0
 
 
 def sha256_of(path: Path) -> str:
@@ -159,7 +161,7 @@ class HubServer:
         with self._lock:
             return self.faults.get((repo, path))
 
-    def _record(self, record: RequestRecord) -> None:
+    def _log(self, record: RequestRecord) -> None:
         with self._lock:
             self.requests.append(record)
 
@@ -197,8 +199,8 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             split = urlsplit(self.path)
             path = unquote(split.path)
             query = parse_qs(split.query)
-            self._sent = 0
-            self._status = 0
+            self._record = RequestRecord("HEAD" if head else "GET", path, self.headers.get("Range"), self.headers.get("Authorization"))
+            hub._log(self._record)
             try:
                 if path == "/api/models":
                     self._search(query)
@@ -210,8 +212,8 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                     self._resolve(path.lstrip("/"), head=head)
                 else:
                     self._error(404, "Not found")
-            finally:
-                hub._record(RequestRecord("HEAD" if head else "GET", path, self.headers.get("Range"), self._status, self._sent, self.headers.get("Authorization")))
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
 
         def _search(self, query: dict[str, list[str]]) -> None:
             text = (query.get("search") or [""])[0].lower()
@@ -273,7 +275,7 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 hub._take_fault(repo.repo, served.path)
                 self._error(fault.status, "Internal Error - We're working hard to fix this as soon as possible!")
                 return
-            self._status = 302
+            self._record.status = 302
             self.send_response(302)
             self.send_header("Location", f"http://{hub.cdn_host}:{hub.port}/cdn/{served.sha256}")
             self.send_header("X-Repo-Commit", repo.commit)
@@ -297,7 +299,7 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 start = int(first) if first else max(served.size - int(last), 0)
                 end = min(int(last), served.size - 1) if (last and first) else served.size - 1
                 if start >= served.size:
-                    self._status = 416
+                    self._record.status = 416
                     self.send_response(416)
                     self.send_header("Content-Range", f"bytes */{served.size}")
                     self.send_header("Content-Length", "0")
@@ -305,7 +307,7 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                     return
                 status = 206
             length = end - start + 1
-            self._status = status
+            self._record.status = status
             self.send_response(status)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Content-Length", str(length))
@@ -329,8 +331,8 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             with open(source, "rb") as stream:
                 stream.seek(start)
                 position = start
-                while self._sent < send:
-                    chunk = bytearray(stream.read(min(SEND_CHUNK, send - self._sent)))
+                while self._record.body_bytes < send:
+                    chunk = bytearray(stream.read(min(SEND_CHUNK, send - self._record.body_bytes)))
                     if fault and fault.corrupt_at is not None and position <= fault.corrupt_at < position + len(chunk):
                         chunk[fault.corrupt_at - position] ^= 0xFF
                     try:
@@ -338,7 +340,7 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                     except (BrokenPipeError, ConnectionResetError):
                         self.close_connection = True
                         return
-                    self._sent += len(chunk)
+                    self._record.body_bytes += len(chunk)
                     position += len(chunk)
             if action == "stall":
                 self.wfile.flush()
@@ -358,7 +360,7 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self.close_connection = True
 
         def _bytes_body(self, data: bytes, *, head: bool, extra: dict[str, str] | None = None) -> None:
-            self._status = 200
+            self._record.status = 200
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))
             for key, value in (extra or {}).items():
@@ -366,22 +368,22 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if not head:
                 self.wfile.write(data)
-                self._sent = len(data)
+                self._record.body_bytes = len(data)
 
         def _json(self, status: int, body: object) -> None:
             data = json.dumps(body).encode()
-            self._status = status
+            self._record.status = status
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
-                self._sent = len(data)
+                self._record.body_bytes = len(data)
 
         def _error(self, status: int, message: str, *, code: str | None = None) -> None:
             data = json.dumps({"error": message}).encode()
-            self._status = status
+            self._record.status = status
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -397,3 +399,27 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             return value[len("Bearer "):] if value.startswith("Bearer ") else None
 
     return Handler
+
+
+# -- pytest fixtures (import them into a test module: `from hubserver import hub`) ---------------
+import pytest  # noqa: E402 - the server above is usable without pytest
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch):
+    """A running hub server with HF_ENDPOINT pointing at it and every cache under tmp_path."""
+    server = HubServer().start()
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "wb-cache"))
+    monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "wb-config"))
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "2")  # a stalled link is noticed in 2 s
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    yield server
+    server.stop()
+
+
+def hub_cache(tmp_path: Path) -> Path:
+    return tmp_path / "hf" / "hub"

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("give either FILE or --quant", fix=f"See the files with `workbench files {args.repo}`")
     filename = args.file or list_gguf_files(args.repo, revision=args.revision).by_quant(args.quant).name
     printer = _ProgressPrinter(sys.stderr)
-    cancel = threading.Event()
+    cancel, finished = threading.Event(), threading.Event()
     outcome: dict = {}
 
     def work() -> None:
@@ -44,17 +44,20 @@ def run(args: argparse.Namespace) -> int:
             outcome["result"] = download_model(args.repo, filename, revision=args.revision, on_event=printer, cancel=cancel)
         except BaseException as error:  # noqa: BLE001 - handed to the main thread
             outcome["error"] = error
+        finally:
+            finished.set()
 
     # The transfer runs in a thread so Ctrl-C reaches the main thread, which asks it to stop
     # between chunks: the partial file stays consistent and the next run resumes from it.
-    worker = threading.Thread(target=work, name="download", daemon=True)
-    worker.start()
+    # (Waiting on an Event, not Thread.join: a join interrupted by Ctrl-C can return early.)
+    threading.Thread(target=work, name="download", daemon=True).start()
     try:
-        while worker.is_alive():
-            worker.join(0.2)
+        while not finished.wait(0.2):
+            pass
     except KeyboardInterrupt:
         cancel.set()
-        worker.join()
+        print("\nworkbench: stopping the download (the partial file is kept)…", file=sys.stderr)
+        finished.wait()
     printer.end_line()
     error = outcome.get("error")
     if isinstance(error, DownloadCancelled):
@@ -104,7 +107,7 @@ class _ProgressPrinter:
                 self._last_decile = decile
                 self._line(text, final=True)
         elif isinstance(event, ev.DownloadRetried):
-            self._line(f"  link dropped ({event.reason}); resuming from {size_text(event.resume_from_bytes)} "
+            self._line(f"  transfer interrupted: {event.reason}; resuming from {size_text(event.resume_from_bytes)} "
                        f"[attempt {event.attempt + 1}/{event.max_attempts}]", final=True)
         elif isinstance(event, ev.DownloadVerified):
             self._line(f"  verified: {event.checked_against} {event.sha256[:16]}…", final=True)

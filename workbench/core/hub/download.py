@@ -227,6 +227,8 @@ def _fetch_with_resume(
         except (httpx2.TransportError, HubError) as error:
             offset = partial.stat().st_size if partial.exists() else 0
             retryable = isinstance(error, (httpx2.TransportError, HubServerFailed))
+            if stop.is_set():
+                raise DownloadCancelled(part.path, progress.done, progress.total) from None
             if not retryable or attempt >= max_attempts:
                 raise _stopped(plan, part, offset, size, error, conn) from None
             emit(DownloadRetried(plan.repo, part.path, attempt, max_attempts, _reason(error), offset))
