@@ -20,7 +20,7 @@ from workbench.core.bench.report import (
     write_results,
 )
 from workbench.core.bench.rows import BenchRow, with_references
-from workbench.core.bench.soak import SoakInterval, parse_duration, summarise_soak
+from workbench.core.bench.soak import SoakInterval, parse_duration, soak_interval_s, summarise_soak
 from workbench.core.errors import WorkbenchError
 from workbench.core.preset import DeviceProfile
 
@@ -153,6 +153,11 @@ def test_soak_durations(text, seconds):
 def test_bad_soak_durations_are_one_line_errors(text):
     with pytest.raises(WorkbenchError, match="--soak"):
         parse_duration(text)
+
+
+@pytest.mark.parametrize(("duration", "interval"), [(1, 1), (30, 5), (600, 30), (3600, 180)])
+def test_soak_intervals_are_about_a_twentieth_and_at_least_five_seconds(duration, interval):
+    assert soak_interval_s(duration) == interval
 
 
 def _interval(index: int, tps: float, temp: float | None = 60.0, throttled: bool | None = False) -> SoakInterval:

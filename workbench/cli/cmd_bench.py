@@ -44,7 +44,7 @@ def run_compare(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from workbench.core.bench.report import BenchResults, render, write_results
+    from workbench.core.bench.report import render, write_results
     from workbench.core.bench.sweep import SweepConfig
     from workbench.core.devices import load_device
     from workbench.core.errors import WorkbenchError

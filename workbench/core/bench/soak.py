@@ -13,6 +13,9 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.telemetry.sample import TelemetrySample
 
 DROP_FLAG_PCT = 10.0  # a sustained rate this much below the cold one is worth a warning
+MIN_INTERVAL_S = 5.0
+TARGET_INTERVALS = 20
+SAMPLE_PERIOD_S = 0.5  # the telemetry samplers' 2 Hz ceiling
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -22,7 +25,7 @@ class SoakInterval:
     elapsed_s: float  # since the soak started, at the end of the interval
     decode_tps: float
     prefill_tps: float
-    temp_c: float | None  # hottest sensor at the end of the interval
+    temp_c: float | None  # hottest sensor seen during the interval
     throttled: bool | None  # None: no throttle source on this machine
     power_w: float | None
 
@@ -66,6 +69,11 @@ def is_throttled(sample: TelemetrySample | None) -> bool | None:
     return sample.throttle.active
 
 
+def soak_interval_s(duration_s: float) -> float:
+    """About twenty intervals per soak, none shorter than 5 s (or the whole soak, if shorter)."""
+    return min(duration_s, max(MIN_INTERVAL_S, duration_s / TARGET_INTERVALS))
+
+
 def soak(
     preset: str,
     run_bench: Callable[[int, int], SpeedMeasured],
@@ -78,23 +86,39 @@ def soak(
 ) -> Iterator[SoakInterval | SoakResult]:
     """Generate back to back for `duration_s`; yield each interval, then the result.
 
-    One interval is one bench run (a short prompt and n_gen decodes), so the rate is
-    measured by llama.cpp while the device keeps working; telemetry is read between runs.
+    Within an interval, bench runs (a short prompt and n_gen decodes, timed by llama.cpp)
+    follow each other with no pause, so the device stays busy; the interval's rate is its
+    generated tokens over its decode time. Telemetry is read between runs, at most at 2 Hz.
     """
+    interval_s = soak_interval_s(duration_s)
     started = clock()
     intervals: list[SoakInterval] = []
     last_sample: TelemetrySample | None = None
+    last_sample_at = float("-inf")
     while not intervals or clock() - started < duration_s:
-        speed = run_bench(n_prompt, n_gen)
-        now = last_sample = sample()
+        interval_end = min(started + duration_s, clock() + interval_s)
+        runs: list[SpeedMeasured] = []
+        temps: list[float] = []
+        throttles: list[bool] = []
+        powers: list[float] = []
+        while not runs or clock() < interval_end:
+            runs.append(run_bench(n_prompt, n_gen))
+            if clock() - last_sample_at >= SAMPLE_PERIOD_S:
+                last_sample, last_sample_at = sample(), clock()
+                if (temp := hottest_c(last_sample)) is not None:
+                    temps.append(temp)
+                if (throttled := is_throttled(last_sample)) is not None:
+                    throttles.append(throttled)
+                if last_sample is not None and last_sample.total_power_w is not None:
+                    powers.append(last_sample.total_power_w)
         interval = SoakInterval(
             index=len(intervals),
             elapsed_s=clock() - started,
-            decode_tps=speed.decode_tps,
-            prefill_tps=speed.prefill_tps,
-            temp_c=hottest_c(now),
-            throttled=is_throttled(now),
-            power_w=now.total_power_w if now is not None else None,
+            decode_tps=sum(r.n_gen for r in runs) / sum(r.decode_seconds for r in runs),
+            prefill_tps=sum(r.n_prompt for r in runs) / sum(r.prefill_seconds for r in runs),
+            temp_c=max(temps) if temps else None,
+            throttled=any(throttles) if throttles else None,
+            power_w=statistics.fmean(powers) if powers else None,
         )
         intervals.append(interval)
         yield interval
