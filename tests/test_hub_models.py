@@ -1,0 +1,82 @@
+"""`workbench models` and list_models: bundled, HF-cache and local models; partial downloads are never models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gguf_factory import write_tiny_gguf
+from hubserver import Fault, hub, hub_cache  # noqa: F401 - hub is a fixture
+from workbench.cli.main import main
+from workbench.core.errors import HubError, WorkbenchError
+from workbench.core.hub.cache import BUNDLED, CACHED, LOCAL, list_models, partial_downloads
+from workbench.core.hub.download import download_model
+from workbench.core.paths import bundled_model_path
+
+
+def test_bundled_cached_and_local_models_are_listed_with_their_kind(hub, tmp_path):
+    tiny = write_tiny_gguf(tmp_path / "tiny-Q4_K_M.gguf")
+    hub.add_repo("test-org/Tiny-GGUF", {tiny.name: tiny})
+    downloaded = download_model("test-org/Tiny-GGUF", tiny.name).path
+
+    local = tmp_path / "my-models"
+    (local / "sub").mkdir(parents=True)
+    write_tiny_gguf(local / "sub" / "mine-Q8_0.gguf")
+    write_tiny_gguf(local / "lonely-Q4_0-00001-of-00002.gguf")  # its second part is missing: not loadable
+    (local / "notes.txt").write_text("not a model")
+
+    models = list_models((local,))
+    assert [m.kind for m in models] == [BUNDLED, CACHED, LOCAL]
+    bundled, cached, mine = models
+    assert bundled.path == bundled_model_path() and bundled.quant == "Q4_1"
+    assert (cached.repo, cached.name, cached.path, cached.quant) == ("test-org/Tiny-GGUF", tiny.name, downloaded, "Q4_K_M")
+    assert cached.size_bytes == tiny.stat().st_size and cached.revision == hub.repos["test-org/Tiny-GGUF"].commit
+    assert mine.name == "sub/mine-Q8_0.gguf" and mine.quant == "Q8_0"
+
+
+def test_an_interrupted_download_is_a_partial_not_a_model(hub, tmp_path, capsys):
+    tiny = write_tiny_gguf(tmp_path / "tiny-Q4_K_M.gguf")
+    hub.add_repo("test-org/Tiny-GGUF", {tiny.name: tiny})
+    hub.set_fault("test-org/Tiny-GGUF", tiny.name, Fault(cut_after=100_000, times=None))
+    with pytest.raises(HubError):
+        download_model("test-org/Tiny-GGUF", tiny.name, max_attempts=1)
+    assert [m.kind for m in list_models()] == [BUNDLED]
+    (partial,) = partial_downloads()
+    assert partial.size_bytes == 100_000
+
+    assert main(["models", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [m["kind"] for m in data["models"]] == [BUNDLED]
+    assert data["partial_downloads"][0]["repo"] == "test-org/Tiny-GGUF"
+    assert data["hub_cache"] == str(hub_cache(tmp_path))
+
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "Partial downloads (not usable yet; `workbench download` resumes them):" in out
+    assert "test-org/Tiny-GGUF  100.0 kB so far" in out
+
+
+def test_a_missing_local_folder_is_one_clear_line(hub, tmp_path, capsys):
+    with pytest.raises(WorkbenchError, match="is not a folder"):
+        list_models((tmp_path / "nowhere",))
+    assert main(["models", "--dir", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"workbench: {tmp_path / 'nowhere'}: is not a folder. Give --dir a folder that holds .gguf files")
+
+
+def test_cli_download_by_quant_prints_the_path_to_load(hub, tmp_path, capsys):
+    tiny = write_tiny_gguf(tmp_path / "tiny-Q4_K_M.gguf")
+    hub.add_repo("test-org/Tiny-GGUF", {tiny.name: tiny})
+    assert main(["download", "test-org/Tiny-GGUF", "--quant", "Q4_K_M"]) == 0
+    captured = capsys.readouterr()
+    path = captured.out.strip()
+    assert path.endswith(f"/snapshots/{hub.repos['test-org/Tiny-GGUF'].commit}/{tiny.name}")
+    assert "verified: LFS sha256" in captured.err and "100.0%" in captured.err
+
+    assert main(["download", "test-org/Tiny-GGUF", tiny.name, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["already_cached"] and result["fetched_bytes"] == 0 and result["path"] == path
+
+    assert main(["download", "test-org/Tiny-GGUF"]) == 2
+    assert "give either FILE or --quant" in capsys.readouterr().err

