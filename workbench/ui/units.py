@@ -15,6 +15,14 @@ def mib(n_bytes: int | float | None) -> str:
     return f"{value:,.1f} MiB"
 
 
+def mib_number(n_bytes: int | float | None) -> str:
+    """Bytes as a bare MiB figure for tables whose header names the unit; "—" when not known."""
+    if n_bytes is None:
+        return "—"
+    value = n_bytes / 2**20
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
+
+
 def size(n_bytes: int | float | None) -> str:
     """Bytes in the largest unit that keeps the number readable."""
     if n_bytes is None:

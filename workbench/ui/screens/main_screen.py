@@ -36,7 +36,7 @@ from workbench.ui.messages import (
 )
 from workbench.ui.selection import Selection, device_options, model_options, preset_options
 from workbench.ui.units import mib
-from workbench.ui.widgets.chat_view import AnswerBlock, ChatView
+from workbench.ui.widgets.chat_view import AnswerBlock, ChatView, Notice
 from workbench.ui.widgets.kv_panel import KvPanel
 from workbench.ui.widgets.ledger_panel import LedgerPanel
 from workbench.ui.widgets.prompt_input import PromptInput
@@ -123,6 +123,10 @@ class MainScreen(Screen):
         self.query_one("#load-progress").display = False
         self.watch_phase(self.phase)
         self.query_one(PromptInput).focus()
+        self.query_one(ChatView).mount(Notice(
+            "Ctrl+L loads the model with the chosen preset, then ask below.",
+            "Enter sends · Esc cancels · ↑↓ prompt history · F5 system prompt and sampling · "
+            "Ctrl+S saves the transcript · Ctrl+P every command", kind="info"))
         # the workers start once the first frame is on screen: their threads compete for the GIL
         self.call_after_refresh(self._start_workers)
 
@@ -206,8 +210,7 @@ class MainScreen(Screen):
         verdict = self.query_one("#verdict", Static)
         mark = {DOES_NOT_FIT: "✘", TIGHT: "⚠"}.get(ledger.verdict, "✔")
         errors = [p for p in message.problems if p.level == "error"]
-        text = (f"{mark} {ledger.verdict.upper()} — {mib(ledger.total_bytes)} predicted of {mib(ledger.budget_bytes)} "
-                f"left for the LLM on {ledger.device}. {ledger.reason}")
+        text = f"{mark} {ledger.verdict.upper()} — {ledger.reason}"
         if errors:
             text += f"  Preset problem: {errors[0].message}"
         verdict.update(text)

@@ -54,7 +54,7 @@ class KvPanel(Widget):
             grid.append("■ ", style=theme_colour(self.app, f"kv-{label}"))
         legend = Text()
         for state in BLOCK_STATES:
-            legend.append("■ ", style=theme_colour(self.app, f"kv-{state}"))
+            legend.append("■\u00a0", style=theme_colour(self.app, f"kv-{state}"))  # keeps swatch and label together
             legend.append(f"{state}  ")
         block_bytes = self.bytes_per_token * block_tokens
         sizes = Text(f"1 block = {block_tokens} tokens = {mib(block_bytes) if block_bytes else 'n/a'}"

@@ -11,7 +11,7 @@ from textual.widget import Widget
 from workbench.core.engine.events import Loaded
 from workbench.core.ledger_types import DOES_NOT_FIT, TIGHT, Ledger
 from workbench.core.telemetry.sample import TelemetrySample
-from workbench.ui.units import UNAVAILABLE, mib, size
+from workbench.ui.units import UNAVAILABLE, mib, mib_number, size
 from workbench.ui.widgets.colours import theme_colour
 
 CATEGORIES = (("weights", "weights"), ("kv", "KV cache"), ("compute", "compute"), ("overhead", "overhead"))
@@ -73,20 +73,18 @@ class LedgerPanel(Widget):
 
     def _legend(self, ledger: Ledger) -> Text:
         legend = Text()
-        for key, label in CATEGORIES:
-            legend.append("■ ", style=theme_colour(self.app, f"ledger-{key}"))
-            legend.append(f"{label}  ")
-        legend.append("■ ", style=theme_colour(self.app, "ledger-headroom"))
-        legend.append("headroom")
+        for key, label in (*CATEGORIES, ("headroom", "headroom")):
+            # non-breaking spaces keep each swatch with its label when the legend wraps
+            legend.append("■\u00a0", style=theme_colour(self.app, f"ledger-{key}"))
+            legend.append(label.replace(" ", "\u00a0") + "  ")
         return legend
 
     def _comparison_table(self, ledger: Ledger) -> Table:
         loaded = self.loaded
-        table = Table(expand=True, box=None, padding=(0, 1), show_edge=False, header_style="bold")
-        table.add_column("", ratio=1, no_wrap=True)
-        table.add_column("predicted", justify="right", no_wrap=True)
-        table.add_column("llama.cpp", justify="right", no_wrap=True)
-        table.add_column("measured", justify="right", no_wrap=True)
+        table = Table(expand=True, box=None, padding=(0, 0, 0, 1), show_edge=False, header_style="bold")
+        table.add_column("MiB", no_wrap=True, min_width=10)
+        for header in ("predicted", "llama.cpp", "measured"):
+            table.add_column(header, justify="right", no_wrap=True)
         reported = {
             "weights": loaded.model_buffer_bytes if loaded else None,
             "kv": loaded.kv_buffer_bytes if loaded else None,
@@ -94,16 +92,15 @@ class LedgerPanel(Widget):
         }
         for key, label in CATEGORIES:
             swatch = Text("■ ", style=theme_colour(self.app, f"ledger-{key}")) + Text(label)
-            reported_text = mib(reported[key]) if reported.get(key) else "—"
-            table.add_row(swatch, mib(getattr(ledger, f"{key}_bytes")), reported_text, "—")
+            table.add_row(swatch, mib_number(getattr(ledger, f"{key}_bytes")), mib_number(reported.get(key)), "—")
         rss = self._engine_rss()
-        table.add_row(Text("total", style="bold"), Text(mib(ledger.total_bytes), style="bold"),
-                      mib(sum(v for v in reported.values() if v)) if loaded else "—",
-                      Text(mib(rss) if rss else "—", style="bold"))
+        reported_total = sum(v for v in reported.values() if v) if loaded else None
+        table.add_row(Text("total", style="bold"), Text(mib_number(ledger.total_bytes), style="bold"),
+                      mib_number(reported_total), Text(mib_number(rss), style="bold"))
         headroom_colour = {DOES_NOT_FIT: "ledger-over", TIGHT: "ledger-compute"}.get(ledger.verdict, "ledger-headroom")
         headroom_style = f"bold {theme_colour(self.app, headroom_colour)}"
-        measured_headroom = mib(ledger.budget_bytes - rss) if rss else "—"
-        table.add_row("headroom", Text(mib(ledger.headroom_bytes), style=headroom_style), "", measured_headroom)
+        measured_headroom = mib_number(ledger.budget_bytes - rss) if rss else "—"
+        table.add_row("headroom", Text(mib_number(ledger.headroom_bytes), style=headroom_style), "", measured_headroom)
         return table
 
     def _engine_rss(self) -> int | None:

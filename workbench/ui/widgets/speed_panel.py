@@ -12,6 +12,10 @@ from textual.widgets import Static
 
 from workbench.core.engine.events import TurnFinished
 from workbench.ui.units import rate, seconds
+
+
+def number_or_na(tokens_per_second: float) -> str:
+    return f"{tokens_per_second:,.1f}" if tokens_per_second > 0 else "n/a"
 from workbench.ui.widgets.colours import theme_colour
 
 RATE_WINDOW_S = 1.0  # decode rate is averaged over this much engine time: batches are too jumpy
@@ -105,7 +109,7 @@ class SpeedPanel(Vertical):
         for points in self.series:
             if points:
                 xs, ys = zip(*points)
-                plt.plot(list(xs), list(ys), color=decode_rgb, marker="braille")
+                plt.plot(list(xs), list(ys), color=decode_rgb, marker="hd")
                 peak = max(peak, max(ys))
         if self.bound_tps > 0:
             plt.hline(self.bound_tps, bound_rgb)
@@ -120,11 +124,11 @@ class SpeedPanel(Vertical):
             bound = (f"bandwidth bound {rate(self.bound_tps)}" if self.bound_tps > 0
                      else "bandwidth bound n/a: the device profile gives no memory bandwidth")
             return Text(f"No turns yet. {bound}.", style="dim")
-        table = Table(box=None, expand=True, padding=(0, 1), header_style="bold", show_edge=False)
-        for name in ("turn", "TTFT", "prefill", "decode", "gen"):
-            table.add_column(name, justify="right" if name != "turn" else "left", no_wrap=True)
-        first = len(self.turns) - 3
-        for number, finished in enumerate(self.turns[-3:], start=max(first, 0) + 1):
-            table.add_row(f"#{number}", seconds(finished.ttft_s), rate(finished.prefill_tps),
-                          rate(finished.decode_tps), str(finished.generated_tokens))
+        table = Table(box=None, expand=True, padding=(0, 0, 0, 1), header_style="bold", show_edge=False)
+        for name in ("#", "TTFT", "prefill t/s", "decode t/s", "tokens"):
+            table.add_column(name, justify="left" if name == "#" else "right", no_wrap=True)
+        first = max(len(self.turns) - 3, 0)
+        for number, finished in enumerate(self.turns[-3:], start=first + 1):
+            table.add_row(f"#{number}", seconds(finished.ttft_s), number_or_na(finished.prefill_tps),
+                          number_or_na(finished.decode_tps), str(finished.generated_tokens))
         return table
