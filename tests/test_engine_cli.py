@@ -1,0 +1,63 @@
+"""`workbench chat`: a terminal chat driven through a pipe, with per-turn stats on stderr."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+
+def workbench(*args: str, stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workbench", *args], input=stdin, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture
+def preset_file(tmp_path):
+    path = tmp_path / "test-chat.toml"
+    path.write_text('name = "test-chat"\nctx_size = 512\nbatch_size = 128\nubatch_size = 128\nthreads = 1\n')
+    return path
+
+
+def test_piped_questions_get_streamed_answers_and_ollama_style_stats(preset_file):
+    done = workbench("chat", "bundled", "--preset", str(preset_file), "--device", "host", "--system", "Be brief.",
+                     "--temp", "0", "--seed", "3", "--max-tokens", "12",
+                     stdin="What is the capital of France?\nAnd of Italy?\n")
+    assert done.returncode == 0, done.stderr
+    answers = [line for line in done.stdout.splitlines() if line.strip()]
+    assert len(answers) >= 2
+    err = done.stderr
+    assert "loaded test-chat" in err and "context 512 tokens" in err and "KV 11.2 MiB" in err
+    for label in ("prompt eval count:", "prompt eval rate:", "eval count:", "eval rate:", "time to first token:",
+                  "reused from cache:", "context used:", "stop reason:"):
+        assert sum(line.startswith(label) for line in err.splitlines()) == 2, label
+    reused = [int(line.split()[3]) for line in err.splitlines() if line.startswith("reused from cache:")]
+    assert reused[0] == 0 and reused[1] > 0  # the second question builds on the first turn's cache
+
+
+def test_an_unknown_preset_is_one_line_and_exit_code_2():
+    done = workbench("chat", "bundled", "--preset", "no-such-preset", stdin="hi\n", timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "no-such-preset" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_ctrl_c_stops_the_answer_and_the_chat_goes_on(preset_file):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "workbench", "chat", "bundled", "--preset", str(preset_file), "--device", "host",
+         "--temp", "0", "--max-tokens", "400"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+    )
+    process.stdin.write("Write a very long story about a dragon.\n")
+    process.stdin.flush()
+    assert process.stdout.read(1)  # the answer has started: Ctrl-C now means "stop it"
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate("Say hi.\n", timeout=300)
+    assert process.returncode == 0, stderr
+    assert "[stopped]" in stderr, stderr
+    stop_reasons = [line.split(":", 1)[1].strip() for line in stderr.splitlines() if line.startswith("stop reason:")]
+    # the first answer was cut short; the second question was answered by the same engine
+    assert stop_reasons[0] == "cancelled" and stop_reasons[1] in ("stop", "length") and len(stop_reasons) == 2
+    assert "restarting" not in stderr and os.linesep in stdout
