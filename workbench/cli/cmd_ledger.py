@@ -1,0 +1,91 @@
+"""`workbench ledger MODEL --preset P --device D`: the predicted memory ledger and whether it fits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+
+MB = 1024 * 1024
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "ledger",
+        help="predict the memory a model + preset needs on a device, and whether it fits",
+        description="Predict weights, KV cache, compute buffer and overhead for MODEL run with PRESET, "
+        "against DEVICE's budget (its RAM minus reserves). Nothing is loaded.",
+    )
+    parser.add_argument("model", help="a .gguf path, or 'bundled' for the demo model")
+    parser.add_argument("--preset", required=True, help="preset name or TOML path (see `workbench presets`)")
+    parser.add_argument("--device", default="host", help="device name or TOML path (see `workbench devices`; default: host)")
+    parser.add_argument("--ctx", type=int, help="context size to use instead of the preset's")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(func=run)
+
+
+def ledger_json(ledger) -> dict:
+    data = asdict(ledger)
+    data["reserves_bytes"] = dict(ledger.reserves_bytes)
+    data["max_ctx_by_kv_type"] = dict(ledger.max_ctx_by_kv_type)
+    data["decode_tps_bound"] = {"empty_context": round(ledger.decode_tps_bound[0], 2),
+                                "full_context": round(ledger.decode_tps_bound[1], 2)}
+    return data
+
+
+def _mb(n_bytes: int) -> str:
+    return f"{n_bytes / MB:,.0f}"
+
+
+def ledger_text(ledger, weights: str, bandwidth_gbs: float) -> str:
+    from workbench.cli.text_table import format_table
+
+    rows = [("total RAM", _mb(ledger.ram_total_bytes), ledger.device)]
+    rows += [(f"reserve: {name.replace('_', ' ')}", f"-{_mb(n)}", "device profile") for name, n in ledger.reserves_bytes]
+    rows.append(("left for the LLM", _mb(ledger.budget_bytes), "budget"))
+    rows.append(("", "", ""))
+    rows.append(("weights", _mb(ledger.weights_bytes), f"{weights}" + (" (file as is)" if weights == "keep" else " (predicted re-quantization)")))
+    rows.append(("KV cache", _mb(ledger.kv_bytes), f"ctx {ledger.ctx_size}, {ledger.cache_type_k}/{ledger.cache_type_v}, "
+                 f"{ledger.kv_bytes_per_token:,} B/token"))
+    rows.append(("compute buffer", _mb(ledger.compute_bytes), "llama.cpp graph peak incl. logits"))
+    rows.append(("runtime overhead", _mb(ledger.overhead_bytes), "engine process beyond its buffers (measured)"))
+    rows.append(("total", _mb(ledger.total_bytes), ""))
+    rows.append(("headroom", _mb(ledger.headroom_bytes), f"{ledger.headroom_bytes / ledger.budget_bytes:.0%} of budget"
+                 if ledger.budget_bytes > 0 else ""))
+    out = [f"{ledger.model} with preset {ledger.preset} on {ledger.device}\n\n"]
+    out.append(format_table(("LINE", "MB", "SOURCE"), rows, right=(1,)))
+    out.append(f"\nverdict: {ledger.verdict.upper()} — {ledger.reason}\n")
+    max_ctx = ", ".join(f"{name} {ctx:,}" for name, ctx in ledger.max_ctx_by_kv_type)
+    out.append(f"largest context that fits: {max_ctx}\n")
+    if any("+flash_attn" in name for name, _ in ledger.max_ctx_by_kv_type):
+        out.append("  (+flash_attn: a quantized V cache needs flash_attn = true)\n")
+    if bandwidth_gbs > 0:
+        empty, full = ledger.decode_tps_bound
+        out.append(f"decode bound at {bandwidth_gbs:g} GB/s: {empty:,.1f} tok/s at empty context, "
+                   f"{full:,.1f} tok/s at full context\n")
+    else:
+        out.append("decode bound: unavailable (the device profile has no memory bandwidth)\n")
+    return "".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.core.devices import load_device
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.gguf_reader import read_gguf
+    from workbench.core.ledger import predict_ledger
+    from workbench.core.model_ref import resolve_model
+    from workbench.core.presets import load_preset
+
+    if args.ctx is not None and args.ctx < 0:
+        raise WorkbenchError(f"--ctx {args.ctx} is negative", fix="Give a context size in tokens, e.g. --ctx 4096")
+    info = read_gguf(resolve_model(args.model))
+    preset = load_preset(args.preset)
+    device = load_device(args.device)
+    ledger = predict_ledger(info, preset, device, ctx_size=args.ctx)
+    if args.json:
+        json.dump(ledger_json(ledger), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(ledger_text(ledger, preset.weights, device.mem_bandwidth_gbs))
+    return 0

@@ -1,0 +1,258 @@
+"""The memory ledger: predicted weights, KV cache, compute buffer and overhead against a device budget."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from math import ceil
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.ggml_types import CACHE_TYPES, cache_type
+from workbench.core.ledger_types import DOES_NOT_FIT, FITS, TIGHT, Ledger
+from workbench.core.ledger_weights import requantized_weights_bytes
+from workbench.core.model_info import ModelInfo
+from workbench.core.preset import DeviceProfile, Preset
+
+MB = 1024 * 1024
+TIGHT_HEADROOM = 0.10  # under 10% of the budget left is "tight"
+CTX_PAD = 256  # llama.cpp (llama-context.cpp) rounds n_ctx up to a multiple of 256
+MAX_CTX_TYPES = ("f16", "q8_0", "q4_0")  # the cache types the ledger offers a max context for
+TENSOR_ALIGNMENT = 32  # ggml CPU buffer alignment: every KV tensor starts on it
+
+# What the engine process costs beyond llama.cpp's weight, KV and compute buffers, measured
+# with benchmarks/ledger_accuracy.py (x86-64, CPython 3.11, llama-cpp-python 0.3.36):
+# - the interpreter with llama_cpp, numpy and libllama/libggml loaded: 43-44 MiB RSS
+#   before any model is opened;
+# - llama.cpp's host-side model structures (vocabulary maps, token-to-piece cache, graph
+#   metadata, the logits output buffer): RSS after load minus weights and KV was 7.8 MiB
+#   at 8k vocab, 9.1 at 16k, 12.0 at 32k and 22.4 MiB at 49k (BPE with merges), fitted
+#   as 6 MiB + 320 bytes per vocabulary token.
+ENGINE_PROCESS_BYTES = 44 * MB
+HOST_STRUCTURES_BYTES = 6 * MB
+HOST_BYTES_PER_VOCAB_TOKEN = 320
+
+
+def predicted_overhead_bytes(model: ModelInfo) -> int:
+    """The engine process beyond its buffers: interpreter and libraries plus llama.cpp's host structures."""
+    return ENGINE_PROCESS_BYTES + HOST_STRUCTURES_BYTES + HOST_BYTES_PER_VOCAB_TOKEN * model.n_vocab
+
+
+def llama_n_ctx(model: ModelInfo, ctx_size: int) -> int:
+    """The context llama.cpp will really allocate: 0 means the trained length; padded to 256."""
+    ctx = ctx_size if ctx_size > 0 else model.n_ctx_train
+    return -(-ctx // CTX_PAD) * CTX_PAD if ctx > 0 else 0
+
+
+def _layer_kv_heads(model: ModelInfo) -> list[int]:
+    per_layer = model.n_head_kv_per_layer
+    return [per_layer[i] if i < len(per_layer) else model.n_head_kv for i in range(model.n_layer)]
+
+
+def kv_bytes_per_token(model: ModelInfo, type_k: str, type_v: str) -> int:
+    """KV bytes one token adds: sum over layers of n_head_kv x (head_dim_k x bpe(K) + head_dim_v x bpe(V)).
+
+    Rounded up to whole bytes; quantized rows are whole blocks so this is exact for
+    models whose K/V rows are a multiple of 32 values (every model llama.cpp accepts).
+    """
+    bpe_k, bpe_v = cache_type(type_k).bytes_per_element, cache_type(type_v).bytes_per_element
+    total = Fraction(0)
+    for heads in _layer_kv_heads(model):
+        total += heads * (model.head_dim_k * bpe_k + model.head_dim_v * bpe_v)
+    return ceil(total)
+
+
+def predicted_kv_bytes(model: ModelInfo, n_ctx: int, type_k: str, type_v: str) -> int:
+    """The KV buffer llama.cpp allocates for `n_ctx` cells: one K and one V tensor per layer.
+
+    Each tensor is n_ctx rows (or columns, for the transposed V without flash attention) of
+    n_head_kv x head_dim values, its size rounded up to the buffer's alignment.
+    """
+    k_type, v_type = cache_type(type_k), cache_type(type_v)
+    total = 0
+    for heads in _layer_kv_heads(model):
+        if heads == 0:
+            continue  # a layer without attention (hybrid models) has no cache
+        for kind, head_dim in ((k_type, model.head_dim_k), (v_type, model.head_dim_v)):
+            values = heads * head_dim * n_ctx
+            n_bytes = values // kind.block_size * kind.type_size
+            total += -(-n_bytes // TENSOR_ALIGNMENT) * TENSOR_ALIGNMENT
+    return total
+
+
+def predicted_weights_bytes(model: ModelInfo, weights: str) -> int:
+    """Weight bytes: "keep" = the file's tensors; otherwise what llama-quantize would write."""
+    if weights.lower() == "keep" or (model.file_type is not None and weights.upper() == model.file_type):
+        return model.weights_bytes
+    return requantized_weights_bytes(model, weights)
+
+
+def _feed_forward_length(model: ModelInfo) -> int:
+    value = model.metadata.get(f"{model.architecture}.feed_forward_length")
+    if isinstance(value, tuple):
+        value = max((v for v in value if isinstance(v, int)), default=0)
+    if isinstance(value, int) and value > 0:
+        return value
+    for tensor in model.tensors:  # fall back on the FFN's shape
+        if tensor.name.endswith("ffn_up.weight") and len(tensor.shape) >= 2:
+            return tensor.shape[1]
+    return 4 * model.n_embd
+
+
+def predicted_compute_bytes(model: ModelInfo, preset: Preset, n_ctx: int) -> int:
+    """The CPU compute buffer llama.cpp reserves: the peak of its graph allocator.
+
+    See the derivation in the comments of `_compute_peak`.
+    """
+    n_ubatch = max(1, min(preset.ubatch_size, preset.batch_size or preset.ubatch_size, n_ctx or preset.ubatch_size))
+    return _compute_peak(model, n_ctx, n_ubatch, preset.flash_attn)
+
+
+def _compute_peak(model: ModelInfo, n_ctx: int, n_tokens: int, flash_attn: bool) -> int:
+    """Peak of llama.cpp's CPU graph allocator for one worst-case ubatch of `n_tokens`.
+
+    llama.cpp reserves the compute buffer by laying out the graph of a full ubatch
+    (n_tokens = min(n_ubatch, n_ctx), every token an output, all n_ctx KV cells visible)
+    with ggml-alloc, which frees each intermediate after its last use. The buffer is the
+    peak of live f32 activations, which is one of three stages, each n_tokens x 4 bytes x:
+
+      attention (no flash attn)  n_ctx*n_head      the KQ scores, softmaxed in place
+                                 + n_ctx           the f32 KQ mask (an input, live for all layers)
+                                 + 5*n_embd + n_head_kv*(head_dim_k + head_dim_v)
+                                                   residual, norm, Q, K, V, attention out
+      attention (flash attn)     n_ctx/2           the f16 KQ mask; no score matrix exists
+                                 + 5*n_embd + n_head_kv*(head_dim_k + head_dim_v)
+      feed-forward               3*n_ff + mask + 4*n_embd   gate, up, their SwiGLU product
+      logits                     n_vocab + 3*n_embd (2.5 with flash attn)
+                                                   logits (n_vocab x n_ubatch x 4 bytes) over the
+                                                   final norm and what is still live below it
+
+    Derived empirically (benchmarks/ledger_accuracy.py and a sweep of synthetic llama
+    GGUFs varying n_ctx 256-16384, n_ubatch 128-512, n_embd, n_head, n_head_kv, head
+    dim, n_ff and n_vocab, flash attention on/off): the attention and feed-forward
+    stages match llama.cpp's figure to under 1%. The logits stage sits above whatever
+    small tensors the allocator left under it, which varies chaotically with n_ctx
+    (between 2 and 4 n_embd, sometimes plus the mask: +4% at flash attn, ctx 2048 on
+    the bundled model); the constants are the middle of what was measured.
+    """
+    n_embd, n_head, n_head_kv = model.n_embd, model.n_head, model.n_head_kv
+    qkv = 5 * n_embd + n_head_kv * (model.head_dim_k + model.head_dim_v)
+    if flash_attn:
+        mask = n_ctx / 2  # f16 mask, in f32 units
+        attention = mask + qkv
+        logits = model.n_vocab + 2.5 * n_embd
+    else:
+        mask = n_ctx
+        attention = n_ctx * n_head + mask + qkv
+        logits = model.n_vocab + 3 * n_embd
+    feed_forward = 3 * _feed_forward_length(model) + mask + 4 * n_embd
+    return ceil(max(attention, feed_forward, logits) * 4 * n_tokens)
+
+
+def _fits_budget(model: ModelInfo, preset: Preset, weights_bytes: int, n_ctx: int, type_k: str, type_v: str,
+                 flash_attn: bool, budget: int) -> bool:
+    probe = Preset(name=preset.name, ctx_size=n_ctx, batch_size=preset.batch_size, ubatch_size=preset.ubatch_size,
+                   cache_type_k=type_k, cache_type_v=type_v, flash_attn=flash_attn)
+    total = (weights_bytes + predicted_kv_bytes(model, n_ctx, type_k, type_v)
+             + predicted_compute_bytes(model, probe, n_ctx) + predicted_overhead_bytes(model))
+    return total <= budget
+
+
+def max_ctx_that_fits(model: ModelInfo, preset: Preset, weights_bytes: int, cache: str, budget: int) -> int:
+    """Largest llama.cpp context (a multiple of 256, at most the trained length) that fits `budget`.
+
+    A quantized V cache only loads with flash attention, so quantized types are sized with
+    it on; 0 when not even 256 cells fit.
+    """
+    flash_attn = preset.flash_attn or cache_type(cache).quantized
+    ceiling = model.n_ctx_train or 1 << 20
+    low, high = 0, ceiling // CTX_PAD  # in units of 256 cells
+    while low < high:
+        middle = (low + high + 1) // 2
+        if _fits_budget(model, preset, weights_bytes, middle * CTX_PAD, cache, cache, flash_attn, budget):
+            low = middle
+        else:
+            high = middle - 1
+    return low * CTX_PAD
+
+
+def _mb(n_bytes: int) -> str:
+    return f"{n_bytes / MB:,.0f} MB"
+
+
+def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, ctx_size: int | None = None) -> Ledger:
+    """Predict what `model` run with `preset` costs on `device`, line by line, and whether it fits."""
+    if model.n_layer <= 0 or model.n_embd <= 0:
+        raise WorkbenchError(
+            f"has no {model.architecture or 'model'}.block_count/embedding_length",
+            where=model.source,
+            fix="This GGUF is not a text model llama.cpp can run (a vocabulary or projector file?)",
+        )
+    for key, name in (("cache_type_k", preset.cache_type_k), ("cache_type_v", preset.cache_type_v)):
+        if name.lower() not in CACHE_TYPES:
+            raise WorkbenchError(f"{key} = {name!r} is not a llama.cpp cache type", where=preset.source or preset.name,
+                                 fix=f"Use one of {', '.join(CACHE_TYPES)}")
+    n_ctx = llama_n_ctx(model, preset.ctx_size if ctx_size is None else ctx_size)
+    weights_bytes = predicted_weights_bytes(model, preset.weights)
+    kv_bytes = predicted_kv_bytes(model, n_ctx, preset.cache_type_k, preset.cache_type_v)
+    compute_bytes = predicted_compute_bytes(model, preset, n_ctx)
+    overhead_bytes = predicted_overhead_bytes(model)
+    total = weights_bytes + kv_bytes + compute_bytes + overhead_bytes
+    budget = device.budget_mb * MB
+    headroom = budget - total
+
+    lines = (
+        ("weights", weights_bytes, f"the weights ({_mb(weights_bytes)}, {preset.weights})"),
+        ("kv", kv_bytes, f"the KV cache ({_mb(kv_bytes)} at ctx {n_ctx}, {preset.cache_type_k}/{preset.cache_type_v})"),
+        ("compute", compute_bytes, f"the compute buffer ({_mb(compute_bytes)})"),
+        ("overhead", overhead_bytes, f"the runtime overhead ({_mb(overhead_bytes)})"),
+    )
+    if headroom < 0:
+        verdict = DOES_NOT_FIT
+        running = 0
+        for _, n_bytes, text in lines:
+            running += n_bytes
+            if running > budget:
+                reason = (f"does not fit: {text} takes the total to {_mb(running)}, "
+                          f"{_mb(running - budget)} over the {_mb(budget)} budget of {device.name}")
+                break
+    elif headroom < TIGHT_HEADROOM * budget:
+        verdict = TIGHT
+        reason = f"tight: {_mb(headroom)} headroom is under 10% of the {_mb(budget)} budget of {device.name}"
+    else:
+        verdict = FITS
+        reason = f"fits with {_mb(headroom)} ({headroom / budget:.0%}) headroom in the {_mb(budget)} budget of {device.name}"
+
+    max_ctx = []
+    for cache in MAX_CTX_TYPES:
+        key = cache if preset.flash_attn or not cache_type(cache).quantized else f"{cache}+flash_attn"
+        max_ctx.append((key, max_ctx_that_fits(model, preset, weights_bytes, cache, budget)))
+
+    return Ledger(
+        model=model.name,
+        preset=preset.name,
+        device=device.name,
+        ctx_size=n_ctx,
+        cache_type_k=preset.cache_type_k,
+        cache_type_v=preset.cache_type_v,
+        ram_total_bytes=device.ram_total_mb * MB,
+        reserves_bytes=tuple((name, mb * MB) for name, mb in device.reserves_mb),
+        budget_bytes=budget,
+        weights_bytes=weights_bytes,
+        kv_bytes=kv_bytes,
+        compute_bytes=compute_bytes,
+        overhead_bytes=overhead_bytes,
+        total_bytes=total,
+        headroom_bytes=headroom,
+        verdict=verdict,
+        reason=reason,
+        kv_bytes_per_token=kv_bytes_per_token(model, preset.cache_type_k, preset.cache_type_v),
+        max_ctx_by_kv_type=tuple(max_ctx),
+        decode_tps_bound=decode_tps_bound(device.mem_bandwidth_gbs, weights_bytes, kv_bytes),
+    )
+
+
+def decode_tps_bound(bandwidth_gbs: float, weights_bytes: int, kv_bytes_full: int) -> tuple[float, float]:
+    """Bandwidth-bound decode speed (empty, full context): each token reads all weights plus the live KV."""
+    if bandwidth_gbs <= 0 or weights_bytes <= 0:
+        return (0.0, 0.0)
+    bandwidth = bandwidth_gbs * 1e9
+    return (bandwidth / weights_bytes, bandwidth / (weights_bytes + kv_bytes_full))
