@@ -38,7 +38,7 @@ def _mb(n_bytes: int) -> str:
     return f"{n_bytes / MB:,.0f}"
 
 
-def ledger_text(ledger, weights: str, bandwidth_gbs: float) -> str:
+def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0) -> str:
     from workbench.cli.text_table import format_table
 
     rows = [("total RAM", _mb(ledger.ram_total_bytes), ledger.device)]
@@ -58,6 +58,8 @@ def ledger_text(ledger, weights: str, bandwidth_gbs: float) -> str:
     out.append(f"\nverdict: {ledger.verdict.upper()} — {ledger.reason}\n")
     max_ctx = ", ".join(f"{name} {ctx:,}" for name, ctx in ledger.max_ctx_by_kv_type)
     out.append(f"largest context that fits: {max_ctx}\n")
+    if n_ctx_train and any(ctx == n_ctx_train for _, ctx in ledger.max_ctx_by_kv_type):
+        out.append(f"  (capped at the model's trained context of {n_ctx_train:,})\n")
     if any("+flash_attn" in name for name, _ in ledger.max_ctx_by_kv_type):
         out.append("  (+flash_attn: a quantized V cache needs flash_attn = true)\n")
     if bandwidth_gbs > 0:
@@ -87,5 +89,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(ledger_json(ledger), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(ledger_text(ledger, preset.weights, device.mem_bandwidth_gbs))
+        sys.stdout.write(ledger_text(ledger, preset.weights, device.mem_bandwidth_gbs, info.n_ctx_train))
     return 0

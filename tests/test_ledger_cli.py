@@ -1,0 +1,117 @@
+"""`workbench inspect` and `workbench ledger`: output, JSON keys, and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gguf_factory import write_tiny_gguf
+from workbench.cli.cmd_inspect import type_mix_text
+from workbench.cli.main import main
+from workbench.core.errors import WorkbenchError
+from workbench.core.model_ref import resolve_model
+from workbench.core.paths import bundled_model_path
+
+LEDGER_KEYS = {"weights_bytes", "kv_bytes", "compute_bytes", "overhead_bytes", "total_bytes", "budget_bytes",
+               "headroom_bytes", "verdict", "max_ctx_by_kv_type", "decode_tps_bound"}
+
+
+@pytest.fixture(autouse=True)
+def _isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_inspect_bundled_text(capsys):
+    code, out, _ = _run(capsys, "inspect", "bundled")
+    assert code == 0
+    assert "architecture     llama" in out
+    assert "chat template    yes" in out
+    assert "% Q4_1" in out and "bits per weight" in out
+    assert "vocabulary       49,152 tokens" in out
+
+
+def test_inspect_json_and_tensors(capsys, tmp_path: Path):
+    path = write_tiny_gguf(tmp_path / "tiny.gguf")
+    code, out, _ = _run(capsys, "inspect", str(path), "--json", "--tensors")
+    assert code == 0
+    data = json.loads(out)
+    assert data["n_layer"] == 2 and data["file_type"] == "Q4_K_M" and data["has_chat_template"] is True
+    assert abs(sum(data["type_mix"].values()) - 1) < 0.01
+    assert len(data["tensors"]) == data["n_tensors"]
+    code, out, _ = _run(capsys, "inspect", str(path), "--tensors")
+    assert "blk.1.ffn_down.weight" in out and "Q6_K" in out
+
+
+def test_type_mix_text():
+    assert type_mix_text((("Q4_K", 0.62), ("Q6_K", 0.30), ("F32", 0.08))) == "62% Q4_K, 30% Q6_K, 8% F32"
+    assert type_mix_text((("Q4_1", 0.999), ("F32", 0.001))) == "100% Q4_1, <1% F32"
+
+
+def test_ledger_table(capsys):
+    code, out, _ = _run(capsys, "ledger", "bundled", "--preset", "edge-int4-kv8", "--device", "jetson-orin-nano-8gb")
+    assert code == 0
+    assert "left for the LLM             6,192" in out
+    assert "KV cache" in out and "ctx 4096, q8_0/q8_0" in out
+    assert "verdict: FITS" in out
+    assert "decode bound at 68 GB/s" in out
+
+
+def test_ledger_json_keys_and_ctx_override(capsys):
+    code, out, _ = _run(capsys, "ledger", "bundled", "--preset", "as-is", "--device", "rk3588s-4gb", "--ctx", "1000", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert LEDGER_KEYS <= set(data)
+    assert data["ctx_size"] == 1024  # llama.cpp pads to 256
+    assert data["total_bytes"] == sum(data[k] for k in ("weights_bytes", "kv_bytes", "compute_bytes", "overhead_bytes"))
+    assert data["budget_bytes"] == (4096 - 600) * 1024 * 1024
+    assert set(data["max_ctx_by_kv_type"]) == {"f16", "q8_0+flash_attn", "q4_0+flash_attn"}
+    assert data["decode_tps_bound"]["empty_context"] > data["decode_tps_bound"]["full_context"] > 0
+
+
+def test_ledger_unknown_preset_is_one_line(capsys):
+    code, out, err = _run(capsys, "ledger", "bundled", "--preset", "no-such-preset", "--device", "host")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "no-such-preset" in err
+
+
+def test_resolve_model():
+    assert resolve_model("bundled") == bundled_model_path()
+    with pytest.raises(WorkbenchError, match="workbench models"):
+        resolve_model("/nowhere/model.gguf")
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workbench", *argv], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+
+
+def test_broken_file_exits_2_with_one_line(tmp_path: Path):
+    page = tmp_path / "model.gguf"
+    page.write_bytes(b"<!DOCTYPE html><html><body>Rate limit exceeded</body></html>")
+    done = _cli("inspect", str(page))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("workbench: ") and "this is an HTML page, not a GGUF" in done.stderr
+
+    truncated = tmp_path / "cut.gguf"
+    truncated.write_bytes(write_tiny_gguf(tmp_path / "tiny.gguf").read_bytes()[:50_000])
+    done = _cli("ledger", str(truncated), "--preset", "as-is", "--device", "jetson-orin-nano-8gb")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "the download is incomplete" in done.stderr.lower()
+
+
+def test_missing_model_exits_2():
+    done = _cli("inspect", "/nowhere/model.gguf")
+    assert done.returncode == 2 and "no such model file" in done.stderr and done.stderr.count("\n") == 1
