@@ -122,13 +122,3 @@ class WorkbenchApp(App):
             return
         for title, help_text, action in MAIN_COMMANDS:
             yield SystemCommand(title, help_text, getattr(main, f"action_{action}"))
-
-    def on_unmount(self) -> None:
-        try:
-            engine = self.main_screen.engine
-        except LookupError:
-            return
-        if engine is not None:
-            from workbench.ui.engine_work import close_engine
-
-            close_engine(engine)

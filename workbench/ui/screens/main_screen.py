@@ -497,7 +497,10 @@ class MainScreen(Screen):
         self.notify(message.reason, title="Telemetry unavailable", severity="warning", timeout=8)
 
     def on_unmount(self) -> None:
+        """The app is closing: stop sampling and stop the engine process (its memory goes back)."""
         self._telemetry_stop.set()
+        if self.engine is not None:
+            engine_work.close_engine(self.engine)
 
     # ---- conversation settings, transcript, other screens ---------------------------------
 
