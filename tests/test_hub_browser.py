@@ -1,0 +1,132 @@
+"""The HubBrowser widget in a small host app, driven with Pilot against the test hub server."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from textual.app import App, ComposeResult
+from textual.screen import Screen
+from textual.widgets import Button, DataTable, Static
+
+from hubserver import Fault, closed_port_url, hub  # noqa: F401 - hub is a fixture
+from workbench.core.hub.cache import cached_models
+from workbench.core.hub.search import curated_models
+from workbench.core.paths import bundled_model_path
+from workbench.core.preset import DeviceProfile
+from workbench.core.presets import load_preset
+from workbench.ui.hub_browser import OFFLINE_HINT, HubBrowser
+
+REPO = "bartowski/SmolLM2-135M-Instruct-GGUF"  # the first curated repository
+FILE = "SmolLM2-135M-Instruct-Q4_1.gguf"
+BOARD = DeviceProfile(name="board-1gb", ram_total_mb=1024, reserves_mb=(("os", 300),), cores=4)
+
+
+class HubScreen(Screen):
+    def compose(self) -> ComposeResult:
+        yield HubBrowser(load_preset("as-is"), BOARD)
+
+
+class Host(App):
+    def __init__(self, *, on_screen: bool = False) -> None:
+        super().__init__()
+        self.on_screen = on_screen
+        self.downloaded: list = []
+
+    def compose(self) -> ComposeResult:
+        if not self.on_screen:
+            yield HubBrowser("as-is", "raspberry-pi-5-8gb")  # names work too: resolved in a worker
+
+    def on_hub_browser_model_downloaded(self, message: HubBrowser.ModelDownloaded) -> None:
+        self.downloaded.append(message.path)
+
+
+async def wait_for(pilot, condition, what: str, limit_s: float = 30.0) -> None:
+    deadline = time.monotonic() + limit_s  # liveness bound for a broken build, not a speed check
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        await pilot.pause(0.05)
+
+
+def text_of(app: App, selector: str) -> str:
+    return str(app.query_one(selector, Static).render())
+
+
+@pytest.fixture
+def served(hub):
+    hub.add_repo(REPO, {FILE: bundled_model_path()}, downloads=4_000)
+    hub.add_repo("Qwen/Qwen2.5-0.5B-Instruct-GGUF", {"qwen2.5-0.5b-instruct-q4_1.gguf": bundled_model_path()}, downloads=9_000)
+    return hub
+
+
+async def test_curated_search_files_preview_and_download(served, tmp_path):
+    app = Host()
+    async with app.run_test(size=(180, 50)) as pilot:
+        repos = app.query_one("#hub-repos", DataTable)
+        assert repos.row_count == len(curated_models())
+        files = app.query_one("#hub-files", DataTable)
+        await wait_for(pilot, lambda: files.row_count == 1, "the first curated repository's files")  # listed on mount
+        assert "GGUF files" in text_of(app, "#hub-status")
+
+        await pilot.click("#hub-query")
+        await pilot.press(*"qwen", "enter")
+        await wait_for(pilot, lambda: repos.row_count == 1, "search results")
+        assert repos.get_row_at(0)[:2] == ["Qwen/Qwen2.5-0.5B-Instruct-GGUF", "9,000"]
+        await wait_for(pilot, lambda: text_of(app, "#hub-status") == "Qwen/Qwen2.5-0.5B-Instruct-GGUF: 1 GGUF files.",
+                       "the first result's files")
+
+        await pilot.click("#hub-curated")
+        await wait_for(pilot, lambda: repos.row_count == len(curated_models()), "the curated list again")
+        await wait_for(pilot, lambda: files.row_count == 1, "files of the curated repository")
+        assert files.get_row_at(0) == [FILE, "Q4_1", "98.4 MB", "1"]
+
+        files.focus()
+        files.move_cursor(row=0)
+        await wait_for(pilot, lambda: "FITS" in text_of(app, "#hub-preview"), "the fit preview")
+        preview = text_of(app, "#hub-preview")
+        assert "Q4_1 (name and header agree)" in preview and "as-is on raspberry-pi-5-8gb" in preview
+        assert "largest context that fits: 8,192" in preview and "header: the header cache (nothing fetched)" in preview  # read once already, on mount
+
+        download = app.query_one("#hub-download", Button)
+        assert not download.disabled
+        await pilot.click("#hub-download")
+        await wait_for(pilot, lambda: app.downloaded, "the download")
+        (cached,) = cached_models()
+        assert app.downloaded == [cached.path] and cached.repo == REPO
+        assert "Downloaded and verified" in text_of(app, "#hub-progress-text")
+        assert app.query_one("#hub-cancel", Button).disabled
+
+
+async def test_an_unreachable_hub_says_so_and_points_to_local_models(served, monkeypatch):
+    endpoint = closed_port_url()
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    app = Host()
+    async with app.run_test(size=(180, 50)) as pilot:
+        status = app.query_one("#hub-status", Static)
+        await wait_for(pilot, lambda: status.has_class("-problem"), "the unreachable line")
+        text = text_of(app, "#hub-status")
+        assert f"Hugging Face hub unreachable at {endpoint}" in text and OFFLINE_HINT in text
+        assert app.query_one("#hub-repos", DataTable).row_count == len(curated_models())  # still offered
+
+
+async def test_a_download_keeps_running_when_the_screen_is_left(served, monkeypatch):
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "1")
+    app = Host(on_screen=True)
+    async with app.run_test(size=(180, 50)) as pilot:
+        await app.push_screen(HubScreen())
+        files = app.screen.query_one("#hub-files", DataTable)
+        await wait_for(pilot, lambda: files.row_count == 1, "files")
+        files.move_cursor(row=0)
+        preview = app.screen.query_one("#hub-preview", Static)
+        await wait_for(pilot, lambda: "FITS" in str(preview.render()), "the fit preview")
+        served.set_fault(REPO, FILE, Fault(stall_after=30_000_000, stall_seconds=30))  # hold the download mid-file
+        await pilot.click("#hub-download")
+        await wait_for(pilot, lambda: served.body_bytes_sent() >= 30_000_000, "the stall point")
+        app.pop_screen()  # leave while the link is stalled
+
+        await wait_for(pilot, lambda: cached_models() != (), "the download finishing with no screen showing it")
+        await app.push_screen(HubScreen())  # come back: the new browser shows the finished job
+        assert "Downloaded and verified" in str(app.screen.query_one("#hub-progress-text", Static).render())
+        resumed = served.file_requests()[-1]
+        assert resumed.range == "bytes=30000000-"

@@ -1,0 +1,376 @@
+"""HubBrowser: search the hub, list a repo's GGUF files, preview the fit, download with progress."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Button, DataTable, Input, ProgressBar, Static
+
+from workbench.core.preset import DeviceProfile, Preset
+
+CSS_FILE = Path(__file__).with_name("hub_browser.tcss")
+OFFLINE_HINT = "Bundled, cached and local models still work offline (the Local and cached tab, `workbench models`)."
+
+
+@dataclass
+class _DownloadJob:
+    """One download, owned by the app (not the widget) so it keeps running when the screen closes."""
+
+    repo: str
+    filename: str
+    cancel: threading.Event = field(default_factory=threading.Event)
+    latest: Any = None  # the newest DownloadProgressed
+    outcome: Any = None  # DownloadFinished, or the error text
+    listener: HubBrowser | None = None  # the browser showing it now, if any
+
+    @property
+    def running(self) -> bool:
+        return self.outcome is None
+
+
+_JOBS: weakref.WeakKeyDictionary[App, _DownloadJob] = weakref.WeakKeyDictionary()
+
+
+class HubBrowser(Vertical):
+    """Self-contained hub tab. Give it the preset and device to preview with (objects or their names)."""
+
+    class ReposFound(Message):
+        def __init__(self, hits: tuple, title: str) -> None:
+            super().__init__()
+            self.hits, self.title = hits, title
+
+    class FilesListed(Message):
+        def __init__(self, repo: str, listing) -> None:
+            super().__init__()
+            self.repo, self.listing = repo, listing
+
+    class FitPreviewed(Message):
+        def __init__(self, key: tuple[str, str], preview) -> None:
+            super().__init__()
+            self.key, self.preview = key, preview
+
+    class HubFailed(Message):
+        """A search, listing or preview failed; `stage` says which, `text` is the one-line error."""
+
+        def __init__(self, stage: str, text: str, unreachable: bool) -> None:
+            super().__init__()
+            self.stage, self.text, self.unreachable = stage, text, unreachable
+
+    class DownloadAdvanced(Message):
+        def __init__(self, event) -> None:
+            super().__init__()
+            self.event = event
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, HubBrowser.DownloadAdvanced)  # only the newest figure matters
+
+    class DownloadEnded(Message):
+        def __init__(self, job: _DownloadJob) -> None:
+            super().__init__()
+            self.job = job
+
+    class ModelDownloaded(Message):
+        """A model is in the cache, verified; `path` is what to load. Bubbles to the screen."""
+
+        def __init__(self, path: Path) -> None:
+            super().__init__()
+            self.path = path
+
+    def __init__(self, preset: Preset | str, device: DeviceProfile | str, *, id: str | None = "hub-browser") -> None:  # noqa: A002
+        super().__init__(id=id)
+        self._preset_spec, self._device_spec = preset, device
+        self._resolved: tuple[Preset, DeviceProfile] | None = None
+        self._listing = None  # RepoFiles of the selected repository
+        self._selected_file: str | None = None
+
+    # -- layout --------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="hub-search-row"):
+            yield Input(placeholder="search GGUF models on the hub, e.g. qwen2.5 0.5b", id="hub-query")
+            yield Button("Search", id="hub-search")
+            yield Button("Curated", id="hub-curated")
+        yield Static("", id="hub-status")
+        with Horizontal(id="hub-body"):
+            repos = DataTable(id="hub-repos", cursor_type="row", zebra_stripes=True)
+            repos.border_title = "Repositories"
+            yield repos
+            with Vertical(id="hub-detail"):
+                files = DataTable(id="hub-files", cursor_type="row", zebra_stripes=True)
+                files.border_title = "GGUF files"
+                yield files
+                with VerticalScroll(id="hub-preview-box"):
+                    yield Static("Pick a file to see whether it fits, before downloading it.", id="hub-preview")
+                with Horizontal(id="hub-download-row"):
+                    yield Button("Download", id="hub-download", variant="primary", disabled=True)
+                    yield Button("Cancel", id="hub-cancel", variant="error", disabled=True)
+                    yield ProgressBar(id="hub-progress", show_eta=False)
+                yield Static("", id="hub-progress-text")
+
+    def on_mount(self) -> None:
+        self._load_css()
+        self.query_one("#hub-repos", DataTable).add_columns("Repository", "Downloads", "Likes", "Gated")
+        self.query_one("#hub-files", DataTable).add_columns("File", "Quant", "Size", "Parts")
+        self.show_curated()
+        job = _JOBS.get(self.app)
+        if job is not None:  # a download started from an earlier visit of this screen
+            job.listener = self
+            self._show_job(job)
+
+    def _load_css(self) -> None:
+        """Widgets have no CSS_PATH: add hub_browser.tcss to the app's stylesheet once, as a screen's would be."""
+        stylesheet = self.app.stylesheet
+        if not stylesheet.has_source(str(CSS_FILE), ""):
+            stylesheet.read(CSS_FILE)
+            stylesheet.reparse()
+            stylesheet.update(self.app)
+
+    def on_unmount(self) -> None:
+        job = _JOBS.get(self.app)
+        if job is not None and job.listener is self:
+            job.listener = None
+
+    # -- repositories --------------------------------------------------------------------------
+    @on(Button.Pressed, "#hub-curated")
+    def show_curated(self) -> None:
+        from workbench.core.hub.search import RepoHit, curated_models
+
+        hits = tuple(RepoHit(m.repo, None, None, m.gated, "", ()) for m in curated_models())
+        self.post_message(self.ReposFound(hits, "Curated edge-friendly models. Search the hub above for more."))
+
+    @on(Button.Pressed, "#hub-search")
+    @on(Input.Submitted, "#hub-query")
+    def start_search(self) -> None:
+        text = self.query_one("#hub-query", Input).value.strip()
+        if not text:
+            self.show_curated()
+            return
+        self._status(f"Searching the hub for {text!r}…")
+        self.search(text)
+
+    @work(thread=True, exclusive=True, group="hub-search")
+    def search(self, text: str) -> None:
+        from workbench.core.hub.search import search_gguf_repos
+
+        try:
+            hits = search_gguf_repos(text, limit=30)
+        except Exception as error:  # noqa: BLE001 - every failure becomes the status line
+            self._post_failure("search", error)
+            return
+        self.post_message(self.ReposFound(hits, f"{len(hits)} GGUF repositories match {text!r}, most downloaded first."))
+
+    def on_hub_browser_repos_found(self, message: ReposFound) -> None:
+        table = self.query_one("#hub-repos", DataTable)
+        table.clear()
+        for hit in message.hits:
+            downloads = "curated" if hit.downloads is None else f"{hit.downloads:,}"
+            likes = "" if hit.likes is None else f"{hit.likes:,}"
+            table.add_row(hit.repo, downloads, likes, "yes" if hit.gated else "", key=hit.repo)
+        self._status(message.title)
+
+    @on(DataTable.RowHighlighted, "#hub-repos")
+    def _repo_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        repo = str(event.row_key.value)
+        if self._listing is not None and self._listing.repo == repo:
+            return
+        self._listing = None
+        self.query_one("#hub-files", DataTable).clear()
+        self.query_one("#hub-download", Button).disabled = True
+        self._status(f"Listing the files of {repo}…")
+        self.list_files(repo)
+
+    @work(thread=True, exclusive=True, group="hub-files")
+    def list_files(self, repo: str) -> None:
+        from workbench.core.hub.files import list_gguf_files
+
+        try:
+            listing = list_gguf_files(repo)
+        except Exception as error:  # noqa: BLE001
+            self._post_failure("files", error)
+            return
+        self.post_message(self.FilesListed(repo, listing))
+
+    def on_hub_browser_files_listed(self, message: FilesListed) -> None:
+        from workbench.core.hub.sizes import size_text
+
+        self._listing = message.listing
+        table = self.query_one("#hub-files", DataTable)
+        table.clear()
+        for gguf_file in message.listing.files:
+            table.add_row(gguf_file.name, gguf_file.quant or "?", size_text(gguf_file.size_bytes), str(len(gguf_file.parts)), key=gguf_file.name)
+        gated = "  Gated: accept the licence on the hub and set HF_TOKEN." if message.listing.gated else ""
+        self._status(f"{message.repo}: {len(message.listing.files)} GGUF files.{gated}")
+
+    # -- fit preview ---------------------------------------------------------------------------
+    @on(DataTable.RowHighlighted, "#hub-files")
+    def _file_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if self._listing is None:
+            return
+        self._selected_file = str(event.row_key.value)
+        self._refresh_download_button()
+        self.query_one("#hub-preview", Static).update("Reading the header with range requests…")
+        self.preview(self._listing.repo, self._listing.find(self._selected_file))
+
+    @work(thread=True, exclusive=True, group="hub-preview")
+    def preview(self, repo: str, gguf_file) -> None:
+        from workbench.core.hub.preview import preview_fit
+
+        try:
+            preset, device = self._preset_and_device()
+            result = preview_fit(repo, gguf_file.name, preset, device, listing=gguf_file)
+        except Exception as error:  # noqa: BLE001
+            self._post_failure("preview", error)
+            return
+        self.post_message(self.FitPreviewed((repo, gguf_file.name), result))
+
+    def _preset_and_device(self) -> tuple[Preset, DeviceProfile]:
+        """Resolve names once, in a worker thread (detecting `host` reads /proc and /sys)."""
+        if self._resolved is None:
+            from workbench.core.devices import load_device
+            from workbench.core.presets import load_preset
+
+            preset = self._preset_spec if isinstance(self._preset_spec, Preset) else load_preset(self._preset_spec)
+            device = self._device_spec if isinstance(self._device_spec, DeviceProfile) else load_device(self._device_spec)
+            self._resolved = (preset, device)
+        return self._resolved
+
+    def on_hub_browser_fit_previewed(self, message: FitPreviewed) -> None:
+        if self._listing is None or message.key != (self._listing.repo, self._selected_file):
+            return  # the user moved on
+        self.query_one("#hub-preview", Static).update(_preview_text(message.preview))
+
+    # -- download ------------------------------------------------------------------------------
+    @on(Button.Pressed, "#hub-download")
+    def start_download(self) -> None:
+        if self._listing is None or self._selected_file is None:
+            return
+        current = _JOBS.get(self.app)
+        if current is not None and current.running:
+            return
+        job = _DownloadJob(self._listing.repo, self._selected_file, listener=self)
+        _JOBS[self.app] = job
+        self._show_job(job)
+        # An app-level worker: it outlives this widget, and only posts messages to whoever shows the job.
+        self.app.run_worker(lambda: _run_download(job), thread=True, group="hub-download",
+                            name=f"download {job.filename}", exit_on_error=False)
+
+    @on(Button.Pressed, "#hub-cancel")
+    def cancel_download(self) -> None:
+        job = _JOBS.get(self.app)
+        if job is not None and job.running:
+            job.cancel.set()
+            self.query_one("#hub-progress-text", Static).update("Stopping… (the partial file is kept for a resume)")
+
+    def on_hub_browser_download_advanced(self, message: DownloadAdvanced) -> None:
+        job = _JOBS.get(self.app)
+        if job is not None:
+            self._show_job(job)
+
+    def on_hub_browser_download_ended(self, message: DownloadEnded) -> None:
+        self._show_job(message.job)
+        outcome = message.job.outcome
+        if hasattr(outcome, "path"):
+            self.post_message(self.ModelDownloaded(outcome.path))
+
+    def _show_job(self, job: _DownloadJob) -> None:
+        from workbench.core.hub.sizes import eta_text, rate_text, size_text
+
+        bar = self.query_one("#hub-progress", ProgressBar)
+        text = self.query_one("#hub-progress-text", Static)
+        self.query_one("#hub-cancel", Button).disabled = not job.running
+        self._refresh_download_button()
+        progress = job.latest
+        if progress is not None:
+            bar.update(total=max(progress.total_bytes, 1), progress=progress.done_bytes)
+        if job.running:
+            if progress is None:
+                text.update(f"Starting {job.filename}…")
+            else:
+                text.update(f"{job.filename}: {progress.fraction:.1%}  {size_text(progress.done_bytes)} of "
+                            f"{size_text(progress.total_bytes)}  {rate_text(progress.rate_bytes_per_s)}  {eta_text(progress.eta_s)}")
+        elif hasattr(job.outcome, "path"):
+            text.update(Text.assemble(("Downloaded and verified: ", "bold"), str(job.outcome.path)))
+        else:
+            text.update(Text(str(job.outcome), style="bold"))
+
+    def _refresh_download_button(self) -> None:
+        job = _JOBS.get(self.app)
+        busy = job is not None and job.running
+        self.query_one("#hub-download", Button).disabled = busy or self._selected_file is None
+
+    # -- status --------------------------------------------------------------------------------
+    def _post_failure(self, stage: str, error: Exception) -> None:
+        from workbench.core.hub.client import HubUnreachable
+
+        self.post_message(self.HubFailed(stage, str(error) or type(error).__name__, isinstance(error, HubUnreachable)))
+
+    def on_hub_browser_hub_failed(self, message: HubFailed) -> None:
+        if message.stage == "preview":
+            self.query_one("#hub-preview", Static).update(Text(message.text, style="bold"))
+        self._status(message.text + (f"\n{OFFLINE_HINT}" if message.unreachable else ""), problem=True)
+
+    def _status(self, text: str, *, problem: bool = False) -> None:
+        status = self.query_one("#hub-status", Static)
+        status.update(text)
+        status.set_class(problem, "-problem")
+
+
+def _run_download(job: _DownloadJob) -> None:
+    """The worker body: download, keep the newest progress on the job, post to whoever shows it."""
+    from workbench.core.hub.download import download_model
+    from workbench.core.hub.download_events import DownloadProgressed
+
+    def on_event(event) -> None:
+        if isinstance(event, DownloadProgressed):
+            job.latest = event
+            listener = job.listener
+            if listener is not None:
+                listener.post_message(HubBrowser.DownloadAdvanced(event))
+
+    try:
+        job.outcome = download_model(job.repo, job.filename, on_event=on_event, cancel=job.cancel)
+    except Exception as error:  # noqa: BLE001 - shown as the progress line
+        job.outcome = str(error) or type(error).__name__
+    listener = job.listener
+    if listener is not None:
+        listener.post_message(HubBrowser.DownloadEnded(job))
+
+
+def _preview_text(preview) -> Text:
+    """The fit preview panel: what the header says, the predicted ledger, the largest context."""
+    from workbench.core.hub.sizes import size_text
+    from workbench.core.ledger_types import DOES_NOT_FIT, FITS
+
+    header, ledger = preview.header, preview.ledger
+    model = header.model
+    mib = 1024 * 1024
+    verdict_style = "bold green" if ledger.verdict == FITS else "bold red" if ledger.verdict == DOES_NOT_FIT else "bold yellow"
+    if header.quant_confirmed:
+        quant = f"{header.header_quant} (name and header agree)"
+    else:
+        quant = f"header says {header.header_quant or 'no file type'}, name says {header.name_quant or 'nothing'}"
+    source = "the header cache (nothing fetched)" if header.from_cache else f"{size_text(header.bytes_fetched)} fetched in {header.requests} requests"
+    lines = Text()
+    lines.append(f"{model.name or header.filename}\n", style="bold")
+    lines.append(f"{model.architecture}, {model.n_params / 1e6:,.0f} M parameters, {model.n_layer} layers, trained ctx {model.n_ctx_train:,}\n")
+    lines.append(f"quant: {quant}; file {size_text(model.file_size)}\n")
+    lines.append(f"header: {source}\n\n", style="dim")
+    lines.append(f"{preview.preset} on {preview.device}: ")
+    lines.append(ledger.verdict.upper(), style=verdict_style)
+    lines.append(f"\n{ledger.reason}\n")
+    lines.append(f"weights {ledger.weights_bytes / mib:,.0f} MiB + KV {ledger.kv_bytes / mib:,.0f} MiB (ctx {ledger.ctx_size:,}) + "
+                 f"compute {ledger.compute_bytes / mib:,.0f} MiB + overhead {ledger.overhead_bytes / mib:,.0f} MiB = "
+                 f"{ledger.total_bytes / mib:,.0f} of {ledger.budget_bytes / mib:,.0f} MiB\n")
+    if preview.largest_ctx:
+        lines.append(f"largest context that fits: {preview.largest_ctx:,}")
+    else:
+        lines.append("no context fits this device with this preset", style="bold red")
+    return lines
