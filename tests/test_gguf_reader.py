@@ -112,6 +112,19 @@ def test_long_arrays_are_summarised(tmp_path: Path):
     assert info.metadata["tokenizer.ggml.tokens"] == LongArray("STRING", 512)
 
 
+def test_vocabulary_across_many_buffer_refills(tmp_path: Path):
+    # 20k tokens (~320 kB of strings) cross several read-buffer boundaries mid-string
+    path = write_tiny_gguf(tmp_path / "vocab.gguf", TinyModel(n_vocab=20_000, output_type=None, token_embd_type="F16"))
+    info = read_gguf(path)
+    assert info.n_vocab == 20_000
+    reference = gguf.GGUFReader(path)
+    assert [t.offset for t in info.tensors] == [t.data_offset for t in reference.tensors]
+    cut = tmp_path / "cut-in-vocab.gguf"
+    cut.write_bytes(path.read_bytes()[: reference.fields["tokenizer.ggml.tokens"].offset + 200_001])
+    message = _error(cut)
+    assert "'tokenizer.ggml.tokens'" in message and "incomplete" in message
+
+
 class _CountingStream(io.BytesIO):
     """A seekable stream that records what was read, like a remote range reader would."""
 

@@ -122,6 +122,16 @@ class _HeaderStream:
             self.fail_truncated(field, self._cursor + size)
         self._cursor += size
 
+    def buffered(self) -> tuple[bytes, int]:
+        """The buffer and the cursor's index in it, refilled first when fewer than 8 bytes are left."""
+        if self._cursor + 8 > self._buffer_start + len(self._buffer) and self.remaining > 0:
+            self._fill(min(8, self.remaining))
+        return self._buffer, self._cursor - self._buffer_start
+
+    def advance(self, size: int) -> None:
+        """Move the cursor over bytes already checked inside the buffer."""
+        self._cursor += size
+
     def _fill(self, needed: int) -> None:
         """Make the buffer start at the cursor and hold at least `needed` bytes."""
         keep = self._buffer[self._cursor - self._buffer_start :] if self._cursor < self._buffer_start + len(self._buffer) else b""
@@ -201,6 +211,24 @@ class _Parser:
     def skip_string(self, field: str) -> None:
         self.reader.skip(self.string_length(field), field)
 
+    def skip_strings(self, count: int, field: str) -> None:
+        """Skip `count` strings walking the buffer directly: a vocabulary holds 100k+ of them."""
+        length_at = struct.Struct(self.endian + "Q").unpack_from
+        left = count
+        while left:
+            buffer, position = self.reader.buffered()
+            start, end = position, len(buffer)
+            while left and position + 8 <= end:
+                length = length_at(buffer, position)[0]
+                if position + 8 + length > end:
+                    break
+                position += 8 + length
+                left -= 1
+            self.reader.advance(position - start)
+            if left:  # a string across the buffer's end: the checked path refills or reports it
+                self.skip_string(field)
+                left -= 1
+
     def value_type(self, field: str) -> int:
         offset = self.reader.offset
         type_id = self.u32(field)
@@ -227,8 +255,7 @@ class _Parser:
             raw = self.reader.read(length * item_size, field)
             return tuple(struct.unpack(f"{self.endian}{length}{item_code}", raw))
         if length > ARRAYS_KEPT_WHOLE:
-            for _ in range(length):
-                self.skip_string(field)
+            self.skip_strings(length, field)
             return LongArray(item_name, length)
         return tuple(self.string(field) for _ in range(length))
 
