@@ -25,8 +25,11 @@ from workbench.core.presets import load_preset
 
 REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 FILE = "SmolLM2-135M-Instruct-Q4_1.gguf"
-SMALL_BOARD = DeviceProfile(name="board-256mb", ram_total_mb=256, reserves_mb=(("os", 60),), cores=4)
-TOO_SMALL_BOARD = DeviceProfile(name="board-128mb", ram_total_mb=128, reserves_mb=(("os", 60),), cores=4)
+MIB = 1024 * 1024
+
+
+def board(name: str, budget_bytes: int) -> DeviceProfile:
+    return DeviceProfile(name=name, ram_total_mb=budget_bytes // MIB + 60, reserves_mb=(("os", 60),), cores=4)
 
 
 @pytest.fixture
@@ -81,18 +84,24 @@ def test_a_new_file_under_the_same_name_is_previewed_afresh(hub, bundled_repo, t
 
 def test_preview_fit_predicts_the_ledger_and_the_largest_context(hub, bundled_repo):
     preset = load_preset("as-is")
-    preview = preview_fit(REPO, FILE, preset, SMALL_BOARD)
     local = read_gguf(bundled_repo)
-    assert preview.ledger == predict_ledger(local, preset, SMALL_BOARD)
+    # Boards sized from the ledger itself: one between the smallest and the full context, one below both.
+    unbounded = board("unbounded", 1 << 40)
+    smallest = predict_ledger(local, preset, unbounded, ctx_size=256).total_bytes
+    full = predict_ledger(local, preset, unbounded, ctx_size=local.n_ctx_train).total_bytes
+    small_board, too_small_board = board("board-mid", (smallest + full) // 2), board("board-tiny", smallest - 8 * MIB)
+
+    preview = preview_fit(REPO, FILE, preset, small_board)
+    assert preview.ledger == predict_ledger(local, preset, small_board)
     largest = preview.largest_ctx
     assert 0 < largest < local.n_ctx_train
-    assert predict_ledger(local, preset, SMALL_BOARD, ctx_size=largest).verdict != DOES_NOT_FIT
-    assert predict_ledger(local, preset, SMALL_BOARD, ctx_size=largest + 256).verdict == DOES_NOT_FIT
+    assert predict_ledger(local, preset, small_board, ctx_size=largest).verdict != DOES_NOT_FIT
+    assert predict_ledger(local, preset, small_board, ctx_size=largest + 256).verdict == DOES_NOT_FIT
+    assert largest_fitting_ctx(local, preset, small_board) == largest
 
-    too_small = preview_fit(REPO, FILE, preset, TOO_SMALL_BOARD)
+    too_small = preview_fit(REPO, FILE, preset, too_small_board)
     assert too_small.largest_ctx == 0 and not too_small.fits
     assert too_small.ledger.verdict == DOES_NOT_FIT and "does not fit" in too_small.ledger.reason
-    assert largest_fitting_ctx(local, preset, SMALL_BOARD) == largest
 
 
 def test_a_split_model_is_previewed_as_one(hub, tmp_path, monkeypatch):
