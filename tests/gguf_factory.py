@@ -96,10 +96,11 @@ def _zero_scales(data: np.ndarray, type_name: str, block: int, size: int) -> np.
     return blocks.reshape(data.shape)
 
 
-def write_tiny_gguf(path: Path, model: TinyModel = TinyModel(), *, seed: int = 0) -> Path:
+def write_tiny_gguf(path: Path, model: TinyModel = TinyModel(), *, seed: int = 0, big_endian: bool = False) -> Path:
     """Write `model` as a real GGUF v3 file at `path` and return the path."""
     rng = np.random.default_rng(seed)
-    writer = gguf.GGUFWriter(str(path), arch=model.arch)
+    endian = gguf.GGUFEndian.BIG if big_endian else gguf.GGUFEndian.LITTLE
+    writer = gguf.GGUFWriter(str(path), arch=model.arch, endianess=endian)
     writer.add_name(model.name)
     writer.add_block_count(model.n_layer)
     writer.add_embedding_length(model.n_embd)

@@ -105,6 +105,14 @@ def test_variants_per_layer_heads_explicit_head_dims_vocab_size_alignment(tmp_pa
     assert all(t.offset % 64 == 0 for t in info.tensors)
 
 
+def test_version_2_and_big_endian_files(tiny: Path, tmp_path: Path):
+    v2 = read_gguf(_patched(tiny, 4, struct.pack("<I", 2)))
+    assert v2.version == 2 and v2.tensors == read_gguf(tiny).tensors
+    big = read_gguf(write_tiny_gguf(tmp_path / "big-endian.gguf", big_endian=True))
+    assert (big.n_layer, big.n_embd, big.n_vocab, big.file_type) == (2, 256, 96, "Q4_K_M")
+    assert [t.shape for t in big.tensors] == [t.shape for t in read_gguf(tiny).tensors]
+
+
 def test_long_arrays_are_summarised(tmp_path: Path):
     path = write_tiny_gguf(tmp_path / "big-vocab.gguf", TinyModel(n_vocab=512))
     info = read_gguf(path)

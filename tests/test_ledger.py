@@ -195,6 +195,9 @@ def test_requantized_preset_uses_predicted_weights(bundled):
 def test_ctx_override_and_bad_inputs(bundled, tmp_path: Path):
     ledger = predict_ledger(bundled, Preset("p", ctx_size=2048), _device(8000), ctx_size=1000)
     assert ledger.ctx_size == 1024
+    with pytest.raises(WorkbenchError, match="quantizer"):
+        predicted_weights_bytes(bundled, "Q9_X")
+    assert predicted_weights_bytes(bundled, "q4_1") == bundled.weights_bytes  # the file's own type
     with pytest.raises(WorkbenchError, match="cache type"):
         predict_ledger(bundled, Preset("p", cache_type_k="q3_k"), _device(8000))
     empty = read_gguf(write_tiny_gguf(tmp_path / "vocab-only.gguf", TinyModel(n_layer=0)))

@@ -6,7 +6,7 @@ from fractions import Fraction
 from math import ceil
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.ggml_types import CACHE_TYPES, cache_type
+from workbench.core.ggml_types import CACHE_TYPES, QUANT_TYPES, cache_type
 from workbench.core.ledger_types import DOES_NOT_FIT, FITS, TIGHT, Ledger
 from workbench.core.ledger_weights import requantized_weights_bytes
 from workbench.core.model_info import ModelInfo
@@ -82,6 +82,9 @@ def predicted_weights_bytes(model: ModelInfo, weights: str) -> int:
     """Weight bytes: "keep" = the file's tensors; otherwise what llama-quantize would write."""
     if weights.lower() == "keep" or (model.file_type is not None and weights.upper() == model.file_type):
         return model.weights_bytes
+    if weights.upper() not in QUANT_TYPES:
+        raise WorkbenchError(f"weights = {weights!r} is not a type llama.cpp's quantizer makes",
+                             fix=f"Use 'keep' or one of {', '.join(QUANT_TYPES)}")
     return requantized_weights_bytes(model, weights)
 
 
