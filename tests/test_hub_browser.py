@@ -130,3 +130,25 @@ async def test_a_download_keeps_running_when_the_screen_is_left(served, monkeypa
         assert "Downloaded and verified" in str(app.screen.query_one("#hub-progress-text", Static).render())
         resumed = served.file_requests()[-1]
         assert resumed.range == "bytes=30000000-"
+
+
+async def test_quitting_the_app_stops_the_download_and_keeps_the_partial(served, monkeypatch):
+    from workbench.core.hub.cache import partial_downloads
+    from workbench.ui.hub_browser import _JOBS
+
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "1")
+    app = Host()
+    async with app.run_test(size=(180, 50)) as pilot:
+        files = app.query_one("#hub-files", DataTable)
+        await wait_for(pilot, lambda: "FITS" in text_of(app, "#hub-preview"), "the fit preview")
+        served.set_fault(REPO, FILE, Fault(stall_after=20_000_000, stall_seconds=30, times=None))
+        files.focus()
+        await pilot.click("#hub-download")
+        await wait_for(pilot, lambda: any(p.size_bytes >= 20_000_000 for p in partial_downloads()), "the stall point")
+    job = _JOBS[app]
+    deadline = time.monotonic() + 30  # liveness bound: the stalled read gives up after 1 s
+    while job.running and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "download cancelled at" in str(job.outcome)
+    (partial,) = partial_downloads()
+    assert partial.size_bytes == 20_000_000 and cached_models() == ()

@@ -328,7 +328,13 @@ def _run_download(job: _DownloadJob) -> None:
     from workbench.core.hub.download import download_model
     from workbench.core.hub.download_events import DownloadProgressed
 
+    from textual.worker import get_current_worker
+
+    worker = get_current_worker()
+
     def on_event(event) -> None:
+        if worker.is_cancelled:  # the app is quitting: stop, keep the partial (the executor would wait for us)
+            job.cancel.set()
         if isinstance(event, DownloadProgressed):
             job.latest = event
             listener = job.listener
