@@ -25,6 +25,18 @@ def build_selection(args: argparse.Namespace):
     return selection
 
 
+def check_theme(name: str) -> None:
+    """An unknown --theme is one line naming the themes there are."""
+    from textual.theme import BUILTIN_THEMES
+
+    from workbench.core.errors import WorkbenchError
+    from workbench.ui.themes import load_themes
+
+    names = [theme.name for theme in load_themes()] + sorted(BUILTIN_THEMES)
+    if name not in names:
+        raise WorkbenchError(f"unknown theme {name!r}", where="--theme", fix=f"Use one of: {', '.join(names)}")
+
+
 def run_app(args: argparse.Namespace) -> int:
     # A preset or device named on the command line is checked here, so a typo is one line on
     # stderr before the screen opens rather than a notification inside it.
@@ -35,6 +47,8 @@ def run_app(args: argparse.Namespace) -> int:
         load_preset(args.preset)
     if getattr(args, "device", None):
         load_device(args.device)
+    if getattr(args, "theme", None):
+        check_theme(args.theme)
     selection = build_selection(args)
     from workbench.ui.app import WorkbenchApp
 

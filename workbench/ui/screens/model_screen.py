@@ -94,7 +94,7 @@ class ModelScreen(Screen[tuple[str, str] | None]):
         self.entries = {}
         for label, path, origin in message.entries:
             self.entries[path] = label
-            option_list.add_option(Option(Text.assemble(label, (f"  ({origin})", "dim")), id=path))
+            option_list.add_option(Option(Text.assemble(label, (f"\u00a0\u00a0{origin}", "dim")), id=path))
         self.query_one("#model-problems", Static).update("\n".join(message.problems))
         if message.entries:
             current = str(self.selection.model_path)

@@ -110,7 +110,7 @@ class PresetScreen(Screen[str | None]):
             presets = ()
         self.presets = {preset.name: preset for preset in presets}
         for preset in presets:
-            option_list.add_option(Option(Text.assemble(preset.name, (f"  {preset_origin(preset)}", "dim")),
+            option_list.add_option(Option(Text.assemble(preset.name, (f"\u00a0\u00a0{preset_origin(preset)}", "dim")),
                                           id=preset.name))
         names = list(self.presets)
         if names:

@@ -87,6 +87,8 @@ class SpeedPanel(Vertical):
 
     def watch_bound_tps(self) -> None:
         self._mark_dirty()
+        if self.is_mounted:
+            self.query_one("#speed-turns", Static).update(self._turn_table())
 
     def _mark_dirty(self) -> None:
         self._dirty = True

@@ -1,0 +1,125 @@
+"""The model and preset screens, the theme switch, and how `workbench` starts the app."""
+
+import argparse
+
+import pytest
+from fakes import make_app, rendered, wait_until
+from gguf_factory import write_tiny_gguf
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.paths import bundled_model_path
+from workbench.ui.run import build_selection, check_theme, run_app
+from workbench.ui.widgets.kv_panel import KvPanel
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+
+
+async def test_model_screen_scans_folders_inspects_and_selects(tmp_path):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    tiny = write_tiny_gguf(folder / "tiny.gguf")
+    (folder / "broken.gguf").write_bytes(b"GGML not a gguf file at all")
+    async with make_app(device="jetson-orin-nano-8gb").run_test(size=(160, 48)) as pilot:
+        main = pilot.app.main_screen
+        await pilot.press("f2")
+        await wait_until(pilot, lambda: pilot.app.screen.query("#model-list"))
+        models = pilot.app.screen
+        models.query_one("#folders").value = str(folder)
+        await pilot.click("#scan")
+        await wait_until(pilot, lambda: str(tiny) in models.entries)
+        assert str(bundled_model_path()) in models.entries and str(folder / "broken.gguf") in models.entries
+        option_list = models.query_one("#model-list")
+        option_list.highlighted = list(models.entries).index(str(folder / "broken.gguf"))
+        await wait_until(pilot, lambda: "Cannot use this file" in str(models.query_one("#inspect-summary").content))
+        assert models.query_one("#use-model").disabled
+        option_list.highlighted = list(models.entries).index(str(tiny))
+        await wait_until(pilot, lambda: not models.query_one("#use-model").disabled)
+        await pilot.click("#use-model")
+        await wait_until(pilot, lambda: pilot.app.screen is main)
+        assert main.selection.model_path == tiny
+        assert main.query_one("#model-select").value == str(tiny)
+        await wait_until(pilot, lambda: main.ledger is not None and main.ledger.model == "tiny-test-llama")
+    assert (tmp_path / "config" / "model_folders.txt").read_text() == f"{folder}\n"
+
+
+async def test_preset_screen_validates_saves_copies_and_uses(tmp_path):
+    async with make_app(device="jetson-orin-nano-8gb").run_test(size=(160, 48)) as pilot:
+        main = pilot.app.main_screen
+        await pilot.press("f3")
+        await wait_until(pilot, lambda: pilot.app.screen.query("#preset-list"))
+        presets = pilot.app.screen
+        await wait_until(pilot, lambda: presets.query_one("#field-name").value == "as-is")
+        assert {"as-is", "balanced-q4km", "quality-q8"} <= set(presets.presets)
+        assert "verdict" in rendered(presets.query_one("#preset-ledger"))
+        assert "fits" in rendered(presets.query_one("#preset-ledger"))
+        presets.query_one("#field-ctx_size").value = "lots"
+        await pilot.pause()
+        problem = str(presets.query_one("#preset-problems").content)
+        assert "ctx_size" in problem and presets.query_one("#save-preset").disabled
+        presets.query_one("#field-ctx_size").value = "4096"
+        presets.query_one("#field-cache_type_v").value = "q8_0"
+        await pilot.pause()
+        assert "needs flash_attn = true" in str(presets.query_one("#preset-problems").content)
+        presets.query_one("#field-flash_attn").value = True
+        presets.query_one("#field-name").value = "field-test"
+        await pilot.pause()
+        assert "✔ valid preset" in str(presets.query_one("#preset-problems").content)
+        assert "-c 4096" in str(presets.query_one("#server-command").content)
+        await pilot.press("ctrl+y")
+        assert pilot.app.clipboard.startswith("llama-server -m ") and "-ctv q8_0" in pilot.app.clipboard
+        await pilot.press("ctrl+s")
+        saved = tmp_path / "config" / "presets" / "field-test.toml"
+        await wait_until(pilot, saved.exists)
+        assert "ctx_size = 4096" in saved.read_text()
+        await wait_until(pilot, lambda: "field-test" in presets.presets)
+        await pilot.click("#use-preset")
+        await wait_until(pilot, lambda: pilot.app.screen is main)
+        await wait_until(pilot, lambda: main.ledger is not None and main.ledger.preset == "field-test")
+        assert main.query_one("#preset-select").value == "field-test"
+        assert main.ledger.ctx_size == 4096 and main.ledger.cache_type_v == "q8_0"
+
+
+async def test_theme_switch_restyles_the_screen_and_the_panels():
+    async with make_app().run_test(size=(160, 48)) as pilot:
+        assert pilot.app.theme == "workbench-dark"
+        kv = pilot.app.main_screen.query_one(KvPanel)
+        dark_background = kv.styles.background
+        dark_kv_system = pilot.app.theme_variables["kv-system"]
+        pilot.app.theme = "projector-light"
+        await pilot.pause()
+        assert kv.styles.background != dark_background
+        assert pilot.app.theme_variables["kv-system"] != dark_kv_system
+        assert pilot.app.current_theme.dark is False
+
+
+def test_startup_selection_defaults_and_command_line_choices(tmp_path):
+    default = build_selection(argparse.Namespace(model=None, preset=None, device=None))
+    assert (default.model_path, default.preset_name, default.device_name) == (bundled_model_path(), "as-is", "host")
+    tiny = write_tiny_gguf(tmp_path / "tiny.gguf")
+    chosen = build_selection(argparse.Namespace(model=str(tiny), preset="quality-q8", device="rk3588-8gb"))
+    assert (chosen.model_path, chosen.preset_name, chosen.device_name) == (tiny, "quality-q8", "rk3588-8gb")
+    assert list(chosen.models) == [str(bundled_model_path()), str(tiny)]  # the bundled one stays on offer
+
+
+@pytest.mark.parametrize("option, value, named", [
+    ("preset", "no-such-preset", "no-such-preset"),
+    ("device", "no-such-board", "no-such-board"),
+    ("model", "/nowhere/model.gguf", "/nowhere/model.gguf"),
+    ("theme", "no-such-theme", "no-such-theme"),
+])
+def test_bad_command_line_choice_is_one_line_before_the_app_opens(option, value, named):
+    args = argparse.Namespace(model=None, preset=None, device=None, theme=None)
+    setattr(args, option, value)
+    with pytest.raises(WorkbenchError) as caught:
+        run_app(args)
+    assert named in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_every_shipped_theme_is_accepted_on_the_command_line():
+    for name in ("workbench-dark", "projector-light", "amber-field", "textual-dark"):
+        check_theme(name)
