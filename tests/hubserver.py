@@ -90,6 +90,7 @@ class HubServer:
         self.requests: list[RequestRecord] = []
         self.tokens_with_access: set[str] = set()
         self.cdn_host = cdn_host
+        self.ignore_range = False  # answer Range requests with the whole file (200), as some proxies do
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -294,7 +295,7 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             start, end = 0, served.size - 1
             status = 200
             range_header = self.headers.get("Range")
-            if range_header and range_header.startswith("bytes="):
+            if range_header and range_header.startswith("bytes=") and not hub.ignore_range:
                 first, _, last = range_header[len("bytes="):].partition("-")
                 start = int(first) if first else max(served.size - int(last), 0)
                 end = min(int(last), served.size - 1) if (last and first) else served.size - 1

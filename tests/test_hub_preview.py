@@ -127,7 +127,7 @@ def test_range_stream_serves_reads_from_few_growing_requests(hub, bundled_repo):
 
     blob_url = f"{hub.url}/cdn/{hub.repos[REPO].files[FILE].sha256}"
     size = bundled_repo.stat().st_size
-    stream = RangeStream(blob_url, size, get=get_session().get)
+    stream = RangeStream(blob_url, size, client=get_session())
     expected = bundled_repo.read_bytes()
     assert stream.read(10) == expected[:10]
     assert stream.read(300_000) == expected[10:300_010]  # crosses the first 256 KiB block
@@ -155,3 +155,11 @@ def test_cli_files_preview_table_json_and_header_cache(hub, bundled_repo, capsys
     assert preview["from_header_cache"] and preview["header_bytes_fetched"] == 0
     assert preview["quant_confirmed"] and preview["largest_ctx"] == 8192
     assert preview["ledger"]["verdict"] == "fits" and preview["model"]["n_layer"] == 30
+
+
+def test_range_stream_hangs_up_on_a_server_that_ignores_range(hub, bundled_repo):
+    hub.ignore_range = True  # 200 with the whole file, as some proxies answer
+    header = read_remote_header(REPO, FILE)
+    assert _same_model(header.model, read_gguf(bundled_repo))
+    assert header.bytes_fetched < bundled_repo.stat().st_size / 4
+    assert all(r.status == 200 for r in hub.file_requests())

@@ -159,8 +159,11 @@ def _download_part(
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
     url = hf_hub_url(plan.repo, part.path, revision=plan.commit or plan.revision, endpoint=conn.endpoint)
-    with hub_errors(conn, repo=plan.repo, filename=part.path):
-        meta = get_hf_file_metadata(url, token=conn.token or False, timeout=conn.timeout(), endpoint=conn.endpoint)
+    def head():
+        with hub_errors(conn, repo=plan.repo, filename=part.path):
+            return get_hf_file_metadata(url, token=conn.token or False, timeout=conn.timeout(), endpoint=conn.endpoint)
+
+    meta = head()
     size = part.size_bytes if part.size_bytes is not None else (meta.size or 0)
     commit = plan.commit or meta.commit_hash or plan.revision
     paths = cached_file_paths(plan.repo, commit, part.path, meta.etag or _blob_name(part), cache=plan.cache)
@@ -177,7 +180,7 @@ def _download_part(
     except filelock.Timeout:
         raise HubError(f"another download of {part.path} is running", where=plan.repo, fix="Wait for it to finish, or stop it and try again") from None
     try:
-        fetched, digest = _fetch_with_resume(plan, part, index, size, meta.location, paths, conn, progress, stop, emit, max_attempts)
+        fetched, digest = _fetch_with_resume(plan, part, index, size, meta.location, head, paths, conn, progress, stop, emit, max_attempts)
         _verify_and_store(plan, part, size, digest, paths, emit)
     finally:
         lock.release()
@@ -192,6 +195,7 @@ def _fetch_with_resume(
     index: int,
     size: int,
     location: str,
+    head: Callable[[], object],
     paths: CachedFilePaths,
     conn: HubConnection,
     progress: _Progress,
@@ -235,6 +239,7 @@ def _fetch_with_resume(
             if stop.wait(_RETRY_PAUSE_S[min(attempt - 1, len(_RETRY_PAUSE_S) - 1)]):
                 raise DownloadCancelled(part.path, progress.done, progress.total) from None
             attempt += 1
+            location = _refreshed(location, head)
             hasher = hashlib.sha256()
             _rehash(partial, hasher)  # what is on disk is the truth; python's buffer may not have reached it
     return fetched, hasher.hexdigest()
@@ -337,6 +342,14 @@ class _Progress:
         (t0, b0), (t1, b1) = self._samples[0], self._samples[-1]
         span = max(now - t0, t1 - t0)
         return (b1 - b0) / span if span >= 0.2 else None
+
+
+def _refreshed(location: str, head: Callable[[], object]) -> str:
+    """Ask the hub again where the bytes are: a CDN's signed URL expires during a long download."""
+    try:
+        return getattr(head(), "location", None) or location
+    except Exception:  # noqa: BLE001 - the next attempt reports the real failure
+        return location
 
 
 def _hash_existing(partial: Path, hasher, stop: threading.Event, filename: str, size: int) -> int:

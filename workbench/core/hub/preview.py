@@ -148,7 +148,7 @@ def _read_part(repo: str, part: RemoteFile, revision: str, conn: HubConnection) 
     with hub_errors(conn, repo=repo, filename=part.path):
         meta = get_hf_file_metadata(url, token=conn.token or False, timeout=conn.timeout(), endpoint=conn.endpoint)
         size = meta.size if meta.size is not None else (part.size_bytes or 0)
-        stream = RangeStream(meta.location, size, get=conn.session().get, headers=conn.headers(meta.location), timeout=conn.timeout(), name=label)
+        stream = RangeStream(meta.location, size, client=conn.session(), headers=conn.headers(meta.location), timeout=conn.timeout(), name=label)
         info = read_gguf(stream, label=label)
     save_header(repo, part.path, size, part.sha256, stream.segments)
     return info, stream.bytes_fetched, stream.requests + 1, False

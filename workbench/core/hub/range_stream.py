@@ -50,10 +50,10 @@ class RangeStream(SeekableReader):
     segment is kept (`segments`) so the caller can store them and read the header again offline.
     """
 
-    def __init__(self, url: str, size: int, *, get: Callable[..., Any], headers: dict[str, str] | None = None, timeout: Any = None, name: str = "") -> None:
+    def __init__(self, url: str, size: int, *, client: Any, headers: dict[str, str] | None = None, timeout: Any = None, name: str = "") -> None:
         super().__init__(size, name or url)
         self.url = url
-        self._get = get  # httpx-style: get(url, headers=..., timeout=...) -> response
+        self._client = client  # an httpx-style client: client.stream("GET", url, headers=, timeout=)
         self._headers = dict(headers or {})
         self._timeout = timeout
         self._starts: list[int] = []  # sorted segment starts
@@ -111,16 +111,22 @@ class RangeStream(SeekableReader):
             want_end = min(want_end, self._starts[next_index])
         headers = dict(self._headers)
         headers["Range"] = f"bytes={start}-{want_end - 1}"
-        headers["Accept-Encoding"] = "identity"
-        response = self._get(self.url, headers=headers, timeout=self._timeout)
+        headers["Accept-Encoding"] = "identity"  # offsets must be file offsets
         self.requests += 1
-        _raise_for_status(response)
-        data = response.content
-        if response.status_code == 200:  # the server ignored Range: keep only what was asked for
-            data = data[start:want_end]
-        else:
-            data = data[: want_end - start]
-        self.bytes_fetched += len(response.content)
+        with self._client.stream("GET", self.url, headers=headers, timeout=self._timeout) as response:
+            if response.status_code >= 400:
+                response.read()
+                _raise_for_status(response)
+            # A server that ignores Range answers 200 from byte 0: read up to what we need, then hang up.
+            skip = start if response.status_code == 200 else 0
+            wanted = want_end - start
+            data = bytearray()
+            for chunk in response.iter_bytes():
+                self.bytes_fetched += len(chunk)
+                data += chunk
+                if len(data) >= skip + wanted:
+                    break
+        data = bytes(data[skip : skip + wanted])
         self._block = min(self._block * 2, LARGEST_BLOCK)
         if data:
             bisect.insort(self._starts, start)
