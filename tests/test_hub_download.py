@@ -225,3 +225,11 @@ def test_a_split_model_downloads_every_part_and_lists_once(hub, tmp_path, monkey
     assert entry.parts == 2 and entry.path == result.path and entry.quant == "Q4_K_M"
     assert entry.size_bytes == result.size_bytes
 
+
+
+def test_a_server_that_ignores_range_on_resume_restarts_the_file_cleanly(hub, tiny_repo, tiny_file):
+    hub.set_fault(REPO, FILE, Fault(cut_after=300_000))
+    hub.ignore_range = True  # the resume request gets the whole file back (200), not the rest (206)
+    result = download_model(REPO, FILE)
+    assert [(g.range, g.status) for g in hub.file_requests()] == [(None, 200), ("bytes=300000-", 200)]
+    assert result.path.read_bytes() == tiny_file.read_bytes()  # and the sha256 check passed

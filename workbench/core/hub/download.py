@@ -209,27 +209,27 @@ def _fetch_with_resume(
     partial = paths.incomplete
     if partial.exists() and partial.stat().st_size > size:
         partial.unlink()  # longer than the file: not ours to continue
-    hasher = hashlib.sha256()
-    offset = _hash_existing(partial, hasher, stop, part.path, size)
+    hashed = _HashedFile(partial)
+    hashed.catch_up(stop, part.path, size)
+    offset = hashed.n_bytes
     emit(DownloadStarted(plan.repo, part.path, size, offset, index, len(plan.model.parts)))
     progress.add_done(offset, force=True)
     fetched = 0
     attempt = 1
     while offset < size:
         try:
-            got, restarted = _fetch_range(location, offset, size, partial, hasher, conn, progress, stop, part.path)
+            got, restarted = _fetch_range(location, offset, size, hashed, conn, progress, stop, part.path)
             fetched += got
             if restarted:  # the server ignored Range and sent the whole file from byte 0
                 progress.add_done(-offset, force=True)
-                hasher = hashlib.sha256()
-                _rehash(partial, hasher)
-            offset = partial.stat().st_size
+            offset = hashed.n_bytes
             if offset < size:
                 raise httpx2.RemoteProtocolError(f"the server closed the transfer at byte {offset} of {size}")
         except DownloadCancelled:
             raise
         except (httpx2.TransportError, HubError) as error:
-            offset = partial.stat().st_size if partial.exists() else 0
+            hashed.catch_up(stop, part.path, size)  # normally nothing to do: every byte hashed was written
+            offset = hashed.n_bytes
             retryable = isinstance(error, (httpx2.TransportError, HubServerFailed))
             if stop.is_set():
                 raise DownloadCancelled(part.path, progress.done, progress.total) from None
@@ -240,17 +240,50 @@ def _fetch_with_resume(
                 raise DownloadCancelled(part.path, progress.done, progress.total) from None
             attempt += 1
             location = _refreshed(location, head)
-            hasher = hashlib.sha256()
-            _rehash(partial, hasher)  # what is on disk is the truth; python's buffer may not have reached it
-    return fetched, hasher.hexdigest()
+    return fetched, hashed.hexdigest()
+
+
+class _HashedFile:
+    """The partial file and the sha256 of exactly the bytes it holds, kept in step while appending."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._hasher = hashlib.sha256()
+        self.n_bytes = 0
+
+    def catch_up(self, stop: threading.Event, filename: str, size: int) -> None:
+        """Hash what is on disk beyond what was hashed (a resumed partial; rarely a torn append)."""
+        on_disk = self.path.stat().st_size if self.path.exists() else 0
+        if on_disk == self.n_bytes:
+            return
+        if on_disk < self.n_bytes:
+            self.reset()
+        with open(self.path, "rb") as existing:
+            existing.seek(self.n_bytes)
+            while chunk := existing.read(HASH_CHUNK):
+                if stop.is_set():
+                    raise DownloadCancelled(filename, self.n_bytes, size)
+                self._hasher.update(chunk)
+                self.n_bytes += len(chunk)
+
+    def reset(self) -> None:
+        self._hasher = hashlib.sha256()
+        self.n_bytes = 0
+
+    def append(self, out, chunk: bytes) -> None:
+        out.write(chunk)
+        self._hasher.update(chunk)
+        self.n_bytes += len(chunk)
+
+    def hexdigest(self) -> str:
+        return self._hasher.hexdigest()
 
 
 def _fetch_range(
     location: str,
     offset: int,
     size: int,
-    partial: Path,
-    hasher,
+    hashed: _HashedFile,
     conn: HubConnection,
     progress: _Progress,
     stop: threading.Event,
@@ -275,16 +308,16 @@ def _fetch_range(
         mode = "ab"
         if offset and response.status_code == 200:
             mode, restarted = "wb", True
+            hashed.reset()
         elif offset and not response.headers.get("Content-Range", "").startswith(f"bytes {offset}-"):
             raise HubError(f"the server answered a resume at byte {offset} with {response.headers.get('Content-Range')!r}", where=filename, fix="Try again; if it repeats, delete the partial file in the cache")
         # Unbuffered: every byte received is on disk at once, so a killed process resumes from all of it.
-        with open(partial, mode, buffering=0) as out:
+        with open(hashed.path, mode, buffering=0) as out:
             for chunk in response.iter_bytes():
                 if stop.is_set():
                     out.flush()
                     raise DownloadCancelled(filename, progress.done, progress.total)
-                out.write(chunk)
-                hasher.update(chunk)
+                hashed.append(out, chunk)
                 received += len(chunk)
                 progress.add_done(len(chunk))
     return received, restarted
@@ -350,27 +383,6 @@ def _refreshed(location: str, head: Callable[[], object]) -> str:
         return getattr(head(), "location", None) or location
     except Exception:  # noqa: BLE001 - the next attempt reports the real failure
         return location
-
-
-def _hash_existing(partial: Path, hasher, stop: threading.Event, filename: str, size: int) -> int:
-    """Feed the bytes already downloaded to the hasher; return how many there are."""
-    if not partial.exists():
-        return 0
-    done = 0
-    with open(partial, "rb") as existing:
-        while chunk := existing.read(HASH_CHUNK):
-            if stop.is_set():
-                raise DownloadCancelled(filename, done, size)
-            hasher.update(chunk)
-            done += len(chunk)
-    return done
-
-
-def _rehash(partial: Path, hasher) -> None:
-    if partial.exists():
-        with open(partial, "rb") as existing:
-            while chunk := existing.read(HASH_CHUNK):
-                hasher.update(chunk)
 
 
 def _stopped(plan: DownloadPlan, part: RemoteFile, offset: int, size: int, error: BaseException, conn: HubConnection) -> HubError:
