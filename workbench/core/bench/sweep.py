@@ -154,7 +154,7 @@ def _measure_preset(
         watch = run.watch = EngineWatch(client.pid, sampler.sample).start()
         yield SweepStepStarted(preset.name, "load", first_step, total)
         for event in _load_events(client, config, preset):
-            if isinstance(event, LoadProgressed) and event.stage != "loading":
+            if isinstance(event, LoadProgressed) and event.stage not in ("validating", "loading"):
                 yield SweepStepStarted(preset.name, event.stage, first_step, total)
             elif isinstance(event, Loaded):
                 run.loaded = event
