@@ -193,6 +193,9 @@ class ModelRunner:
         if self._llama is None or self._template is None:
             self._send(EngineFailed("request", "no model is loaded; load one before chatting"))
             return
+        if not request.messages:
+            self._send(EngineFailed("request", "the conversation is empty; send at least one user message"))
+            return
         turn = ChatTurn(self._llama, self._template, self._cancel_requested, self._send, self._draft, self._dropped)
         try:
             finished = turn.run(request, started_at)
