@@ -91,6 +91,7 @@ class HubServer:
         self.tokens_with_access: set[str] = set()
         self.cdn_host = cdn_host
         self.ignore_range = False  # answer Range requests with the whole file (200), as some proxies do
+        self.api_status: int | None = None  # answer every /api/ request with this status (a failing hub)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -203,7 +204,9 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self._record = RequestRecord("HEAD" if head else "GET", path, self.headers.get("Range"), self.headers.get("Authorization"))
             hub._log(self._record)
             try:
-                if path == "/api/models":
+                if path.startswith("/api/") and hub.api_status is not None:
+                    self._error(hub.api_status, "Internal Error - We're working hard to fix this as soon as possible!")
+                elif path == "/api/models":
                     self._search(query)
                 elif path.startswith("/api/models/"):
                     self._model_info(path[len("/api/models/"):])

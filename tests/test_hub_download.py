@@ -233,3 +233,14 @@ def test_a_server_that_ignores_range_on_resume_restarts_the_file_cleanly(hub, ti
     result = download_model(REPO, FILE)
     assert [(g.range, g.status) for g in hub.file_requests()] == [(None, 200), ("bytes=300000-", 200)]
     assert result.path.read_bytes() == tiny_file.read_bytes()  # and the sha256 check passed
+
+
+def test_a_second_download_of_the_same_file_is_refused_while_one_runs(hub, tiny_repo, tiny_file, tmp_path):
+    import filelock
+
+    lock = filelock.FileLock(str(hub_cache(tmp_path) / ".locks" / "models--test-org--Tiny-Llama-GGUF" / f"{sha256_of(tiny_file)}.lock"))
+    with lock:  # what huggingface_hub or another workbench holds while it downloads this blob
+        with pytest.raises(HubError) as caught:
+            download_model(REPO, FILE)
+    assert f"another download of {FILE} is running" in str(caught.value)
+    assert download_model(REPO, FILE).path.read_bytes() == tiny_file.read_bytes()

@@ -163,3 +163,14 @@ def test_range_stream_hangs_up_on_a_server_that_ignores_range(hub, bundled_repo)
     assert _same_model(header.model, read_gguf(bundled_repo))
     assert header.bytes_fetched < bundled_repo.stat().st_size / 4
     assert all(r.status == 200 for r in hub.file_requests())
+
+
+def test_offline_mode_previews_from_the_header_cache_without_asking_the_hub(hub, bundled_repo, monkeypatch):
+    first = read_remote_header(REPO, FILE)
+    hub.requests.clear()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = read_remote_header(REPO, FILE)
+    assert offline.from_cache and offline.model == first.model
+    assert hub.requests == []
+    with pytest.raises(HubError, match="offline mode is on"):
+        read_remote_header(REPO, "never-previewed-Q8_0.gguf")

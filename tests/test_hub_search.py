@@ -119,3 +119,12 @@ def _error_of(function, *args):
     except Exception as error:  # noqa: BLE001 - returned for the assertion
         return error
     return None
+
+
+def test_a_failing_hub_api_is_reported_at_once(populated_hub):
+    populated_hub.api_status = 503
+    with pytest.raises(HubError) as caught:
+        search_gguf_repos("smollm2")
+    assert str(caught.value) == (f"the hub at {populated_hub.url} failed (HTTP 503). Try again later. "
+                                 "Use cached, local or bundled models (`workbench models`)")
+    assert len([r for r in populated_hub.requests if r.path == "/api/models"]) == 1  # no silent retries
