@@ -28,7 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--eval-text", help="evaluation text file (default: the shipped field guide)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random prompt tokens (default 0)")
     parser.set_defaults(func=run)
-    sub = parser.add_subparsers(dest="bench_command", metavar="compare")
+    sub = parser.add_subparsers(dest="bench_command", metavar="{compare}")
     compare = sub.add_parser("compare", help="merge result files from several machines side by side")
     compare.add_argument("files", nargs="+", help="json or jsonl files written by `workbench bench`")
     compare.set_defaults(func=run_compare)

@@ -167,8 +167,12 @@ def sweep_notes(rows: tuple[BenchRow, ...]) -> list[str]:
     if rows and rows[0].reference:
         notes.append(f"Δppl and speedup are against {rows[0].reference} (the largest weights in this sweep).\n")
     scored = [row for row in rows if row.ppl is not None]
-    if scored:
-        notes.append(f"ppl: {scored[0].ppl_tokens} tokens of the evaluation text in windows of {scored[0].ppl_ctx}.\n")
+    windows = sorted({row.ppl_ctx for row in scored})
+    if len(windows) == 1:
+        notes.append(f"ppl: {scored[0].ppl_tokens} tokens of the evaluation text in windows of {windows[0]}.\n")
+    elif windows:  # a preset with a smaller context got a smaller window: its ppl is not comparable
+        notes.append(f"ppl: windows differ ({', '.join(map(str, windows))} tokens: the smaller contexts'); "
+                     "compare only rows with the same ppl_ctx.\n")
     return notes
 
 

@@ -102,7 +102,7 @@ def run_sweep(config: SweepConfig, cancel: threading.Event | None = None) -> Ite
     from workbench.core.gguf_reader import read_gguf
 
     if config.repetitions < 1 or config.n_prompt < 1 or config.n_gen < 1:
-        raise WorkbenchError("-p, -n and -r must each be at least 1", where="bench")
+        raise WorkbenchError("-p, -n and -r must each be at least 1", where="bench", fix="e.g. -p 256 -n 128 -r 3")
     model_info = read_gguf(config.model_path)
     eval_text = config.eval_text if config.eval_text is not None else shipped_eval_text()
     cancel = cancel or threading.Event()
