@@ -108,9 +108,11 @@ class _ChatSession:
         for event in self._client.load(self._model_path, self._preset, device=self._device,
                                        allow_overbudget=self._allow_overbudget):
             if isinstance(event, LoadProgressed):
-                if event.stage not in shown or event.message:
+                if event.stage not in shown:
                     shown.add(event.stage)
-                    _say(f"{event.stage}..." + (f" {event.message}" if event.message else ""))
+                    _say(f"{event.stage}...")
+                if event.message:
+                    _say(f"  {event.message}")
             elif isinstance(event, Loaded):
                 _say(_loaded_summary(event))
             elif isinstance(event, EngineFailed):
