@@ -89,7 +89,7 @@ async def test_curated_search_files_preview_and_download(served, tmp_path):
         assert "largest context that fits: 8,192" in preview and "header: the header cache (nothing fetched)" in preview  # read once already, on mount
 
         download = app.query_one("#hub-download", Button)
-        assert not download.disabled
+        assert not download.disabled and str(download.label) == "Download"
         await pilot.click("#hub-download")
         await wait_for(pilot, lambda: app.downloaded, "the download")
         (cached,) = cached_models()
@@ -152,3 +152,16 @@ async def test_quitting_the_app_stops_the_download_and_keeps_the_partial(served,
     assert "download cancelled at" in str(job.outcome)
     (partial,) = partial_downloads()
     assert partial.size_bytes == 20_000_000 and cached_models() == ()
+
+
+async def test_a_model_that_does_not_fit_says_so_on_the_download_button(served):
+    class TinyHost(App):
+        def compose(self) -> ComposeResult:
+            yield HubBrowser(load_preset("as-is"), DeviceProfile(name="board-160mb", ram_total_mb=160, reserves_mb=(("os", 100),)))
+
+    app = TinyHost()
+    async with app.run_test(size=(180, 50)) as pilot:
+        await wait_for(pilot, lambda: "DOES NOT FIT" in text_of(app, "#hub-preview"), "the fit preview")
+        assert "no context fits this device with this preset" in text_of(app, "#hub-preview")
+        button = app.query_one("#hub-download", Button)
+        assert str(button.label) == "Download anyway" and button.variant == "warning"

@@ -80,3 +80,26 @@ def test_cli_download_by_quant_prints_the_path_to_load(hub, tmp_path, capsys):
 
     assert main(["download", "test-org/Tiny-GGUF"]) == 2
     assert "give either FILE or --quant" in capsys.readouterr().err
+
+
+def test_cli_download_refuses_a_model_that_does_not_fit_the_device(hub, tmp_path, capsys):
+    from workbench.core.devices import list_devices
+
+    tiny = write_tiny_gguf(tmp_path / "tiny-Q4_K_M.gguf")
+    hub.add_repo("test-org/Tiny-GGUF", {tiny.name: tiny})
+    devices = tmp_path / "wb-config" / "devices"
+    devices.mkdir(parents=True)
+    (devices / "pocket-board.toml").write_text(
+        'name = "pocket-board"\nram_total_mb = 512\nmem_bandwidth_gbs = 4.0\ncores = 1\n\n[reserves_mb]\nos = 480\n')
+    assert "pocket-board" in [d.name for d in list_devices()]
+
+    assert main(["download", "test-org/Tiny-GGUF", tiny.name, "--device", "pocket-board"]) == 2
+    captured = capsys.readouterr()
+    assert "fit check (as-is on pocket-board): does not fit; no context fits" in captured.err
+    assert f"workbench: {tiny.name} does not fit pocket-board with preset as-is" in captured.err
+    assert "--anyway" in captured.err
+    assert hub.file_requests("GET") and all(r.range for r in hub.file_requests("GET"))  # header ranges only
+    assert [m.kind for m in list_models()] == [BUNDLED]
+
+    assert main(["download", "test-org/Tiny-GGUF", tiny.name, "--device", "pocket-board", "--anyway"]) == 0
+    assert capsys.readouterr().out.strip().endswith(tiny.name)

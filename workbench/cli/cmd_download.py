@@ -22,6 +22,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("file", nargs="?", help="file name (see `workbench files REPO`)")
     parser.add_argument("--quant", help="pick the file by quantization type instead, e.g. Q4_K_M")
     parser.add_argument("--revision", default="main", help="branch or commit (default: main)")
+    parser.add_argument("--device", help="first check (header only) that the model fits this device; refuse if not")
+    parser.add_argument("--preset", default="as-is", help="preset for the --device check (default: as-is)")
+    parser.add_argument("--anyway", action="store_true", help="download even when the --device check says it does not fit")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=run)
 
@@ -34,7 +37,11 @@ def run(args: argparse.Namespace) -> int:
 
     if bool(args.file) == bool(args.quant):
         raise WorkbenchError("give either FILE or --quant", fix=f"See the files with `workbench files {args.repo}`")
-    filename = args.file or list_gguf_files(args.repo, revision=args.revision).by_quant(args.quant).name
+    listing = list_gguf_files(args.repo, revision=args.revision)
+    model = listing.find(args.file) if args.file else listing.by_quant(args.quant)
+    filename = model.name
+    if args.device:
+        _check_fit(args, listing.repo, model)
     printer = _ProgressPrinter(sys.stderr)
     cancel, finished = threading.Event(), threading.Event()
     outcome: dict = {}
@@ -76,6 +83,24 @@ def run(args: argparse.Namespace) -> int:
             print(f"already in the cache: {result.filename}", file=sys.stderr)
         print(result.path)
     return 0
+
+
+def _check_fit(args: argparse.Namespace, repo: str, model) -> None:
+    """Read the header remotely and refuse a model that cannot fit the device (unless --anyway)."""
+    from workbench.core.devices import load_device
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.hub.preview import preview_fit
+    from workbench.core.presets import load_preset
+
+    preview = preview_fit(repo, model.name, load_preset(args.preset), load_device(args.device),
+                          revision=args.revision, listing=model)
+    ctx = f"largest context that fits: {preview.largest_ctx:,}" if preview.largest_ctx else "no context fits"
+    print(f"fit check ({preview.preset} on {preview.device}): {preview.ledger.verdict}; {ctx}", file=sys.stderr)
+    if not preview.fits and not args.anyway:
+        raise WorkbenchError(
+            f"{model.name} does not fit {preview.device} with preset {preview.preset} ({preview.ledger.reason})",
+            fix=f"Pick a smaller file (`workbench files {repo} --preview --device {args.device}`) or pass --anyway",
+        )
 
 
 class _ProgressPrinter:

@@ -216,6 +216,7 @@ class HubBrowser(Vertical):
             return
         self._selected_file = str(event.row_key.value)
         self._refresh_download_button()
+        self._mark_download(fits=True)
         self.query_one("#hub-preview", Static).update("Reading the header with range requests…")
         self.preview(self._listing.repo, self._listing.find(self._selected_file))
 
@@ -246,6 +247,13 @@ class HubBrowser(Vertical):
         if self._listing is None or message.key != (self._listing.repo, self._selected_file):
             return  # the user moved on
         self.query_one("#hub-preview", Static).update(_preview_text(message.preview))
+        self._mark_download(fits=message.preview.fits)
+
+    def _mark_download(self, *, fits: bool) -> None:
+        """A model the preview says cannot fit can still be fetched, but the button says so."""
+        button = self.query_one("#hub-download", Button)
+        button.label = "Download" if fits else "Download anyway"
+        button.variant = "primary" if fits else "warning"
 
     # -- download ------------------------------------------------------------------------------
     @on(Button.Pressed, "#hub-download")
