@@ -213,6 +213,9 @@ def main() -> int:
                   f"  (ledger total vs RSS after a {reply['n_prompt']}-token prompt)")
     print()
     print("worst error: " + ", ".join(f"{line} {value:.2f}%" for line, value in worst.items()) + "  (target: KV and compute within 2%)")
+    print("total vs RSS: the ledger is the worst case (full context, every token of a ubatch producing logits);")
+    print("a chat prompt asks for the last token's logits only and fills few KV cells, so llama.cpp never touches")
+    print("most of the n_vocab x n_ubatch x 4 B logits area or the n_ctx-wide attention scores: RSS stays below it.")
     return 0
 
 

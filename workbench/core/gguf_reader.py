@@ -283,19 +283,34 @@ def _parse(stream: BinaryIO, name: str) -> ModelInfo:
     # smallest key/value: key length 8 + value type 4 + a one-byte value
     n_kv = parser.count("metadata key/value count", 13)
 
+    metadata = _read_metadata(parser, n_kv)
+    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
+        reader.fail(f"general.alignment is {alignment!r}; it must be a power of two", 0)
+    raw_tensors = _read_tensor_table(parser, n_tensors, alignment)
+    return _model_info(name, reader, version, metadata, _place_tensors(reader, raw_tensors, alignment))
+
+
+def _read_metadata(parser: _Parser, n_kv: int) -> dict[str, Any]:
+    reader = parser.reader
     metadata: dict[str, Any] = {}
     for index in range(n_kv):
         key_offset = reader.offset
         key = parser.string(f"metadata key #{index}", limit=MAX_NAME_BYTES)
+        if key in metadata:
+            reader.fail(f"metadata key {key!r} appears twice", key_offset)
         type_id = parser.value_type(f"metadata {key!r} type")
         metadata[key] = parser.value(type_id, f"metadata {key!r}")
-        if key in _SIZE_KEYS and not _is_count(metadata[key]):
+        if _must_be_count(key) and not _is_count(metadata[key]):
             reader.fail(f"metadata {key!r} should be a non-negative integer, found {metadata[key]!r}", key_offset)
+    return metadata
 
-    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-    if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
-        reader.fail(f"general.alignment is {alignment!r}; it must be a power of two", 0)
 
+_RawTensor = tuple[str, str, tuple[int, ...], int, int]  # name, type, shape, offset in data, bytes
+
+
+def _read_tensor_table(parser: _Parser, n_tensors: int, alignment: int) -> list[_RawTensor]:
+    reader = parser.reader
     raw_tensors = []
     seen: set[str] = set()
     for index in range(n_tensors):
@@ -333,9 +348,12 @@ def _parse(stream: BinaryIO, name: str) -> ModelInfo:
             reader.fail(f"tensor {tensor_name!r} data offset {relative} is not a multiple of the alignment {alignment}", reader.offset - 8)
         n_bytes = n_elements // kind.block_size * kind.type_size  # rows are whole blocks (checked above)
         raw_tensors.append((tensor_name, kind.name, shape, relative, n_bytes))
+    return raw_tensors
 
-    header_end = reader.offset
-    data_start = -(-header_end // alignment) * alignment
+
+def _place_tensors(reader: _HeaderStream, raw_tensors: list[_RawTensor], alignment: int) -> tuple[TensorInfo, ...]:
+    """Absolute offsets (data starts at the next alignment after the header), checked against the file's end."""
+    data_start = -(-reader.offset // alignment) * alignment
     tensors = []
     for tensor_name, type_name, shape, relative, n_bytes in raw_tensors:
         start = data_start + relative
@@ -343,27 +361,20 @@ def _parse(stream: BinaryIO, name: str) -> ModelInfo:
             raise GGUFError(
                 f"file ends at {_size_text(reader.file_size)} but tensor {tensor_name.removesuffix('.weight')} "
                 f"needs bytes up to {_size_text(start + n_bytes)}",
-                where=f"{name} (tensor table, data offset {start})",
+                where=f"{reader.name} (tensor table, data offset {start})",
                 fix="The download is incomplete, fetch it again",
             )
         tensors.append(TensorInfo(tensor_name, type_name, shape, start, n_bytes))
-    return _model_info(name, reader, version, metadata, tuple(tensors))
+    return tuple(tensors)
 
 
 # Hyperparameters that must be counts when present (suffixes after "{arch}.").
-_SIZE_SUFFIXES = ("block_count", "embedding_length", "context_length", "vocab_size",
-                  "attention.key_length", "attention.value_length")
-_SIZE_KEYS_GENERAL = ("general.alignment", "general.file_type")
+_COUNT_SUFFIXES = ("block_count", "embedding_length", "context_length", "vocab_size",
+                   "attention.key_length", "attention.value_length")
 
 
-class _SizeKeys:
-    """Membership test for keys whose value must be a non-negative integer."""
-
-    def __contains__(self, key: str) -> bool:
-        return key in _SIZE_KEYS_GENERAL or key.endswith(_SIZE_SUFFIXES)
-
-
-_SIZE_KEYS = _SizeKeys()
+def _must_be_count(key: str) -> bool:
+    return key in ("general.alignment", "general.file_type") or key.endswith(_COUNT_SUFFIXES)
 
 
 def _is_count(value: Any) -> bool:
