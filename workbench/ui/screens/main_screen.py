@@ -538,7 +538,18 @@ class MainScreen(Screen):
                 path, label = result
                 self.select_model(Path(path), label)
 
-        self.app.push_screen(ModelScreen(self.selection), chosen)
+        # installed, not pushed fresh: a hub download keeps running while the user chats
+        if not self.app.is_screen_installed("models"):
+            self.app.install_screen(ModelScreen(self.selection), "models")
+        self.app.push_screen("models", chosen)
+
+    def offer_model(self, path: Path, label: str | None = None) -> None:
+        """Add a model (a finished download) to the model list without switching to it."""
+        self.selection.add_model(path, label)
+        select = self.query_one("#model-select", Select)
+        current = select.value
+        select.set_options(model_options(self.selection))
+        select.value = current
 
     def action_open_presets(self) -> None:
         from workbench.ui.screens.preset_screen import PresetScreen

@@ -66,6 +66,9 @@ class ModelScreen(Screen[tuple[str, str] | None]):
 
     def on_mount(self) -> None:
         self.title = "Models"
+
+    def on_screen_resume(self) -> None:
+        # each visit lists again: downloads finish and folders change while the screen is away
         self.scan()
         self.query_one("#model-list", OptionList).focus()
 
@@ -134,6 +137,10 @@ class ModelScreen(Screen[tuple[str, str] | None]):
             self.dismiss((self.highlighted, self.entries.get(self.highlighted, Path(self.highlighted).name)))
 
     def on_hub_browser_model_downloaded(self, message) -> None:
-        """A download finished in the hub tab: offer it like any local file and select it."""
-        path = str(getattr(message, "path"))
-        self.dismiss((path, Path(path).name))
+        """A hub download finished: use it when the user is here, else offer it and say so."""
+        path = Path(message.path)
+        if self.is_current:
+            self.dismiss((str(path), path.name))
+            return
+        self.app.main_screen.offer_model(path)
+        self.app.notify(f"{path.name} is ready: choose it in the model list.", title="Download finished")

@@ -1,0 +1,31 @@
+"""The model screen's Hub tab: a download from the (local test) hub becomes the chosen model."""
+
+from fakes import make_app, wait_until
+from hubserver import hub  # noqa: F401 - the fixture
+
+from workbench.core.hub.cache import cached_models
+from workbench.core.paths import bundled_model_path
+
+REPO = "bartowski/SmolLM2-135M-Instruct-GGUF"  # the first curated repository: listed when the tab opens
+FILE = "SmolLM2-135M-Instruct-Q4_1.gguf"
+
+
+async def test_a_model_downloaded_in_the_hub_tab_is_selected_on_the_main_screen(hub):  # noqa: F811
+    hub.add_repo(REPO, {FILE: bundled_model_path()}, downloads=4_000)
+    async with make_app(device="rk3588s-4gb").run_test(size=(180, 50)) as pilot:
+        main = pilot.app.main_screen
+        await pilot.press("f2")
+        await wait_until(pilot, lambda: pilot.app.screen.query("#model-tabs"))
+        models = pilot.app.screen
+        models.query_one("#model-tabs").active = "hub-tab"
+        files = models.query_one("#hub-files")
+        await wait_until(pilot, lambda: files.row_count == 1, 30)
+        files.focus()
+        files.move_cursor(row=0)
+        await wait_until(pilot, lambda: not models.query_one("#hub-download").disabled, 30)
+        models.query_one("#hub-download").press()  # not a click: the preview above it is still growing
+        await wait_until(pilot, lambda: pilot.app.screen is main, 60)
+        (cached,) = cached_models()
+        assert main.selection.model_path == cached.path and cached.repo == REPO
+        assert main.query_one("#model-select").value == str(cached.path)
+        await wait_until(pilot, lambda: main.ledger is not None and main.ledger.device == "rk3588s-4gb")
