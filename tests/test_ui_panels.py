@@ -98,7 +98,7 @@ async def test_speed_panel_rates_from_engine_timestamps_and_turn_table():
         await pilot.pause()
         table = rendered(panel.query_one("#speed-turns"))
         assert "200 ms" in table and "300.0" in table and "33.0" in table and "prefill t/s" in table
-        chart = panel.query_one("#speed-chart").render().plain
+        chart = rendered(panel.query_one("#speed-chart"))
         assert "bound 55" in chart
 
 

@@ -69,7 +69,7 @@ class WorkbenchApp(App):
 
     def __init__(self, selection: Selection, *, engine_factory: Callable | None = None,
                  sampler_factory: Callable | None = None, theme_name: str | None = None,
-                 telemetry_interval_s: float = 0.5, token_batch_interval_s: float = 0.05) -> None:
+                 telemetry_interval_s: float = 0.5, token_batch_interval_s: float = 0.1) -> None:
         super().__init__()
         self.selection = selection
         self.engine_factory = engine_factory or default_engine_factory

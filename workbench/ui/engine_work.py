@@ -34,7 +34,10 @@ from workbench.ui.messages import (
 )
 
 Post = Callable[[Message], object]
-TOKEN_BATCH_INTERVAL_S = 0.05  # at most ~20 token messages a second reach the UI thread
+# At most ~10 token messages a second reach the UI thread. Each one grows the answer, and a
+# growing answer is a layout pass over the whole screen (~25 ms of a core here): at 20 Hz the
+# UI took a quarter of a core from a 2-core box's engine (benchmarks/ui_overhead.py).
+TOKEN_BATCH_INTERVAL_S = 0.1
 
 
 def load_model(engine, model_path: Path, preset: Preset, device: DeviceProfile | None,

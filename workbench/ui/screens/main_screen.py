@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 from textual import on, work
@@ -43,6 +44,7 @@ from workbench.ui.widgets.prompt_input import PromptInput
 from workbench.ui.widgets.speed_panel import SpeedPanel
 from workbench.ui.widgets.thermal_panel import ThermalPanel
 
+LIVE_KV_INTERVAL_S = 0.5  # the KV grid follows a streaming answer at 2 Hz: redrawing it costs
 WIDE_MIN_SIZE = (120, 34)  # below this the chat and the panels become tabs
 PANEL_TABS = (("chat", "Chat"), ("ledger", "Ledger"), ("kv", "KV cache"), ("speed", "Tokens/s"),
               ("thermal", "Temperature"))
@@ -72,7 +74,7 @@ class MainScreen(Screen):
     shown_tab: reactive[str] = reactive("chat")
 
     def __init__(self, selection: Selection, engine_factory, sampler_factory, *,
-                 telemetry_interval_s: float = 0.5, token_batch_interval_s: float = 0.05) -> None:
+                 telemetry_interval_s: float = 0.5, token_batch_interval_s: float = 0.1) -> None:
         super().__init__()
         self.selection = selection
         self.engine_factory = engine_factory
@@ -87,6 +89,7 @@ class MainScreen(Screen):
         self._answer: AnswerBlock | None = None
         self._turn_generated = 0
         self._settled_segments: tuple[tuple[str, int], ...] = ()
+        self._kv_drawn_at = 0.0
         self._turn_start_sample = None  # telemetry at the turn's start: energy per token is a difference
         self._telemetry_stop = threading.Event()
 
@@ -412,10 +415,12 @@ class MainScreen(Screen):
         self._turn_generated += message.n_tokens
         self.query_one(SpeedPanel).tokens_arrived(message.n_tokens, message.first_timestamp, message.last_timestamp)
         kv = self.query_one(KvPanel)
-        if kv.n_ctx:
-            # live view while streaming: the last turn's layout plus the answer growing
-            kv.segments = self._settled_segments + (("current", self._turn_generated),)
-            kv.cells_used = min(kv.n_ctx, sum(n for _, n in kv.segments))
+        now = time.monotonic()
+        if kv.n_ctx and now - self._kv_drawn_at >= LIVE_KV_INTERVAL_S:
+            # live view while streaming (at most twice a second): the last turn's layout plus the answer
+            self._kv_drawn_at = now
+            segments = self._settled_segments + (("current", self._turn_generated),)
+            kv.show_cells(segments, min(kv.n_ctx, sum(n for _, n in segments)))
 
     def on_context_shift_noticed(self, message: ContextShiftNoticed) -> None:
         shift = message.shift

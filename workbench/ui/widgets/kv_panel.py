@@ -32,6 +32,12 @@ class KvPanel(Widget):
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh())
 
+    def show_cells(self, segments: tuple[tuple[str, int], ...], cells_used: int) -> None:
+        """Set both at once: one redraw instead of two (the grid is the costliest panel to draw)."""
+        self.set_reactive(KvPanel.segments, segments)
+        self.set_reactive(KvPanel.cells_used, cells_used)
+        self.refresh()
+
     def grid_shape(self) -> tuple[int, int]:
         """Columns and rows of blocks that fit the panel (each block is drawn 2 cells wide)."""
         width = self.content_region.width or 40
@@ -48,10 +54,16 @@ class KvPanel(Widget):
         percent = 100 * self.cells_used / self.n_ctx
         header = Text(f"cells used {self.cells_used:,} / {self.n_ctx:,} ({percent:.0f}%)", style="bold")
         grid = Text()
-        for index, label in enumerate(labels):
-            if index and index % columns == 0:
+        # one span per run of equal blocks within a row: a few segments to draw, not hundreds
+        for row_start in range(0, len(labels), columns):
+            if row_start:
                 grid.append("\n")
-            grid.append("■ ", style=theme_colour(self.app, f"kv-{label}"))
+            row = labels[row_start:row_start + columns]
+            run_start = 0
+            for index in range(1, len(row) + 1):
+                if index == len(row) or row[index] != row[run_start]:
+                    grid.append("■ " * (index - run_start), style=theme_colour(self.app, f"kv-{row[run_start]}"))
+                    run_start = index
         legend = Text()
         for state in BLOCK_STATES:
             legend.append("■\u00a0", style=theme_colour(self.app, f"kv-{state}"))  # keeps swatch and label together

@@ -26,6 +26,11 @@ class SpeedPanel(Vertical):
     """The screen calls `tokens_arrived` per batch and `turn_finished` per turn; sets `bound_tps`."""
 
     BORDER_TITLE = "Tokens/sec"
+    # structure, not looks: the chart takes the room the turn table leaves (colours live in app.tcss)
+    DEFAULT_CSS = """
+    SpeedPanel #speed-chart { height: 1fr; min-height: 6; }
+    SpeedPanel #speed-turns { height: auto; max-height: 5; }
+    """
 
     bound_tps: reactive[float] = reactive(0.0)
 
@@ -38,23 +43,18 @@ class SpeedPanel(Vertical):
         self._dirty = True
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="speed-chart-placeholder")
+        yield Static("", id="speed-chart")
         yield Static(id="speed-turns")
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._mark_dirty())
         self.query_one("#speed-turns", Static).update(self._turn_table())
-        # plotext is imported and drawn after the first paint: startup stays short
-        self.call_after_refresh(self._mount_chart)
-
-    async def _mount_chart(self) -> None:
-        from textual_plotext import PlotextPlot
-
-        placeholder = self.query_one("#speed-chart-placeholder")
-        await self.mount(PlotextPlot(id="speed-chart"), before=placeholder)
-        await placeholder.remove()
         self.set_interval(REDRAW_INTERVAL_S, self._redraw_if_dirty)
-        self._redraw()
+        # plotext is imported and drawn after the first paint: startup stays short
+        self.call_after_refresh(self._redraw)
+
+    def on_resize(self) -> None:
+        self._mark_dirty()
 
     def turn_started(self) -> None:
         self.series.append([])
@@ -81,7 +81,6 @@ class SpeedPanel(Vertical):
     def turn_finished(self, finished: TurnFinished) -> None:
         self.turns.append(finished)
         self._window = []
-        self._dirty = True
         self._redraw()
         self.query_one("#speed-turns", Static).update(self._turn_table())
 
@@ -98,13 +97,22 @@ class SpeedPanel(Vertical):
             self._redraw()
 
     def _redraw(self) -> None:
-        charts = self.query("#speed-chart")
-        if not charts:
-            return  # not mounted yet: the first draw happens when it is
+        """Draw the chart into a Static: built at most twice a second, never on every repaint."""
+        from textual_plotext.plot import Plot
+
+        chart = self.query_one("#speed-chart", Static)
+        width, height = chart.content_region.width, chart.content_region.height
+        if width < 10 or height < 4:
+            return  # hidden (a tab not shown) or too small: drawn when it gets room
         self._dirty = False
-        plot = charts.first()
-        plt = plot.plt
-        plt.clear_data()
+        plt = Plot()
+        plt.plotsize(width, height)
+        plt._set_size(width, height)  # textual-plotext does both, or resizing goes wrong
+        surface = Color.parse(self.app.theme_variables.get("surface", "#000000")).rgb
+        foreground = Color.parse(self.app.theme_variables.get("foreground", "#ffffff")).rgb
+        plt.canvas_color(surface)
+        plt.axes_color(surface)
+        plt.ticks_color(foreground)
         decode_rgb = Color.parse(theme_colour(self.app, "chart-decode")).rgb
         bound_rgb = Color.parse(theme_colour(self.app, "chart-bound")).rgb
         peak = 0.0
@@ -119,7 +127,7 @@ class SpeedPanel(Vertical):
         plt.ylim(0, peak * 1.15 if peak else 10)
         plt.xlabel("s (engine clock)")
         plt.title("decode tok/s" + (f"  — bound {self.bound_tps:,.0f}" if self.bound_tps > 0 else ""))
-        plot.refresh()
+        chart.update(Text.from_ansi(plt.build()))
 
     def _turn_table(self) -> Table | Text:
         if not self.turns:

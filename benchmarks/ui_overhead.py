@@ -1,0 +1,92 @@
+"""Decode speed with the app open and every panel live vs the engine client alone.
+
+Same model (the bundled one), preset, prompt and sampling; the two set-ups alternate,
+each run on a fresh engine load. The app runs headless (Textual's run_test) at 160x48 so all
+four panels draw while tokens stream, with the real telemetry sampler at 2 Hz. Figures are
+llama.cpp's own decode rate (TurnFinished.decode_tps). Target: app/alone >= 0.95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+
+from workbench.core.engine.client import EngineClient
+from workbench.core.engine.events import ChatMessage, Sampling, TurnFinished
+from workbench.core.paths import bundled_model_path
+from workbench.core.presets import load_preset
+
+PROMPT = "Write a long story about a robot who learns to cook, with many details."
+SYSTEM = "You are a helpful assistant."
+
+
+def client_alone(preset_name: str, sampling: Sampling) -> TurnFinished:
+    client = EngineClient()
+    try:
+        client.load_blocking(bundled_model_path(), load_preset(preset_name))
+        messages = [ChatMessage("system", SYSTEM), ChatMessage("user", PROMPT)]
+        finished = [event for event in client.chat(messages, sampling) if isinstance(event, TurnFinished)]
+        return finished[-1]
+    finally:
+        client.close()
+
+
+async def in_app(preset_name: str, sampling: Sampling) -> TurnFinished:
+    from workbench.ui.app import WorkbenchApp
+    from workbench.ui.screens.main_screen import GENERATING, LOADED
+    from workbench.ui.selection import Selection
+    from workbench.ui.widgets.prompt_input import PromptInput
+
+    app = WorkbenchApp(Selection(model_path=bundled_model_path(), preset_name=preset_name, device_name="host"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.main_screen
+
+        async def until(condition, limit_s=300.0):
+            deadline = time.monotonic() + limit_s
+            while not condition():
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the app did not get there in time")
+                await asyncio.sleep(0.05)  # not pilot.pause: that forces a repaint the app would not do
+
+        await until(lambda: screen.ledger is not None)
+        screen.conversation.system_prompt = SYSTEM
+        screen.conversation.sampling = sampling
+        await pilot.press("ctrl+l")
+        await until(lambda: screen.phase == LOADED)
+        screen.query_one(PromptInput).value = PROMPT
+        await pilot.press("enter")
+        await until(lambda: screen.phase == GENERATING)
+        await until(lambda: screen.phase == LOADED)
+        return screen.conversation.stats[1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs of each set-up, alternating")
+    parser.add_argument("--tokens", type=int, default=160)
+    parser.add_argument("--preset", default="as-is")
+    args = parser.parse_args()
+    sampling = Sampling(temperature=0.0, seed=1, max_tokens=args.tokens)
+    alone, app = [], []
+    for _ in range(args.runs):
+        alone.append(client_alone(args.preset, sampling))
+        app.append(asyncio.run(in_app(args.preset, sampling)))
+    print(f"bundled model, preset {args.preset}, {args.tokens} max tokens, temperature 0, {args.runs} alternating runs, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'run':<5}{'alone tok/s':>14}{'app tok/s':>12}{'alone gen':>11}{'app gen':>9}")
+    for index, (a, b) in enumerate(zip(alone, app), start=1):
+        print(f"{index:<5}{a.decode_tps:>14.1f}{b.decode_tps:>12.1f}{a.generated_tokens:>11}{b.generated_tokens:>9}")
+    alone_median = statistics.median(t.decode_tps for t in alone)
+    app_median = statistics.median(t.decode_tps for t in app)
+    ratio = app_median / alone_median
+    print(f"{'median':<5}{alone_median:>14.1f}{app_median:>12.1f}")
+    print(f"ratio app/alone = {ratio:.3f}   target >= 0.95: {'met' if ratio >= 0.95 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
