@@ -15,6 +15,7 @@ from workbench.core.engine.events import (
     ChatMessage,
     EngineFailed,
     Loaded,
+    LoadProgressed,
     Sampling,
     TokenChunk,
     TurnFinished,
@@ -138,3 +139,21 @@ def test_twenty_load_unload_cycles_keep_the_client_s_memory_flat_and_return_the_
     engine_now = psutil.Process(client.pid).memory_info().rss
     assert engine_now < loaded.rss_bytes - 50 * 1024 * 1024
     assert isinstance(final(client.chat(HELLO, Sampling(max_tokens=1))), EngineFailed)
+
+
+def test_an_engine_killed_while_re_quantizing_is_a_load_failure_that_leaves_no_partial_file(client, tmp_path,
+                                                                                             monkeypatch):
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    preset = Preset(name="test-q5", weights="Q5_0", ctx_size=256, batch_size=128, ubatch_size=128, threads=1)
+    events, killed = [], False
+    for event in client.load(bundled_model_path(), preset, device=ROOMY):
+        events.append(event)
+        if not killed and isinstance(event, LoadProgressed) and event.stage == "quantizing" and event.fraction > 0:
+            assert any((tmp_path / "cache" / "quantized").glob("*.part-*"))  # half a file is on disk
+            os.kill(client.pid, signal.SIGKILL)
+            killed = True
+    failed = events[-1]
+    assert isinstance(failed, EngineFailed) and failed.kind == "load"
+    assert failed.exit_signal == "SIGKILL" and "while loading the model" in failed.message
+    assert list((tmp_path / "cache" / "quantized").iterdir()) == []
+    assert isinstance(final(client.load(bundled_model_path(), PRESET, device=ROOMY)), Loaded)

@@ -72,9 +72,17 @@ def requantize_warning(model: ModelInfo, weights_type: str) -> str:
             f"and {target} adds its own loss; start from an F16/BF16 GGUF for the best {target}")
 
 
-def partial_path(out: Path) -> Path:
+def partial_path(out: Path, pid: int | None = None) -> Path:
     """Where a quantization is written before it is complete (renamed into place at the end)."""
-    return out.with_name(f"{out.name}.part-{os.getpid()}")
+    return out.with_name(f"{out.name}.part-{os.getpid() if pid is None else pid}")
+
+
+def remove_partial_files(pid: int) -> None:
+    """Delete the cache's unfinished files of a process that died while quantizing."""
+    folder = quantized_cache_dir()
+    if folder.is_dir():
+        for leftover in folder.glob(f"*.part-{pid}"):
+            leftover.unlink(missing_ok=True)
 
 
 def quantize(

@@ -295,6 +295,10 @@ class EngineClient:
             exitcode = process.exitcode
         tail = self.log_tail()
         self._loaded = None
+        if process is not None and doing == "loading the model":
+            from workbench.core.quantize import remove_partial_files
+
+            remove_partial_files(process.pid)  # it may have died re-quantizing into the cache
         if self._closing:
             return EngineFailed("request", f"the engine was closed while {doing}", tail, exit_signal_name(exitcode), exitcode)
         kind = "load" if doing == "loading the model" else "crash"
