@@ -71,6 +71,8 @@ class ChatTurn:
         self._draft_counter = draft_counter
 
     def run(self, request: ChatRequest, started_at: float) -> TurnFinished:
+        import llama_cpp
+
         llama = self._llama
         sampling = request.sampling
         n_ctx = llama.n_ctx()
@@ -87,8 +89,6 @@ class ChatTurn:
         # Reuse what the KV cache already holds; at least one token is evaluated so that
         # fresh logits exist to sample from.
         reused = min(common_prefix_length(llama.input_ids[: llama.n_tokens], prompt), len(prompt) - 1)
-        import llama_cpp
-
         llama_cpp.llama_perf_context_reset(llama.ctx)
         prefill_done = self._prefill(prompt, reused)
         if not prefill_done:
