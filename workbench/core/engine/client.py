@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import tempfile
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from multiprocessing.connection import wait
 from pathlib import Path
@@ -61,6 +62,7 @@ class EngineClient:
         self._loaded: Loaded | None = None
         self._prediction = ""
         self._closing = False
+        self._finalizer: weakref.finalize | None = None
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -104,6 +106,9 @@ class EngineClient:
             theirs.close()
             self._process, self._conn, self._cancel_flag, self._log_path = process, ours, cancel_flag, log_path
             self._closing = False
+            # A client dropped without close() (or an interpreter exiting) still stops its
+            # engine and deletes the log.
+            self._finalizer = weakref.finalize(self, _reap, process, ours, log_path)
 
     def close(self) -> None:
         """Stop the engine process (politely, then by force) and delete its log."""
@@ -122,14 +127,10 @@ class EngineClient:
         process, conn, log_path = self._process, self._conn, self._log_path
         self._process = self._conn = self._cancel_flag = self._log_path = None
         self._loaded = None
-        if process is not None:
-            if process.is_alive():
-                process.kill()
-            process.join(timeout=5)
-        if conn is not None:
-            conn.close()
-        if log_path:
-            Path(log_path).unlink(missing_ok=True)
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        _reap(process, conn, log_path)
 
     def __enter__(self) -> "EngineClient":
         self.start()
@@ -310,6 +311,18 @@ class EngineClient:
             exit_code=exitcode,
             prediction=self._prediction,
         )
+
+
+def _reap(process: Any, conn: Any, log_path: str | None) -> None:
+    """Stop an engine process (by force: callers have asked politely first) and delete its log."""
+    if process is not None:
+        if process.is_alive():
+            process.kill()
+        process.join(timeout=5)
+    if conn is not None:
+        conn.close()
+    if log_path:
+        Path(log_path).unlink(missing_ok=True)
 
 
 def _engine_error(failure: EngineFailed, where: str = "") -> EngineError:
