@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import tomllib
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from test_presets import assert_clear_error
 
 from workbench.cli.main import main
 from workbench.core import bandwidth
-from workbench.core.bandwidth import host_bandwidth, machine_key, measure_copy_bandwidth
+from workbench.core.bandwidth import host_bandwidth, machine_key, measure_read_bandwidth
 from workbench.core.devices import device_origin, list_devices, load_device
 from workbench.core.errors import PresetError
 from workbench.core.host import detect_host, os_reserve_mb
@@ -157,12 +158,14 @@ def test_os_reserve_is_total_minus_available_rounded_up():
     assert os_reserve_mb(8192 * MIB, 8192 * MIB - 10 * MIB) == 10
 
 
-def test_the_bandwidth_probe_measures_a_copy():
-    measurement = measure_copy_bandwidth(buffer_mb=16, copies=3)
+def test_the_bandwidth_probe_reads_with_every_thread():
+    threads_before = threading.active_count()
+    measurement = measure_read_bandwidth(buffer_mb=16, passes=3, threads=2)
     assert measurement.gbs > 0
-    assert 1 <= measurement.copies <= 3
+    assert 1 <= measurement.passes <= 3 and measurement.threads == 2
     assert measurement.gbs == pytest.approx(2 * 16 * MIB / measurement.best_seconds / 1e9, rel=0.01)
     assert measurement.machine == machine_key()
+    assert threading.active_count() == threads_before  # the probe's reader threads are gone
 
 
 def test_the_default_probe_buffer_outgrows_caches_but_not_small_boards(monkeypatch):
@@ -179,7 +182,7 @@ def test_the_probe_runs_once_per_machine_and_is_cached(own_dirs, monkeypatch):
     def no_probe(*args, **kwargs):
         raise AssertionError("measured again although the cache has this machine")
 
-    monkeypatch.setattr(bandwidth, "measure_copy_bandwidth", no_probe)
+    monkeypatch.setattr(bandwidth, "measure_read_bandwidth", no_probe)
     second = host_bandwidth()
     assert second.from_cache and second.gbs == first.gbs and second.measured_at == first.measured_at
     assert "(cached)" in dict(detect_host().notes)["mem_bandwidth_gbs"]

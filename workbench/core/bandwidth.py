@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import platform
 import time
@@ -19,11 +18,12 @@ _MIB = 1 << 20
 
 @dataclass(frozen=True)
 class BandwidthMeasurement:
-    """Memory copy bandwidth of one machine, counted as STREAM Copy counts it (read + write)."""
+    """Memory read bandwidth of one machine with every core reading, as decode reads weights."""
 
-    gbs: float  # 1e9 bytes per second moved: 2 x buffer bytes per copy / best copy time
-    buffer_mb: int
-    copies: int  # timed copies; the best one counts (the others met other processes' noise)
+    gbs: float  # 1e9 bytes per second read: threads x buffer bytes / best pass time
+    buffer_mb: int  # per thread
+    threads: int
+    passes: int  # timed passes; the best one counts (the others met other processes' noise)
     best_seconds: float
     measured_at: str  # ISO 8601, UTC
     machine: str  # the cache key: host name, architecture, CPU model, RAM
@@ -50,53 +50,65 @@ def machine_key() -> str:
     return f"{platform.node()}|{platform.machine()}|{_cpu_model()}|{ram_mb} MB"
 
 
-def _buffer(size: int) -> bytearray | mmap.mmap:
-    """`size` writable bytes whose pages already exist.
+def measure_read_bandwidth(
+    buffer_mb: int = 64, passes: int = 5, time_budget_s: float = 0.5, threads: int | None = None
+) -> BandwidthMeasurement:
+    """Every thread reduces its own `buffer_mb` array at once; keep the best pass.
 
-    On Linux an anonymous map with MAP_POPULATE gets its pages in one kernel call; a
-    bytearray faults them in one by one, which on a busy VM costs more than the probe.
+    Decode reads every weight once per token with all of llama.cpp's threads, so the
+    bound wants the aggregate *read* bandwidth. A single-threaded copy reads low on
+    machines where one core cannot saturate the memory controller (here it gave a
+    bound below the decode speed llama.cpp really reached). numpy's integer max is a
+    SIMD loop that releases the GIL, so threads run in parallel; numpy comes with
+    llama-cpp-python. 64 MB per thread is ten times the last-level cache of the boards
+    this is for (2-6 MB); a large server L3 (32 MB here) still holds a part of it, so
+    on such hosts the figure is a little high, never low.
     """
-    populate = getattr(mmap, "MAP_POPULATE", 0)
-    if populate:
-        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate)
-    return bytearray(size)
+    import threading
 
+    import numpy as np
 
-def measure_copy_bandwidth(buffer_mb: int = 64, copies: int = 5, time_budget_s: float = 0.4) -> BandwidthMeasurement:
-    """Copy a `buffer_mb` buffer `copies` times (within `time_budget_s`) and keep the best.
-
-    64 MB is ten times the last-level cache of the boards this is for (2-6 MB), so the
-    copy streams through DRAM; a larger buffer gave the same figure here at twice the time. The copy
-    is a `memoryview` slice assignment, which CPython does with one memmove, so numpy is
-    not needed. It is single-threaded: where one core cannot saturate the memory
-    controller it reads low, so it is a floor for what llama.cpp's threads can pull,
-    not the datasheet peak.
-    """
+    thread_count = threads or os.cpu_count() or 1
     size = buffer_mb * _MIB
-    source, target = _buffer(size), _buffer(size)
-    source_view, target_view = memoryview(source), memoryview(target)
-    chunk = min(size, _MIB)
-    source_view[:chunk] = b"\x5a" * chunk  # real data: an untouched page reads as the one shared zero page
-    for offset in range(chunk, size, chunk):
-        source_view[offset:offset + chunk] = source_view[:chunk]
-    target_view[:] = source_view  # first write to the target: page faults, not bandwidth
+    arrays = [np.full(size // 8, index + 1, dtype=np.int64) for index in range(thread_count)]
+    for array in arrays:
+        array.max()  # first touch: page faults and cache warm-up, not bandwidth
+    start_line = threading.Barrier(thread_count + 1)
+    finish_line = threading.Barrier(thread_count + 1)
+
+    def read(array) -> None:
+        while True:
+            try:
+                start_line.wait()
+            except threading.BrokenBarrierError:
+                return  # the probe is over
+            array.max()
+            finish_line.wait()
+
+    workers = [threading.Thread(target=read, args=(array,), daemon=True) for array in arrays]
+    for worker in workers:
+        worker.start()
     best = float("inf")
     timed = 0
     started = time.perf_counter()
-    while timed < copies and (timed == 0 or time.perf_counter() - started < time_budget_s):
-        begin = time.perf_counter()
-        target_view[:] = source_view
-        best = min(best, time.perf_counter() - begin)
-        timed += 1
-    source_view.release()
-    target_view.release()
-    for buffer in (source, target):
-        if isinstance(buffer, mmap.mmap):
-            buffer.close()
+    try:
+        for _ in range(passes):
+            if timed and time.perf_counter() - started > time_budget_s:
+                break
+            start_line.wait()
+            begin = time.perf_counter()
+            finish_line.wait()
+            best = min(best, time.perf_counter() - begin)
+            timed += 1
+    finally:
+        start_line.abort()  # ends the workers, however many passes ran
+        for worker in workers:
+            worker.join()
     return BandwidthMeasurement(
-        gbs=round(2 * size / best / 1e9, 2),
+        gbs=round(thread_count * size / best / 1e9, 2),
         buffer_mb=buffer_mb,
-        copies=timed,
+        threads=thread_count,
+        passes=timed,
         best_seconds=best,
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         machine=machine_key(),
@@ -104,11 +116,11 @@ def measure_copy_bandwidth(buffer_mb: int = 64, copies: int = 5, time_budget_s: 
 
 
 def _probe_buffer_mb() -> int:
-    """64 MB, or less on a machine with little free memory (the probe holds two buffers)."""
+    """64 MB per thread, or less on a machine with little free memory."""
     import psutil
 
     available_mb = psutil.virtual_memory().available // _MIB
-    return max(16, min(64, available_mb // 8))
+    return max(16, min(64, available_mb // (8 * (os.cpu_count() or 1))))
 
 
 def cache_path() -> Path:
@@ -124,7 +136,7 @@ def _read_cache(path: Path) -> dict[str, dict]:
 
 
 def host_bandwidth(*, refresh: bool = False) -> BandwidthMeasurement:
-    """This machine's copy bandwidth: from the cache, or measured (< 1 s) and cached."""
+    """This machine's read bandwidth: from the cache, or measured (< 1 s) and cached."""
     key = machine_key()
     path = cache_path()
     entries = _read_cache(path)
@@ -133,7 +145,7 @@ def host_bandwidth(*, refresh: bool = False) -> BandwidthMeasurement:
             return replace(BandwidthMeasurement(**entries[key]), from_cache=True)
         except TypeError:
             pass  # written by another version: measure again
-    measurement = measure_copy_bandwidth(_probe_buffer_mb())
+    measurement = measure_read_bandwidth(_probe_buffer_mb())
     entry = asdict(measurement)
     entry.pop("from_cache")
     entries[key] = entry

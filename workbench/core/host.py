@@ -43,9 +43,9 @@ def detect_host(*, bandwidth: BandwidthMeasurement | None = None) -> DeviceProfi
         ("reserves_mb.os", f"in use at {detected_at}: total - available (psutil, MemAvailable) rounded up "
                            "to 10 MB = the OS, every running program and this workbench; page cache counts "
                            "as available because the kernel reclaims it"),
-        ("mem_bandwidth_gbs", f"measured on this machine {probe_when}: best of {measured.copies} single-threaded "
-                              f"copies of a {measured.buffer_mb} MB buffer, read + write bytes counted as "
-                              f"STREAM Copy does; cached in {cache_path()}"),
+        ("mem_bandwidth_gbs", f"measured on this machine {probe_when}: best of {measured.passes} passes of "
+                              f"{measured.threads} threads each reading its own {measured.buffer_mb} MB "
+                              f"buffer at once (aggregate read, as decode reads weights); cached in {cache_path()}"),
         ("power_limit_w", "not detected: the host profile reads no power limit (see `workbench monitor` "
                           "for measured power)"),
         ("cores", cores_note),
