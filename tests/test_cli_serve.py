@@ -42,3 +42,24 @@ def test_served_command_runs_this_interpreter_with_the_app_arguments():
     command = app_command(["--model", "my model.gguf"])
     assert command.startswith(sys.executable)
     assert command.endswith("-m workbench --model 'my model.gguf'")
+
+
+def test_busy_port_is_one_line_not_a_traceback():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "workbench", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"workbench: cannot listen on 127.0.0.1:{port}: already in use. Stop what uses it or pick another port, "
+        f"e.g. --port {port + 1}"]
+
+
+def test_port_out_of_range_is_refused():
+    result = subprocess.run([sys.executable, "-m", "workbench", "serve", "--port", "99999"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "workbench: --port 99999 is not a TCP port. Give a port from 1 to 65535, e.g. --port 8000"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import shlex
 import sys
 
@@ -24,9 +25,27 @@ def app_command(app_args: list[str]) -> str:
     return shlex.join([sys.executable, "-m", "workbench", *app_args])
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a bad or busy port up front: textual-serve would print its banner, then a traceback."""
+    import socket
+
+    from workbench.core.errors import WorkbenchError
+
+    if not 1 <= port <= 65535:
+        raise WorkbenchError(f"--port {port} is not a TCP port", fix="Give a port from 1 to 65535, e.g. --port 8000")
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as error:
+        reason = "already in use" if error.errno == errno.EADDRINUSE else (error.strerror or str(error))
+        raise WorkbenchError(f"cannot listen on {host}:{port}: {reason}",
+                             fix=f"Stop what uses it or pick another port, e.g. --port {port + 1 if port < 65535 else 8000}") from error
+
+
 def run(args: argparse.Namespace) -> int:
     from textual_serve.server import Server
 
+    check_port_free(args.host, args.port)
     print(f"Serving the workbench at http://{args.host}:{args.port} (Ctrl-C stops)", file=sys.stderr)
     Server(app_command(args.app_args), host=args.host, port=args.port, title="Edge LLM Workbench").serve()
     return 0
