@@ -103,3 +103,35 @@ def test_cli_download_refuses_a_model_that_does_not_fit_the_device(hub, tmp_path
 
     assert main(["download", "test-org/Tiny-GGUF", tiny.name, "--device", "pocket-board", "--anyway"]) == 0
     assert capsys.readouterr().out.strip().endswith(tiny.name)
+
+
+def test_broken_gguf_files_are_not_listed_as_usable_models(hub, tmp_path, capsys):
+    folder = tmp_path / "field-models"
+    folder.mkdir()
+    good = write_tiny_gguf(folder / "good-Q8_0.gguf")
+    (folder / "error-page-Q4_K_M.gguf").write_text("<html><body>404 Not Found</body></html>")
+    (folder / "empty-Q4_0.gguf").write_bytes(b"")
+    (folder / "cut-Q4_0.gguf").write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+
+    assert main(["models", "--dir", str(folder), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [m["name"] for m in data["models"] if m["kind"] == LOCAL] == ["good-Q8_0.gguf"]
+    problems = {m["name"]: m["problem"] for m in data["unusable"]}
+    assert set(problems) == {"error-page-Q4_K_M.gguf", "empty-Q4_0.gguf", "cut-Q4_0.gguf"}
+    assert "HTML" in problems["error-page-Q4_K_M.gguf"]
+    assert "empty" in problems["empty-Q4_0.gguf"]
+
+    assert main(["models", "--dir", str(folder)]) == 0
+    out = capsys.readouterr().out
+    usable, _, unusable = out.partition("Not usable")
+    assert "good-Q8_0.gguf" in usable and "cut-Q4_0.gguf" not in usable
+    assert f"{folder / 'cut-Q4_0.gguf'}: " in unusable
+
+
+def test_a_dir_holding_the_hf_cache_lists_each_download_once(hub, tmp_path, capsys):
+    tiny = write_tiny_gguf(tmp_path / "tiny-Q4_K_M.gguf")
+    hub.add_repo("test-org/Tiny-GGUF", {tiny.name: tiny})
+    download_model("test-org/Tiny-GGUF", tiny.name)
+
+    models = list_models((hub_cache(tmp_path).parent,))
+    assert [m.kind for m in models] == [BUNDLED, CACHED]

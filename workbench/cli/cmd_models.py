@@ -26,12 +26,17 @@ def run(args: argparse.Namespace) -> int:
     from workbench.core.hub.cache_layout import hub_cache_dir
     from workbench.core.hub.sizes import size_text
 
-    models = list_models(tuple(args.dir))
+    listed = list_models(tuple(args.dir))
+    problems = {m.path: _problem(m.path) for m in listed}
+    models = [m for m in listed if not problems[m.path]]
+    broken = [m for m in listed if problems[m.path]]
     partials = partial_downloads()
     if args.json:
         json.dump({
             "models": [{"kind": m.kind, "name": m.name, "path": str(m.path), "size_bytes": m.size_bytes, "repo": m.repo,
                         "revision": m.revision, "quant": m.quant, "parts": m.parts} for m in models],
+            "unusable": [{"kind": m.kind, "name": m.name, "path": str(m.path), "size_bytes": m.size_bytes,
+                          "repo": m.repo, "problem": problems[m.path]} for m in broken],
             "partial_downloads": [{"repo": p.repo, "blob": p.blob, "path": str(p.path), "size_bytes": p.size_bytes} for p in partials],
             "hub_cache": str(hub_cache_dir()),
         }, sys.stdout, indent=2)
@@ -42,9 +47,31 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(format_table(("KIND", "REPOSITORY", "FILE", "QUANT", "SIZE", "PATH"), rows, right=(4,)))
     else:
         sys.stdout.write("No models found (no bundled model, nothing in the HF cache).\n")
+    if broken:
+        sys.stdout.write("\nNot usable (the header check failed; fetch or copy these again):\n")
+        for m in broken:
+            sys.stdout.write(f"  {m.path}: {problems[m.path]}\n")
     if partials:
         sys.stdout.write("\nPartial downloads (not usable yet; `workbench download` resumes them):\n")
         for p in partials:
             sys.stdout.write(f"  {p.repo}  {size_text(p.size_bytes)} so far  {p.path}\n")
     sys.stdout.write(f"\nHF cache: {hub_cache_dir()}\n")
     return 0
+
+
+def _problem(path) -> str:
+    """Why a .gguf file cannot be loaded (an HTML page, empty, truncated), or "" when its header reads.
+
+    Only the header and tensor table are read (tens of ms), which is where a failed
+    download shows: the tensor data would end past the end of the file.
+    """
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.gguf_reader import read_gguf
+
+    try:
+        read_gguf(path)
+    except WorkbenchError as error:
+        return error.what
+    except OSError as error:
+        return f"cannot read it ({error.strerror or error})"
+    return ""

@@ -47,7 +47,23 @@ def list_models(local_dirs: tuple[str | os.PathLike[str], ...] = (), *, cache: P
     entries.extend(cached_models(cache))
     for folder in local_dirs:
         entries.extend(local_models(Path(folder)))
-    return tuple(entries)
+    return tuple(_once_per_file(entries))
+
+
+def _once_per_file(entries: list[ModelEntry]) -> list[ModelEntry]:
+    """Each file once, under its first kind: a --dir holding the HF cache or the bundled model's
+    folder reaches the same files (snapshot links resolve to the cache's blobs)."""
+    seen: set[Path] = set()
+    kept = []
+    for entry in entries:
+        try:
+            key = entry.path.resolve()
+        except OSError:
+            key = entry.path
+        if key not in seen:
+            seen.add(key)
+            kept.append(entry)
+    return kept
 
 
 def cached_models(cache: Path | None = None) -> tuple[ModelEntry, ...]:
