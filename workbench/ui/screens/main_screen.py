@@ -44,7 +44,7 @@ from workbench.ui.widgets.prompt_input import PromptInput
 from workbench.ui.widgets.speed_panel import SpeedPanel
 from workbench.ui.widgets.thermal_panel import ThermalPanel
 
-LIVE_KV_INTERVAL_S = 0.5  # the KV grid follows a streaming answer at 2 Hz: redrawing it costs
+LIVE_KV_INTERVAL_S = 1.0  # the KV grid follows a streaming answer once a second: redrawing it costs
 WIDE_MIN_SIZE = (120, 34)  # below this the chat and the panels become tabs
 PANEL_TABS = (("chat", "Chat"), ("ledger", "Ledger"), ("kv", "KV cache"), ("speed", "Tokens/s"),
               ("thermal", "Temperature"))
@@ -495,7 +495,9 @@ class MainScreen(Screen):
 
     def on_telemetry_sampled(self, message: TelemetrySampled) -> None:
         self.latest_sample = message.sample
-        self.query_one(LedgerPanel).sample = message.sample
+        ledger_panel = self.query_one(LedgerPanel)
+        if ledger_panel.shows_differently(message.sample):  # a redraw costs; most samples change nothing shown
+            ledger_panel.sample = message.sample
         self.query_one(ThermalPanel).sample = message.sample
 
     def on_telemetry_failed(self, message: TelemetryFailed) -> None:

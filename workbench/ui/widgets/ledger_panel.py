@@ -29,6 +29,10 @@ class LedgerPanel(Widget):
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh())
 
+    def shows_differently(self, sample: TelemetrySample) -> bool:
+        """Whether `sample` changes a figure the panel shows (as rounded on screen)."""
+        return self.sample is None or _shown_figures(sample) != _shown_figures(self.sample)
+
     def render(self) -> RenderableType:
         ledger = self.ledger
         if ledger is None:
@@ -118,3 +122,8 @@ class LedgerPanel(Widget):
             text.append(f"\n⚠ swap in use ({size(sample.swap_used_bytes)}): decode will crawl and the OOM "
                         "killer is near", style=f"bold {theme_colour(self.app, 'ledger-over')}")
         return text
+
+
+def _shown_figures(sample: TelemetrySample) -> tuple[str, ...]:
+    return (mib_number(sample.engine_rss_bytes), size(sample.mem_available_bytes), size(sample.mem_total_bytes),
+            size(sample.swap_used_bytes), size(sample.swap_total_bytes))

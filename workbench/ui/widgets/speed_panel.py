@@ -19,7 +19,7 @@ def number_or_na(tokens_per_second: float) -> str:
 from workbench.ui.widgets.colours import theme_colour
 
 RATE_WINDOW_S = 1.0  # decode rate is averaged over this much engine time: batches are too jumpy
-REDRAW_INTERVAL_S = 0.5  # the chart redraws at most this often, however fast tokens come
+REDRAW_INTERVAL_S = 1.0  # the chart redraws at most this often, however fast tokens come (a redraw costs ~20 ms)
 
 
 class SpeedPanel(Vertical):
