@@ -54,6 +54,7 @@ class TokenChunk:
     text: str
     n_tokens: int
     timestamp: float  # time.monotonic() in the engine (system-wide clock on Linux)
+    timestamps: tuple[float, ...] = ()  # each token's engine time (n_tokens of them; timestamp is the last)
 
 
 @dataclass(frozen=True)
