@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gguf_factory import write_tiny_gguf
+from gguf_factory import TinyModel, write_tiny_gguf
 from workbench.cli.cmd_inspect import type_mix_text
 from workbench.cli.main import main
 from workbench.core.errors import WorkbenchError
@@ -115,3 +115,27 @@ def test_broken_file_exits_2_with_one_line(tmp_path: Path):
 def test_missing_model_exits_2():
     done = _cli("inspect", "/nowhere/model.gguf")
     assert done.returncode == 2 and "no such model file" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_ledger_shows_the_presets_problems_for_this_model(tmp_path: Path, capsys):
+    # A ledger that says FITS must not hide that the model was trained for far less context.
+    code, out, _ = _run(capsys, "ledger", "bundled", "--preset", "as-is", "--device", "rk3588s-4gb", "--ctx", "20000")
+    assert code == 0
+    assert "warning: ctx_size = 20224 is beyond the 8192 tokens" in out
+    code, out, _ = _run(capsys, "ledger", "bundled", "--preset", "as-is", "--device", "rk3588s-4gb", "--json")
+    assert json.loads(out)["problems"] == []
+
+    # head dim 48 (256 / 4 heads would be 64): a q4_0 K cache's 32-value blocks do not divide it.
+    f16 = {role: "F16" for role in ("attn_norm", "ffn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")}
+    tiny = write_tiny_gguf(tmp_path / "tiny.gguf", TinyModel(key_length=48, value_length=48, layer_types=f16))
+    odd = tmp_path / "odd-kv.toml"
+    odd.write_text('cache_type_k = "q4_0"\nflash_attn = true\n')
+    code, out, _ = _run(capsys, "ledger", str(tiny), "--preset", str(odd), "--device", "rk3588s-4gb")
+    assert code == 0
+    assert "error: cache_type_k = q4_0 stores blocks of 32 values but" in out and "head dimension is 48" in out
+
+
+def test_empty_model_argument_says_no_model_given(capsys):
+    code, out, err = _run(capsys, "inspect", "")
+    assert code == 2 and out == ""
+    assert err.startswith("workbench: no model given. ")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from dataclasses import asdict
@@ -20,7 +21,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("model", help="a .gguf path, or 'bundled' for the demo model")
     parser.add_argument("--preset", required=True, help="preset name or TOML path (see `workbench presets`)")
     parser.add_argument("--device", default="host", help="device name or TOML path (see `workbench devices`; default: host)")
-    parser.add_argument("--ctx", type=int, help="context size to use instead of the preset's")
+    parser.add_argument("--ctx", type=int, help="context size in tokens to use instead of the preset's "
+                        "(0 = the model's trained context, as llama.cpp's -c 0)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=run)
 
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.core.gguf_reader import read_gguf
     from workbench.core.ledger import predict_ledger
     from workbench.core.model_ref import resolve_model
-    from workbench.core.presets import load_preset
+    from workbench.core.presets import load_preset, preset_problems
 
     if args.ctx is not None and args.ctx < 0:
         raise WorkbenchError(f"--ctx {args.ctx} is negative", fix="Give a context size in tokens, e.g. --ctx 4096")
@@ -85,9 +87,20 @@ def run(args: argparse.Namespace) -> int:
     preset = load_preset(args.preset)
     device = load_device(args.device)
     ledger = predict_ledger(info, preset, device, ctx_size=args.ctx)
+    # The preset as it would run: --ctx replaces its context (0 = the trained one, as llama.cpp does).
+    problems = preset_problems(dataclasses.replace(preset, ctx_size=ledger.ctx_size), info)
     if args.json:
-        json.dump(ledger_json(ledger), sys.stdout, indent=2)
+        data = ledger_json(ledger)
+        data["problems"] = [{"level": p.level, "message": p.message, "fix": p.fix} for p in problems]
+        json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(ledger_text(ledger, preset.weights, device.mem_bandwidth_gbs, info.n_ctx_train))
+        sys.stdout.write(problems_text(problems))
     return 0
+
+
+def problems_text(problems) -> str:
+    """The preset's errors and warnings for this model: a ledger that fits says nothing about
+    a preset llama.cpp would refuse (a quantized V cache without flash attention, ...)."""
+    return "".join(f"{p.level}: {p.message}. {p.fix}\n" for p in problems)

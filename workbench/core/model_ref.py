@@ -13,6 +13,8 @@ BUNDLED = "bundled"
 def resolve_model(spec: str) -> Path:
     """`bundled` -> the demo model; an existing file path -> that path; anything else an error."""
     text = spec.strip()
+    if not text:  # Path("") is the current folder: "is a directory" would puzzle
+        raise WorkbenchError("no model given", fix="Give the path of a .gguf file, or 'bundled' for the demo model")
     if text == BUNDLED:
         path = bundled_model_path()
         if path is None:
