@@ -268,3 +268,17 @@ def test_shipped_device_files_parse_as_plain_toml():
         data = tomllib.loads(path.read_text())
         assert set(data) <= {"name", "description", "ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores",
                              "reserves_mb", "notes"}
+
+
+def test_a_figure_cached_by_another_probe_method_is_measured_again(own_dirs):
+    # A cached entry with every field but written by an earlier probe (here an impossible
+    # 1741 GB/s from a mis-timed pass) must not stay the host's bandwidth forever.
+    cache = own_dirs / "cache" / "host_bandwidth.json"
+    cache.parent.mkdir(parents=True)
+    stale = {"gbs": 1741.87, "buffer_mb": 64, "threads": 2, "passes": 5, "best_seconds": 7.7e-05,
+             "measured_at": "2026-01-01T00:00:00+00:00", "machine": machine_key()}
+    cache.write_text(json.dumps({machine_key(): stale}))
+    measured = host_bandwidth()
+    assert not measured.from_cache and measured.gbs != 1741.87
+    assert json.loads(cache.read_text())[machine_key()]["probe"] == bandwidth.PROBE_VERSION
+    assert host_bandwidth().from_cache

@@ -13,6 +13,9 @@ from pathlib import Path
 from workbench.core import paths
 
 CACHE_FILE = "host_bandwidth.json"
+# Raised whenever the probe's method changes: a figure cached by another method (an old
+# single-threaded copy, a pass timed by a buggy clock) is measured again, not trusted forever.
+PROBE_VERSION = 2
 _MIB = 1 << 20
 
 
@@ -144,14 +147,16 @@ def host_bandwidth(*, refresh: bool = False) -> BandwidthMeasurement:
     key = machine_key()
     path = cache_path()
     entries = _read_cache(path)
-    if not refresh and isinstance(entries.get(key), dict):
+    cached = entries.get(key)
+    if not refresh and isinstance(cached, dict) and cached.get("probe") == PROBE_VERSION:
         try:
-            return replace(BandwidthMeasurement(**entries[key]), from_cache=True)
+            return replace(BandwidthMeasurement(**{k: v for k, v in cached.items() if k != "probe"}), from_cache=True)
         except TypeError:
-            pass  # written by another version: measure again
+            pass  # damaged entry: measure again
     measurement = measure_read_bandwidth(_probe_buffer_mb())
     entry = asdict(measurement)
     entry.pop("from_cache")
+    entry["probe"] = PROBE_VERSION
     entries[key] = entry
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
