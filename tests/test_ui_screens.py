@@ -123,3 +123,15 @@ def test_bad_command_line_choice_is_one_line_before_the_app_opens(option, value,
 def test_every_shipped_theme_is_accepted_on_the_command_line():
     for name in ("workbench-dark", "projector-light", "amber-field", "textual-dark"):
         check_theme(name)
+
+
+async def test_f4_opens_the_bench_screen_for_the_chosen_model_device_and_preset(monkeypatch):
+    from workbench.ui.bench_screen import BenchScreen
+
+    monkeypatch.setattr(BenchScreen, "run_sweep", lambda self: None)  # the sweep itself is the bench's own test
+    async with make_app(preset="long-context-kv4", device="rk3588-8gb").run_test(size=(160, 48)) as pilot:
+        await pilot.press("f4")
+        await wait_until(pilot, lambda: isinstance(pilot.app.screen, BenchScreen))
+        bench = pilot.app.screen
+        assert bench.model_path == bundled_model_path() and bench.device == "rk3588-8gb"
+        assert bench.presets[0] == "long-context-kv4" and len(set(bench.presets)) == len(bench.presets)
