@@ -128,3 +128,18 @@ def test_a_failing_hub_api_is_reported_at_once(populated_hub):
     assert str(caught.value) == (f"the hub at {populated_hub.url} failed (HTTP 503). Try again later. "
                                  "Use cached, local or bundled models (`workbench models`)")
     assert len([r for r in populated_hub.requests if r.path == "/api/models"]) == 1  # no silent retries
+
+
+def test_a_search_makes_no_hidden_agent_registry_request(populated_hub, monkeypatch, tmp_path):
+    # huggingface_hub fetches an "agent harness" registry before its first request unless
+    # telemetry is off; offline that is one more request (and 3 s on a silent hub).
+    from huggingface_hub import constants
+    from huggingface_hub.utils import _detect_agent
+
+    fetches = []
+    monkeypatch.setattr(_detect_agent, "_fetch_registry", lambda: fetches.append("agent registry"))
+    monkeypatch.setattr(_detect_agent, "_registry", None)
+    monkeypatch.setattr(constants, "AGENT_HARNESSES_PATH", str(tmp_path / "no-registry.json"))
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", False)
+    assert search_gguf_repos("smollm")
+    assert fetches == []

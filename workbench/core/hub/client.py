@@ -72,6 +72,7 @@ def hub_connection() -> HubConnection:
     """The connection the environment describes: HF_ENDPOINT, HF_TOKEN, HF_HUB_DOWNLOAD_TIMEOUT, HF_HUB_OFFLINE."""
     from huggingface_hub import get_token
 
+    _skip_agent_registry_fetch()
     endpoint = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or DEFAULT_ENDPOINT
     try:
         read_timeout = float(os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT", "") or DEFAULT_READ_TIMEOUT_S)
@@ -79,6 +80,21 @@ def hub_connection() -> HubConnection:
         read_timeout = DEFAULT_READ_TIMEOUT_S
     offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
     return HubConnection(endpoint=endpoint, token=get_token(), read_timeout_s=read_timeout, offline=offline)
+
+
+def _skip_agent_registry_fetch() -> None:
+    """Stop huggingface_hub's hidden first request.
+
+    huggingface_hub 2.x builds its user agent with an "agent harness" registry that it
+    fetches from the hub the first time any request is made (3 s timeout, from the
+    endpoint read at import, not HF_ENDPOINT now). Offline that is one more request
+    before each command's own, and a hub that accepts but never answers costs 3 s more
+    before the "unreachable" line. That part of the user agent is telemetry, which the
+    workbench does not send.
+    """
+    from huggingface_hub import constants
+
+    constants.HF_HUB_DISABLE_TELEMETRY = True
 
 
 def same_origin(url: str, other: str) -> bool:
