@@ -89,6 +89,7 @@ async def test_engine_crash_shows_why_and_restart_brings_it_back():
         assert "llama_decode: decoding batch" in notice.details and "predicted total 206 MiB" in notice.details
         assert screen.phase == IDLE and screen.query_one(PromptInput).value == "Crash please"
         assert screen.conversation.messages == []  # the unanswered prompt went back to the prompt box
+        assert screen.query_one(KvPanel).n_ctx == 0  # the dead engine's cache is not drawn as if alive
         await pilot.click("#restart-engine")
         await wait_until(pilot, lambda: screen.phase == LOADED)
         assert len(engines) == 2 and engines[1].loaded is not None

@@ -457,8 +457,11 @@ class MainScreen(Screen):
             await self._answer.finish(f"no answer: {failure.message}", failed=True)
             self._answer = None
         unanswered = self.conversation.drop_unanswered()
-        if unanswered:
-            self.query_one(PromptInput).value = unanswered  # ready to send again after a restart
+        prompt = self.query_one(PromptInput)
+        if unanswered and not prompt.value.strip():
+            prompt.value = unanswered  # ready to send again after a restart
+        elif unanswered:
+            prompt.remember(unanswered)  # the box holds a draft: the lost prompt waits one ↑ away
         chat = self.query_one(ChatView)
         if alive:
             self.phase = LOADED if self.engine.loaded is not None else IDLE
@@ -467,6 +470,8 @@ class MainScreen(Screen):
             return
         self.phase = IDLE
         self.query_one(LedgerPanel).loaded = None
+        kv = self.query_one(KvPanel)
+        kv.n_ctx, kv.cells_used, kv.segments = 0, 0, ()  # the dead process's cache is gone with it
         how = failure.exit_signal or (f"exit code {failure.exit_code}" if failure.exit_code is not None else failure.kind)
         prediction = failure.prediction or (
             f"the ledger predicted {mib(self.ledger.total_bytes)} of {mib(self.ledger.budget_bytes)}"
