@@ -89,8 +89,11 @@ def test_chat_streams_tokens_stamped_in_the_engine_and_reports_the_turn(engine):
     assert isinstance(finished, TurnFinished)
     assert finished.text == "".join(chunk.text for chunk in chunks)
     assert finished.generated_tokens == sum(chunk.n_tokens for chunk in chunks) > 0
-    stamps = [chunk.timestamp for chunk in chunks]
-    assert stamps == sorted(stamps)
+    assert chunks[0].n_tokens == 1  # the first token is not held back: it is the TTFT
+    assert all(len(chunk.timestamps) == chunk.n_tokens and chunk.timestamp == chunk.timestamps[-1]
+               for chunk in chunks if chunk.n_tokens)
+    stamps = [stamp for chunk in chunks for stamp in chunk.timestamps]
+    assert stamps == sorted(stamps) and len(stamps) == finished.generated_tokens
     assert finished.started_at < stamps[0] <= stamps[-1] <= finished.finished_at
     assert finished.ttft_s == pytest.approx(stamps[0] - finished.started_at)
     assert finished.prompt_tokens > 10 and finished.n_ctx == PRESET.ctx_size
@@ -136,7 +139,7 @@ def test_cancel_from_another_thread_stops_decode_within_a_token_and_keeps_the_pa
     assert finished.text == "".join(chunk.text for chunk in chunks) != ""
     # engine-side timestamps (one system-wide monotonic clock): at most the token being
     # computed when cancel() was called is still delivered
-    assert sum(1 for chunk in chunks if chunk.timestamp > cancelled_at[0]) <= 1
+    assert sum(1 for chunk in chunks for stamp in chunk.timestamps if stamp > cancelled_at[0]) <= 1
     assert finished.generated_tokens < 300
     after = run_turn(engine, [SYSTEM, ChatMessage("user", "Hi")])[1][-1]
     assert isinstance(after, TurnFinished) and after.stop_reason != "cancelled"

@@ -56,4 +56,4 @@ def test_an_answer_that_reaches_the_end_of_the_context_stops_with_length():
     assert isinstance(result, TurnFinished), result
     assert result.stop_reason == "length"
     assert result.prompt_tokens + result.generated_tokens == result.n_ctx == 256
-    assert result.generated_tokens == sum(1 for event in events if isinstance(event, TokenChunk))
+    assert result.generated_tokens == sum(event.n_tokens for event in events if isinstance(event, TokenChunk))
