@@ -27,8 +27,20 @@ COMMANDS = (
 )
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Bad arguments are one line on stderr (what, where, what to do), like every other error.
+
+    argparse's own error() prints the whole usage block first; in an 80-column terminal
+    that pushes the actual complaint below several lines of options. Sub-parsers inherit
+    this class.
+    """
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message}. See `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="workbench",
         description="Edge LLM Workbench. With no command, opens the app.",
     )

@@ -1,0 +1,32 @@
+"""Cross-command paths a field engineer takes: bad arguments, pipes, narrow terminals."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cli(*argv: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workbench", *argv], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+
+
+@pytest.mark.parametrize(("argv", "complaint"), [
+    (("ledger", "bundled", "--preset", "as-is", "--ctx", "abc"), "workbench ledger: argument --ctx: invalid int value: 'abc'"),
+    (("ledger", "bundled"), "workbench ledger: the following arguments are required: --preset"),
+    (("bench", "compare"), "workbench bench compare: the following arguments are required: files"),
+    (("monitor", "--interval", "fast"), "workbench monitor: argument --interval: invalid float value: 'fast'"),
+    (("no-such-command",), "workbench: argument COMMAND: invalid choice: 'no-such-command'"),
+])
+def test_bad_arguments_are_one_line_with_the_help_to_read(argv, complaint, tmp_path):
+    done = _cli(*argv, WORKBENCH_CONFIG_DIR=str(tmp_path / "config"), WORKBENCH_CACHE_DIR=str(tmp_path / "cache"))
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()  # no usage block above the complaint
+    assert line.startswith(complaint)
+    assert line.endswith(f"See `{complaint.split(':')[0]} --help`")
