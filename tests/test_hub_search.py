@@ -143,3 +143,17 @@ def test_a_search_makes_no_hidden_agent_registry_request(populated_hub, monkeypa
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", False)
     assert search_gguf_repos("smollm")
     assert fetches == []
+
+
+def test_unquoted_words_are_one_search_and_filter_the_curated_list(populated_hub, capsys, monkeypatch):
+    from workbench.core.hub import search
+
+    asked = []
+    monkeypatch.setattr(search, "search_gguf_repos", lambda text, limit: asked.append(text) or ())
+    assert main(["search", "qwen2.5", "0.5b"]) == 0  # was: "unrecognized arguments: 0.5b"
+    assert asked == ["qwen2.5 0.5b"]
+    assert capsys.readouterr().out == "No GGUF repositories match 'qwen2.5 0.5b'.\n"
+
+    assert main(["search", "--curated", "qwen", "3b", "--json"]) == 0
+    assert [m["name"] for m in json.loads(capsys.readouterr().out)] == [
+        m.name for m in curated_models() if "qwen" in m.name.lower() and "3b" in m.name.lower()]

@@ -15,7 +15,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Search GGUF repositories on the hub (HF_ENDPOINT, default huggingface.co) by name, "
         "most downloaded first. --curated lists the shipped short list of edge-friendly models instead.",
     )
-    parser.add_argument("text", nargs="?", default="", help="words in the repository name, e.g. 'qwen2.5 0.5b'")
+    parser.add_argument("text", nargs="*", default=[], help="words in the repository name, e.g. qwen2.5 0.5b "
+                        "(with --curated: only curated models whose name or repository has every word)")
     parser.add_argument("--limit", type=int, default=20, help="at most this many results (default 20)")
     parser.add_argument("--curated", action="store_true", help="list the curated edge-friendly models (no network)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -26,10 +27,12 @@ def run(args: argparse.Namespace) -> int:
     from workbench.cli.text_table import format_table
     from workbench.core.errors import WorkbenchError
 
+    text = " ".join(args.text).strip()  # unquoted words arrive one per argument
     if args.curated:
         from workbench.core.hub.search import curated_models
 
-        models = curated_models()
+        words = text.lower().split()
+        models = [m for m in curated_models() if all(w in f"{m.name} {m.repo}".lower() for w in words)]
         if args.json:
             json.dump([asdict(m) for m in models], sys.stdout, indent=2)
             sys.stdout.write("\n")
@@ -38,17 +41,17 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(format_table(("MODEL", "PARAMS", "REPOSITORY", "START WITH", "GATED", "NOTE"), rows))
         sys.stdout.write("\nSee a repository's files and whether they fit: workbench files REPO --preview\n")
         return 0
-    if not args.text.strip():
+    if not text:
         raise WorkbenchError("search needs TEXT", fix="Give words of the model name, e.g. `workbench search qwen2.5`, or use --curated")
     from workbench.core.hub.search import search_gguf_repos
 
-    hits = search_gguf_repos(args.text, limit=args.limit)
+    hits = search_gguf_repos(text, limit=args.limit)
     if args.json:
         json.dump([asdict(h) for h in hits], sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
     if not hits:
-        sys.stdout.write(f"No GGUF repositories match {args.text!r}.\n")
+        sys.stdout.write(f"No GGUF repositories match {text!r}.\n")
         return 0
     rows = [(h.repo, _count(h.downloads), _count(h.likes), "yes" if h.gated else "", h.last_modified) for h in hits]
     sys.stdout.write(format_table(("REPOSITORY", "DOWNLOADS", "LIKES", "GATED", "UPDATED"), rows, right=(1, 2)))
