@@ -153,3 +153,14 @@ def test_soak_prints_decode_and_temperature_over_time_per_preset(sweep):
         for line in section.splitlines():
             if line.startswith("n/a "):
                 assert ": " in line  # an unavailable column names its reason
+
+
+def test_an_unwritable_out_or_empty_presets_is_refused_before_the_sweep(bench_env, tmp_path):
+    preset = bench_env[1][0]
+    code, out, err = _run_cli(["bench", "--presets", preset, "--out", str(tmp_path / "no-folder" / "r.json")])
+    assert code == 2 and out == ""  # was: the whole sweep ran, then the write failed
+    assert err == f"workbench: {tmp_path / 'no-folder'}: no such folder for --out. create it first or choose another --out path\n"
+    code, out, err = _run_cli(["bench", "--presets", preset, "--out", str(tmp_path)])
+    assert code == 2 and err.startswith(f"workbench: {tmp_path}: is a folder, not a file.")
+    code, out, err = _run_cli(["bench", "--presets", ",,"])
+    assert code == 2 and err == "workbench: bench: --presets ',,' names no preset. pass --presets a,b,c (see `workbench presets`)\n"

@@ -55,6 +55,11 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("no presets to compare", where="bench",
                              fix="pass --presets a,b,c (see `workbench presets`)")
     presets = tuple(load_preset(spec.strip()) for spec in args.presets.split(",") if spec.strip())
+    if not presets:
+        raise WorkbenchError(f"--presets {args.presets!r} names no preset", where="bench",
+                             fix="pass --presets a,b,c (see `workbench presets`)")
+    if args.out:
+        _check_writable(Path(args.out))
     soak_seconds = None
     if args.soak:
         from workbench.core.bench.soak import parse_duration
@@ -84,14 +89,30 @@ def run(args: argparse.Namespace) -> int:
     if not results.rows:
         raise WorkbenchError("no preset could be measured", where="bench", fix="see the errors above")
     if args.out:
+        sys.stdout.write(render(results, "md"))  # first: a failing write must not lose the sweep
+        sys.stdout.flush()
         write_results(results, args.output, args.out)
         print(f"wrote {args.out}", file=sys.stderr)
-        sys.stdout.write(render(results, "md"))
     else:
         sys.stdout.write(render(results, args.output))
     if soak_seconds is not None:
         _soak_all(config, soak_seconds)
     return 1 if failures else 0
+
+
+def _check_writable(target) -> None:
+    """Refuse an --out the sweep could not write before the sweep, not after minutes of it."""
+    import os
+
+    from workbench.core.errors import WorkbenchError
+
+    folder = target.parent if str(target.parent) else target.cwd()
+    if target.is_dir():
+        raise WorkbenchError("is a folder, not a file", where=str(target), fix="give --out a file name, e.g. --out sweep.json")
+    if not folder.is_dir():
+        raise WorkbenchError("no such folder for --out", where=str(folder), fix="create it first or choose another --out path")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise WorkbenchError("cannot write there", where=str(target), fix="choose a writable --out path")
 
 
 def sweep_with_progress(config, stream: TextIO):
