@@ -14,6 +14,7 @@ import pytest
 
 from workbench.cli.main import main
 from workbench.core import ggml_types
+from workbench.core.devices import load_device
 from workbench.core.errors import PresetError
 from workbench.core.gguf_reader import read_gguf
 from workbench.core.model_info import ModelInfo
@@ -161,6 +162,15 @@ def test_missing_preset_file_is_one_line(tmp_path):
         load_preset(str(tmp_path / "nowhere.toml"))
     assert str(tmp_path / "nowhere.toml") in str(caught.value)
     assert "no preset file" in str(caught.value)
+
+
+def test_a_folder_given_as_preset_or_device_says_so(tmp_path):
+    # was: "cannot read the preset file (Is a directory). Check the file's permissions"
+    for load, kind in ((load_preset, "preset"), (load_device, "device")):
+        with pytest.raises(PresetError) as caught:
+            load(str(tmp_path))
+        assert str(caught.value) == (f"{tmp_path}: is a folder, not a {kind} file. "
+                                     f"Give the path of a .toml file inside it, or a {kind} name")
 
 
 def test_name_defaults_to_the_file_name_for_a_file_given_by_path(tmp_path):

@@ -59,6 +59,9 @@ def read_toml(path: Path, kind: str) -> tuple[dict[str, Any], TomlSource]:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise PresetError(f"no {kind} file here", where=label, fix=f"Check the path, or give a {kind} name") from None
+    except IsADirectoryError:
+        raise PresetError(f"is a folder, not a {kind} file", where=label,
+                          fix=f"Give the path of a .toml file inside it, or a {kind} name") from None
     except OSError as error:
         raise PresetError(f"cannot read the {kind} file ({error.strerror})", where=label,
                           fix="Check the file's permissions") from None
