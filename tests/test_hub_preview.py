@@ -174,3 +174,12 @@ def test_offline_mode_previews_from_the_header_cache_without_asking_the_hub(hub,
     assert hub.requests == []
     with pytest.raises(HubError, match="offline mode is on"):
         read_remote_header(REPO, "never-previewed-Q8_0.gguf")
+
+
+def test_cli_files_one_file_preview_prints_its_whole_ledger(hub, bundled_repo, capsys):
+    # `--file` help promises "its full ledger is printed with --preview" (was: one verdict line).
+    assert main(["files", REPO, "--file", FILE, "--preview", "--device", "rk3588s-4gb"]) == 0
+    out = capsys.readouterr().out
+    assert "left for the LLM  3,496  budget" in out
+    assert "KV cache             45  ctx 2048, f16/f16, 23,040 B/token" in out
+    assert "verdict: FITS" in out and "decode bound at 33.8 GB/s" in out

@@ -30,17 +30,25 @@ def run(args: argparse.Namespace) -> int:
 
     listing = list_gguf_files(args.repo, revision=args.revision)
     files = (listing.find(args.file),) if args.file else listing.files
-    previews = _previews(listing.repo, files, args) if args.preview else {}
+    previews, preset, device = _previews(listing.repo, files, args) if args.preview else ({}, None, None)
     if args.json:
         json.dump(_json(listing, files, previews), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
     sys.stdout.write(_table(listing, files, previews, args))
+    preview = previews.get(files[0].name) if len(files) == 1 else None
+    if preview is not None and not isinstance(preview, Exception):
+        from workbench.cli.cmd_ledger import ledger_text
+
+        # One file asked for: its whole ledger, as `workbench ledger` prints it for a local file.
+        sys.stdout.write("\n" + ledger_text(preview.ledger, preset.weights, device.mem_bandwidth_gbs,
+                                             preview.header.model.n_ctx_train))
     return 0
 
 
-def _previews(repo: str, files, args) -> dict:
-    """name -> FitPreview, or the one-line error that stopped its preview (a projector file, a bad header)."""
+def _previews(repo: str, files, args) -> tuple:
+    """(name -> FitPreview, or the one-line error that stopped its preview (a projector file, a bad
+    header); the preset; the device)."""
     from workbench.core.devices import load_device
     from workbench.core.errors import HubError, WorkbenchError
     from workbench.core.hub.preview import preview_fit
@@ -55,7 +63,7 @@ def _previews(repo: str, files, args) -> dict:
             raise  # the hub itself failed: stop, do not fill the table with the same error
         except WorkbenchError as error:
             previews[gguf_file.name] = error
-    return previews
+    return previews, preset, device
 
 
 def _table(listing, files, previews: dict, args) -> str:
@@ -88,8 +96,6 @@ def _table(listing, files, previews: dict, args) -> str:
         lines.append(f"preset {first.preset} on {first.device}\n\n")
     lines.append(format_table(("FILE", "QUANT", "SIZE", "FIT", "LARGEST CTX", "PREDICTED"), rows, right=(2, 4)))
     lines.append(f"\nheaders: {size_text(fetched)} fetched with range requests, {cached} of {len(files)} from the header cache\n")
-    if len(files) == 1 and first is not None:
-        lines.append(f"{first.ledger.reason}\n")
     return "".join(lines)
 
 
