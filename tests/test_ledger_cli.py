@@ -139,3 +139,12 @@ def test_empty_model_argument_says_no_model_given(capsys):
     code, out, err = _run(capsys, "inspect", "")
     assert code == 2 and out == ""
     assert err.startswith("workbench: no model given. ")
+
+
+def test_inspect_sizes_say_mib_as_they_are_binary(capsys):
+    # `workbench models` and `files` print decimal MB (98.4 MB for the bundled file); inspect
+    # divides by 2**20 and so must not call the same file "93.8 MB".
+    code, out, _ = _run(capsys, "inspect", "bundled")
+    size = bundled_model_path().stat().st_size
+    assert f"({size / 2**20:,.1f} MiB, GGUF v3)" in out
+    assert " MB" not in out

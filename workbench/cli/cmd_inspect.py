@@ -82,11 +82,11 @@ def run(args: argparse.Namespace) -> int:
         heads += f" (per layer: {min(info.n_head_kv_per_layer)}-{max(info.n_head_kv_per_layer)})"
     lines = [
         ("model", info.name),
-        ("file", f"{info.source} ({info.file_size / MB:,.1f} MB, GGUF v{info.version})"),
+        ("file", f"{info.source} ({info.file_size / MB:,.1f} MiB, GGUF v{info.version})"),  # MiB: `models` shows decimal MB
         ("architecture", info.architecture or "not stated"),
         ("parameters", f"{_params_text(info.n_params)} ({info.n_params:,})"),
         ("file type", info.file_type or "not stated"),
-        ("weights", f"{info.weights_bytes / MB:,.1f} MB, {info.bits_per_weight:.2f} bits per weight"),
+        ("weights", f"{info.weights_bytes / MB:,.1f} MiB, {info.bits_per_weight:.2f} bits per weight"),
         ("type mix", type_mix_text(info.type_mix) or "no tensors"),
         ("layers", str(info.n_layer)),
         ("embedding", str(info.n_embd)),
