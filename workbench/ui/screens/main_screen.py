@@ -248,6 +248,9 @@ class MainScreen(Screen):
     # ---- load / unload / restart --------------------------------------------------------
 
     def watch_phase(self, phase: str) -> None:
+        if phase != LOADING:
+            # a hidden indeterminate bar still animates (and repaints) at 15 fps: give it an end
+            self.query_one("#load-progress", ProgressBar).update(total=100, progress=100)
         button = self.query_one("#load-button", Button)
         button.label = {IDLE: "Load", LOADING: "Loading…", LOADED: "Unload", GENERATING: "Unload",
                         UNLOADING: "Unloading…"}[phase]
