@@ -81,3 +81,14 @@ def test_block_for_a_terminal():
     assert rows["throttle"] == "Pi: under-voltage, throttled now (Pi since boot: under-voltage, throttled)"
     assert rows["n/a"].startswith("power: no power source here")
     assert "power" not in rows
+
+
+def test_block_lists_each_unavailable_source_on_its_own_line():
+    sampler = Sampler(TREES / "empty-container")
+    sample = sampler.sample()
+    lines = format_block(sample, sampler.board).splitlines()
+    first = next(index for index, line in enumerate(lines) if line.startswith("n/a "))
+    expected = [f"{item.what}: {item.why}" for item in sample.unavailable]
+    assert len(expected) > 2
+    assert [line.strip().removeprefix("n/a").strip() for line in lines[first:]] == expected
+    assert all(line.startswith(" " * 9) for line in lines[first + 1:])

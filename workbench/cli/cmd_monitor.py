@@ -169,6 +169,8 @@ def format_block(sample: TelemetrySample, board: BoardInfo) -> str:
         ("loads", _loads(sample)),
         ("throttle", _throttle(sample).removeprefix("throttle: ")),
         ("power", _power(sample).removeprefix("power ")),
-        ("n/a", _unavailable(sample)),
     ]
-    return "\n".join(f"{label:<9}{value}" for label, value in rows if value)
+    # One unavailable source per line: joined, they made one 200-character line that an
+    # 80-column terminal wraps into the next redraw.
+    rows += [("n/a" if index == 0 else "", f"{item.what}: {item.why}") for index, item in enumerate(sample.unavailable)]
+    return "\n".join(f"{label:<9}{value}".rstrip() for label, value in rows if value)
