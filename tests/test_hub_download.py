@@ -244,3 +244,22 @@ def test_a_second_download_of_the_same_file_is_refused_while_one_runs(hub, tiny_
             download_model(REPO, FILE)
     assert f"another download of {FILE} is running" in str(caught.value)
     assert download_model(REPO, FILE).path.read_bytes() == tiny_file.read_bytes()
+
+
+def test_cli_download_of_a_file_that_is_no_gguf_is_not_offered_as_a_model(hub, tiny_file, tmp_path, capsys):
+    # The hub's own file is an error page (its sha256 matches): the download is correct, the
+    # model is not, and the path must not be printed as the model to load.
+    from workbench.cli.main import main
+
+    page = tmp_path / "page.gguf"
+    page.write_text("<!DOCTYPE html><html><body>Rate limit exceeded</body></html>")
+    hub.add_repo("test-org/Broken-GGUF", {"broken-Q4_0.gguf": page,
+                                          "split-Q4_0-00001-of-00002.gguf": tiny_file,
+                                          "split-Q4_0-00002-of-00002.gguf": page})
+    for argv in (["broken-Q4_0.gguf"], ["split-Q4_0-00001-of-00002.gguf"]):
+        assert main(["download", "test-org/Broken-GGUF", *argv]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        (line,) = [line for line in captured.err.splitlines() if line.startswith("workbench: ")]
+        assert "downloaded and sha256-verified, but not a usable GGUF: starts with HTML" in line
+        assert line.split(":")[1].endswith(".gguf") and "-00001-of-" not in line

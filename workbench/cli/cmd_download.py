@@ -30,6 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from workbench.core.errors import WorkbenchError
     from workbench.core.hub.download import download_model
     from workbench.core.hub.download_events import DownloadCancelled
@@ -73,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     if error is not None:
         raise error
     result = outcome["result"]
+    snapshot = Path(str(result.path)[: -len(model.parts[0].path)])
+    for part in model.parts:  # every part of a split file is a GGUF of its own
+        _check_usable(snapshot / part.path, listing.repo)
     if args.json:
         json.dump({"repo": result.repo, "file": result.filename, "path": str(result.path), "size_bytes": result.size_bytes,
                    "fetched_bytes": result.fetched_bytes, "already_cached": result.already_cached,
@@ -83,6 +88,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"already in the cache: {result.filename}", file=sys.stderr)
         print(result.path)
     return 0
+
+
+def _check_usable(path, repo: str) -> None:
+    """A file that matches the hub's sha256 can still be no model (an HTML page or a cut file
+    uploaded as .gguf): say so instead of printing its path as the model to load."""
+    from workbench.core.errors import GGUFError, WorkbenchError
+    from workbench.core.gguf_reader import read_gguf
+
+    try:
+        read_gguf(path)
+    except GGUFError as error:
+        raise WorkbenchError(f"downloaded and sha256-verified, but not a usable GGUF: {error.what}", where=str(path),
+                             fix=f"The repository's file itself is broken: pick another with `workbench files {repo}`") from error
 
 
 def _check_fit(args: argparse.Namespace, repo: str, model) -> None:
