@@ -23,6 +23,7 @@ def _cli(*argv: str, **env: str) -> subprocess.CompletedProcess:
     (("bench", "compare"), "workbench bench compare: the following arguments are required: files"),
     (("monitor", "--interval", "fast"), "workbench monitor: argument --interval: invalid float value: 'fast'"),
     (("no-such-command",), "workbench: argument COMMAND: invalid choice: 'no-such-command'"),
+    (("inspect", "bundled", "--ctx", "5"), "workbench inspect: unrecognized arguments: --ctx 5"),
 ])
 def test_bad_arguments_are_one_line_with_the_help_to_read(argv, complaint, tmp_path):
     done = _cli(*argv, WORKBENCH_CONFIG_DIR=str(tmp_path / "config"), WORKBENCH_CACHE_DIR=str(tmp_path / "cache"))

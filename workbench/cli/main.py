@@ -62,7 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # argparse would blame `workbench`, not the command the extras were given to
+        prog = f"{parser.prog} {args.command}" if args.command else parser.prog
+        parser.exit(2, f"{prog}: unrecognized arguments: {' '.join(extras)}. See `{prog} --help`\n")
     try:
         if args.command is None:
             from workbench.ui.run import run_app
