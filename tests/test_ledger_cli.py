@@ -148,3 +148,11 @@ def test_inspect_sizes_say_mib_as_they_are_binary(capsys):
     size = bundled_model_path().stat().st_size
     assert f"({size / 2**20:,.1f} MiB, GGUF v3)" in out
     assert " MB" not in out
+
+
+def test_no_context_that_fits_reads_none_not_zero(tmp_path: Path, capsys):
+    board = tmp_path / "tiny-board.toml"
+    board.write_text('name = "tiny-board"\nram_total_mb = 300\nmem_bandwidth_gbs = 10\ncores = 4\n[reserves_mb]\nos = 100\n')
+    code, out, _ = _run(capsys, "ledger", "bundled", "--preset", "as-is", "--device", str(board))
+    assert code == 0 and "verdict: DOES NOT FIT" in out
+    assert "largest context that fits: f16 none, q8_0+flash_attn none, q4_0+flash_attn none" in out

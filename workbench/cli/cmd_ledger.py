@@ -58,7 +58,7 @@ def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0
     out = [f"{ledger.model} with preset {ledger.preset} on {ledger.device}\n\n"]
     out.append(format_table(("LINE", "MB", "SOURCE"), rows, right=(1,)))
     out.append(f"\nverdict: {ledger.verdict.upper()} — {ledger.reason}\n")
-    max_ctx = ", ".join(f"{name} {ctx:,}" for name, ctx in ledger.max_ctx_by_kv_type)
+    max_ctx = ", ".join(f"{name} {ctx:,}" if ctx else f"{name} none" for name, ctx in ledger.max_ctx_by_kv_type)
     out.append(f"largest context that fits: {max_ctx}\n")
     if n_ctx_train and any(ctx == n_ctx_train for _, ctx in ledger.max_ctx_by_kv_type):
         out.append(f"  (capped at the model's trained context of {n_ctx_train:,})\n")
