@@ -14,6 +14,7 @@ from gguf_factory import TinyModel, write_tiny_gguf
 from workbench.cli.cmd_inspect import type_mix_text
 from workbench.cli.main import main
 from workbench.core.errors import WorkbenchError
+from workbench.core.gguf_reader import read_gguf
 from workbench.core.model_ref import resolve_model
 from workbench.core.paths import bundled_model_path
 
@@ -156,3 +157,19 @@ def test_no_context_that_fits_reads_none_not_zero(tmp_path: Path, capsys):
     code, out, _ = _run(capsys, "ledger", "bundled", "--preset", "as-is", "--device", str(board))
     assert code == 0 and "verdict: DOES NOT FIT" in out
     assert "largest context that fits: f16 none, q8_0+flash_attn none, q4_0+flash_attn none" in out
+
+
+def test_ledger_prose_wraps_to_a_terminal_but_not_in_a_pipe():
+    from workbench.cli.cmd_ledger import ledger_text
+    from workbench.core.devices import load_device
+    from workbench.core.ledger import predict_ledger
+    from workbench.core.presets import load_preset
+
+    info = read_gguf(bundled_model_path())
+    device = load_device("jetson-orin-nano-8gb")
+    ledger = predict_ledger(info, load_preset("edge-int4-kv8"), device)
+    narrow = ledger_text(ledger, "Q4_K_M", device.mem_bandwidth_gbs, info.n_ctx_train, width=80)
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    assert "\n  jetson-orin-nano-8gb" in narrow  # the verdict's tail, indented under it
+    piped = ledger_text(ledger, "Q4_K_M", device.mem_bandwidth_gbs, info.n_ctx_train)
+    assert f"in the 6,192 MB budget of jetson-orin-nano-8gb" in piped

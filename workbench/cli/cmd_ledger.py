@@ -40,8 +40,8 @@ def _mb(n_bytes: int) -> str:
     return f"{n_bytes / MB:,.0f}"
 
 
-def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0) -> str:
-    from workbench.cli.text_table import format_table
+def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0, width: int | None = None) -> str:
+    from workbench.cli.text_table import format_table, wrap_text
 
     rows = [("total RAM", _mb(ledger.ram_total_bytes), ledger.device)]
     rows += [(f"reserve: {name.replace('_', ' ')}", f"-{_mb(n)}", "device profile") for name, n in ledger.reserves_bytes]
@@ -55,19 +55,19 @@ def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0
     rows.append(("total", _mb(ledger.total_bytes), ""))
     rows.append(("headroom", _mb(ledger.headroom_bytes), f"{ledger.headroom_bytes / ledger.budget_bytes:.0%} of budget"
                  if ledger.budget_bytes > 0 else ""))
-    out = [f"{ledger.model} with preset {ledger.preset} on {ledger.device}\n\n"]
+    out = [wrap_text(f"{ledger.model} with preset {ledger.preset} on {ledger.device}", width) + "\n\n"]
     out.append(format_table(("LINE", "MB", "SOURCE"), rows, right=(1,)))
-    out.append(f"\nverdict: {ledger.verdict.upper()} — {ledger.reason}\n")
+    out.append("\n" + wrap_text(f"verdict: {ledger.verdict.upper()} — {ledger.reason}", width) + "\n")
     max_ctx = ", ".join(f"{name} {ctx:,}" if ctx else f"{name} none" for name, ctx in ledger.max_ctx_by_kv_type)
-    out.append(f"largest context that fits: {max_ctx}\n")
+    out.append(wrap_text(f"largest context that fits: {max_ctx}", width) + "\n")
     if n_ctx_train and any(ctx == n_ctx_train for _, ctx in ledger.max_ctx_by_kv_type):
         out.append(f"  (capped at the model's trained context of {n_ctx_train:,})\n")
     if any("+flash_attn" in name for name, _ in ledger.max_ctx_by_kv_type):
         out.append("  (+flash_attn: a quantized V cache needs flash_attn = true)\n")
     if bandwidth_gbs > 0:
         empty, full = ledger.decode_tps_bound
-        out.append(f"decode bound at {bandwidth_gbs:g} GB/s: {empty:,.1f} tok/s at empty context, "
-                   f"{full:,.1f} tok/s at full context\n")
+        out.append(wrap_text(f"decode bound at {bandwidth_gbs:g} GB/s: {empty:,.1f} tok/s at empty context, "
+                             f"{full:,.1f} tok/s at full context", width) + "\n")
     else:
         out.append("decode bound: unavailable (the device profile has no memory bandwidth)\n")
     return "".join(out)
@@ -79,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.core.gguf_reader import read_gguf
     from workbench.core.ledger import predict_ledger
     from workbench.core.model_ref import resolve_model
+    from workbench.cli.text_table import terminal_width
     from workbench.core.presets import load_preset, preset_problems
 
     if args.ctx is not None and args.ctx < 0:
@@ -95,12 +96,15 @@ def run(args: argparse.Namespace) -> int:
         json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(ledger_text(ledger, preset.weights, device.mem_bandwidth_gbs, info.n_ctx_train))
-        sys.stdout.write(problems_text(problems))
+        width = terminal_width()
+        sys.stdout.write(ledger_text(ledger, preset.weights, device.mem_bandwidth_gbs, info.n_ctx_train, width))
+        sys.stdout.write(problems_text(problems, width))
     return 0
 
 
-def problems_text(problems) -> str:
+def problems_text(problems, width: int | None = None) -> str:
     """The preset's errors and warnings for this model: a ledger that fits says nothing about
     a preset llama.cpp would refuse (a quantized V cache without flash attention, ...)."""
-    return "".join(f"{p.level}: {p.message}. {p.fix}\n" for p in problems)
+    from workbench.cli.text_table import wrap_text
+
+    return "".join(wrap_text(f"{p.level}: {p.message}. {p.fix}", width) + "\n" for p in problems)

@@ -16,3 +16,25 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], *,
                   for column, (cell, width) in enumerate(zip(row, widths))]
         lines.append("  ".join(padded).rstrip())
     return "\n".join(lines) + "\n"
+
+
+def terminal_width() -> int | None:
+    """Columns of the terminal stdout writes to, or None for a pipe or file (whose lines stay whole for grep)."""
+    import shutil
+    import sys
+
+    try:
+        if not sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def wrap_text(text: str, width: int | None, *, indent: str = "  ") -> str:
+    """One prose line wrapped to `width`, continuation lines indented; unchanged when width is None."""
+    import textwrap
+
+    if width is None or len(text) <= width:
+        return text
+    return "\n".join(textwrap.wrap(text, width=width, subsequent_indent=indent, break_on_hyphens=False))
