@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from fakes import FakeEngine, make_app, wait_until
+from fakes import make_app, wait_until
 
 from workbench.ui.screens.main_screen import GENERATING, IDLE, LOADED
-from workbench.ui.widgets.chat_view import AnswerBlock, ChatView, Notice
+from workbench.ui.widgets.chat_view import AnswerBlock, Notice
 from workbench.ui.widgets.kv_panel import KvPanel
 from workbench.ui.widgets.ledger_panel import LedgerPanel
 from workbench.ui.widgets.prompt_input import PromptInput
