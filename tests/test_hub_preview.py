@@ -183,3 +183,14 @@ def test_cli_files_one_file_preview_prints_its_whole_ledger(hub, bundled_repo, c
     assert "left for the LLM  3,496  budget" in out
     assert "KV cache             45  ctx 2048, f16/f16, 23,040 B/token" in out
     assert "verdict: FITS" in out and "decode bound at 33.8 GB/s" in out
+
+
+def test_cli_preview_of_a_split_file_names_the_broken_part(hub, bundled_repo, tmp_path, capsys):
+    page = tmp_path / "page.gguf"
+    page.write_text("<html><body>502 Bad Gateway</body></html>")
+    hub.add_repo("test-org/Split-GGUF", {"big-Q4_0-00001-of-00002.gguf": bundled_repo,
+                                         "big-Q4_0-00002-of-00002.gguf": page})
+    assert main(["files", "test-org/Split-GGUF", "--preview", "--device", "rk3588s-4gb"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("big-Q4_0-00001-of-00002"))
+    assert "unreadable" in row and row.endswith("big-Q4_0-00002-of-00002.gguf: starts with HTML: this is an HTML page, "
+                                                "not a GGUF — probably an error page saved by a failed download")

@@ -84,7 +84,10 @@ def _table(listing, files, previews: dict, args) -> str:
     for f in files:
         preview = previews[f.name]
         if isinstance(preview, Exception):
-            rows.append((f.name, f.quant or "?", size_text(f.size_bytes), "unreadable", "", preview.what))
+            # A split file's error must say which part is broken: "where" ends with the part's name.
+            part = preview.where.split(" (")[0].rsplit("/", 1)[-1] if len(f.parts) > 1 else ""
+            rows.append((f.name, f.quant or "?", size_text(f.size_bytes), "unreadable", "",
+                         f"{part}: {preview.what}" if part else preview.what))
             continue
         header = preview.header
         fetched += header.bytes_fetched
