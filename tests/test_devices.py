@@ -282,3 +282,15 @@ def test_a_figure_cached_by_another_probe_method_is_measured_again(own_dirs):
     assert not measured.from_cache and measured.gbs != 1741.87
     assert json.loads(cache.read_text())[machine_key()]["probe"] == bandwidth.PROBE_VERSION
     assert host_bandwidth().from_cache
+
+
+def test_the_table_fits_an_80_column_terminal_and_stays_whole_in_a_pipe():
+    from workbench.cli.cmd_devices import devices_table
+    from workbench.core.devices import list_devices
+
+    devices = list_devices(include_host=False)
+    narrow = devices_table(devices, 80)
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    jetson = next(line for line in narrow.splitlines() if line.startswith("jetson-orin-nano-8gb"))
+    assert jetson.split()[1:] == ["8192", "2000", "6192", "68", "15", "6", "shipped"]
+    assert "2000 (os 1200, dma_frame_buffers 800)" in devices_table(devices)

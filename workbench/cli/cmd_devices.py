@@ -62,9 +62,29 @@ def _reserves(device) -> str:
     return f"{device.reserved_mb} ({parts})"
 
 
-def run(args: argparse.Namespace) -> int:
+def devices_table(devices, width: int | None = None) -> str:
+    """The device table; on a terminal narrower than it, reserves as one total and short headers
+    (an 80-column SSH session otherwise wraps every row; `devices show` itemises the reserves)."""
     from workbench.cli.text_table import format_table
-    from workbench.core.devices import device_origin, list_devices, user_devices_dir
+    from workbench.core.devices import device_origin
+
+    rows = [
+        (d.name, d.ram_total_mb, _reserves(d), d.budget_mb, _number(d.mem_bandwidth_gbs), _number(d.power_limit_w),
+         d.cores, device_origin(d))
+        for d in devices
+    ]
+    headers = ("NAME", "RAM MB", "RESERVES MB", "BUDGET MB", "BANDWIDTH GB/s", "POWER W", "CORES", "SOURCE")
+    table = format_table(headers, rows, right=(1, 3, 4, 5, 6))
+    if width is None or max(len(line) for line in table.splitlines()) <= width:
+        return table
+    rows = [(name, ram, str(d.reserved_mb), *rest) for d, (name, ram, _, *rest) in zip(devices, rows)]
+    return format_table(("NAME", "RAM MB", "RESERVED", "BUDGET", "GB/s", "POWER W", "CORES", "SOURCE"), rows,
+                        right=(1, 2, 3, 4, 5, 6))
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.cli.text_table import terminal_width
+    from workbench.core.devices import list_devices, user_devices_dir
 
     devices = list_devices(include_host=False)
     if not args.no_host:
@@ -76,15 +96,9 @@ def run(args: argparse.Namespace) -> int:
         json.dump([_record(d) for d in devices], sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    rows = [
-        (d.name, d.ram_total_mb, _reserves(d), d.budget_mb, _number(d.mem_bandwidth_gbs), _number(d.power_limit_w),
-         d.cores, device_origin(d))
-        for d in devices
-    ]
-    headers = ("NAME", "RAM MB", "RESERVES MB", "BUDGET MB", "BANDWIDTH GB/s", "POWER W", "CORES", "SOURCE")
-    sys.stdout.write(format_table(headers, rows, right=(1, 3, 4, 5, 6)))
-    sys.stdout.write("\nBudget = RAM minus reserves: what is left for the model. "
-                     "`workbench devices show NAME` gives each figure's source.\n"
+    sys.stdout.write(devices_table(devices, terminal_width()))
+    sys.stdout.write("\nBudget = RAM minus reserves: what is left for the model.\n"
+                     "`workbench devices show NAME` itemises the reserves and gives each figure's source.\n"
                      f"User devices live in {user_devices_dir()}.\n")
     return 0
 
