@@ -454,3 +454,16 @@ def test_cli_bad_preset_is_one_line_on_stderr(capsys, config_dir):
     assert main(["presets"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{folder / 'typo.toml'}:2" in err and "ctx_size" in err
+
+
+def test_cli_table_fits_80_columns_with_descriptions_under_their_rows():
+    from workbench.cli.cmd_presets import presets_table
+
+    presets = list_presets()
+    narrow = presets_table(presets, 80).splitlines()
+    assert max(len(line) for line in narrow) <= 80
+    edge = narrow.index(next(line for line in narrow if line.startswith("edge-int4-kv8")))
+    assert narrow[edge + 1].strip() == load_preset("edge-int4-kv8").description
+    piped = presets_table(presets)
+    assert any(line.startswith("edge-int4-kv8") and line.endswith(load_preset("edge-int4-kv8").description)
+               for line in piped.splitlines())

@@ -33,7 +33,7 @@ def _row(preset, origin: str) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.cli.text_table import format_table
+    from workbench.cli.text_table import terminal_width
     from workbench.core.presets import list_presets, preset_origin, user_presets_dir
 
     presets = list_presets()
@@ -41,15 +41,33 @@ def run(args: argparse.Namespace) -> int:
         json.dump([_row(p, preset_origin(p)) for p in presets], sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
+    sys.stdout.write(presets_table(presets, terminal_width()))
+    sys.stdout.write(f"\nUser presets live in {user_presets_dir()}\n(same name = replaces the shipped one).\n")
+    return 0
+
+
+def presets_table(presets, width: int | None = None) -> str:
+    """One row per preset; on a terminal narrower than that, each description goes on its own
+    indented line under its row (80 columns otherwise wrap every row)."""
+    from workbench.cli.text_table import format_table, wrap_text
+    from workbench.core.presets import preset_origin
+
+    headers = ("NAME", "WEIGHTS", "CTX", "K/V CACHE", "FLASH ATTN", "SOURCE", "DESCRIPTION")
     rows = [
         (p.name, p.weights, p.ctx_size, f"{p.cache_type_k}/{p.cache_type_v}", "on" if p.flash_attn else "off",
          preset_origin(p), p.description)
         for p in presets
     ]
-    sys.stdout.write(format_table(("NAME", "WEIGHTS", "CTX", "K/V CACHE", "FLASH ATTN", "SOURCE", "DESCRIPTION"),
-                                  rows, right=(2,)))
-    sys.stdout.write(f"\nUser presets live in {user_presets_dir()} (same name = replaces the shipped one).\n")
-    return 0
+    table = format_table(headers, rows, right=(2,))
+    if width is None or max(len(line) for line in table.splitlines()) <= width:
+        return table
+    header, *lines = format_table(headers[:-1], [row[:-1] for row in rows], right=(2,)).splitlines()
+    out = [header]
+    for line, preset in zip(lines, presets):
+        out.append(line)
+        if preset.description:
+            out.append(wrap_text("    " + preset.description, width, indent="    "))
+    return "\n".join(out) + "\n"
 
 
 def run_show(args: argparse.Namespace) -> int:
