@@ -77,8 +77,8 @@ def stream_turn(engine, messages: Sequence[ChatMessage], sampling: Sampling, pos
     try:
         for event in engine.chat(messages, sampling):
             if isinstance(event, TokenChunk):
-                if not texts:
-                    first_timestamp = event.timestamp
+                if not texts:  # the engine stamps every token; a chunk's first is its earliest
+                    first_timestamp = event.timestamps[0] if event.timestamps else event.timestamp
                 texts.append(event.text)
                 n_tokens += event.n_tokens
                 last_timestamp = event.timestamp
