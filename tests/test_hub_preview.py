@@ -194,3 +194,20 @@ def test_cli_preview_of_a_split_file_names_the_broken_part(hub, bundled_repo, tm
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("big-Q4_0-00001-of-00002"))
     assert "unreadable" in row and row.endswith("big-Q4_0-00002-of-00002.gguf: starts with HTML: this is an HTML page, "
                                                 "not a GGUF — probably an error page saved by a failed download")
+
+
+def test_cli_preview_works_offline_from_the_header_cache(hub, bundled_repo, monkeypatch, capsys):
+    # Previewed with the hub, then in the field without it: the listing needs the hub, the
+    # preview does not (was: "offline mode is on" and nothing).
+    assert main(["files", REPO, "--preview", "--device", "rk3588s-4gb"]) == 0
+    online = capsys.readouterr().out
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["files", REPO, "--preview", "--device", "rk3588s-4gb"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("offline (offline mode is on (HF_HUB_OFFLINE is set)): previews from the header cache\n")
+    row = next(line for line in out.splitlines() if line.startswith(FILE))
+    assert row == next(line for line in online.splitlines() if line.startswith(FILE))
+    assert "1 of 1 from the header cache" in out
+    assert main(["files", REPO, "--preview", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["offline"].startswith("offline mode is on")
+    assert main(["files", REPO]) == 2  # a plain listing still needs the hub

@@ -26,15 +26,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.core.errors import HubError
     from workbench.core.hub.files import list_gguf_files
 
-    listing = list_gguf_files(args.repo, revision=args.revision)
+    offline_reason = ""
+    try:
+        listing = list_gguf_files(args.repo, revision=args.revision)
+    except HubError as error:
+        listing = _listing_from_header_cache(args.repo, args.revision) if args.preview else None
+        if listing is None or not listing.files:
+            raise
+        offline_reason = error.what
     files = (listing.find(args.file),) if args.file else listing.files
     previews, preset, device = _previews(listing.repo, files, args) if args.preview else ({}, None, None)
     if args.json:
-        json.dump(_json(listing, files, previews), sys.stdout, indent=2)
+        json.dump({**_json(listing, files, previews), "offline": offline_reason or None}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
+    if offline_reason:
+        sys.stdout.write(f"offline ({offline_reason}): previews from the header cache\n\n")
     sys.stdout.write(_table(listing, files, previews, args))
     preview = previews.get(files[0].name) if len(files) == 1 else None
     if preview is not None and not isinstance(preview, Exception):
@@ -44,6 +54,16 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n" + ledger_text(preview.ledger, preset.weights, device.mem_bandwidth_gbs,
                                              preview.header.model.n_ctx_train))
     return 0
+
+
+def _listing_from_header_cache(repo: str, revision: str):
+    """The files whose headers an earlier preview stored: previewed at the office, shown again in
+    the field without the hub (the hub's listing is what needs the network, not the preview)."""
+    from workbench.core.hub.files import RemoteFile, RepoFiles, group_gguf_files
+    from workbench.core.hub.header_cache import stored_header_files
+
+    stored = tuple(RemoteFile(path, size, sha256) for path, size, sha256 in stored_header_files(repo.strip().strip("/")))
+    return RepoFiles(repo=repo, revision=revision, commit="", gated=False, files=group_gguf_files(stored))
 
 
 def _previews(repo: str, files, args) -> tuple:

@@ -53,6 +53,19 @@ def save_header(repo: str, path: str, size: int, sha256: str | None, segments: t
     return meta_file
 
 
+def stored_header_files(repo: str) -> tuple[tuple[str, int, str | None], ...]:
+    """(path, file size, sha256) of every header stored for `repo`: what an offline preview can show."""
+    folder = header_cache_dir() / repo_folder_name(repo)
+    found = []
+    for meta_file in sorted(folder.rglob("*.head.json")) if folder.is_dir() else ():
+        try:
+            meta = json.loads(meta_file.read_text())
+            found.append((str(meta["path"]), int(meta["size"]), meta.get("sha256")))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # damaged: load_header would miss it too
+    return tuple(found)
+
+
 def load_header(repo: str, path: str, *, sha256: str | None = None) -> StoredHeader | None:
     """The stored header of `repo/path`; None when there is none, it is damaged, or its sha256 differs."""
     meta_file, data_file = _files(repo, path)
