@@ -92,3 +92,13 @@ def test_block_lists_each_unavailable_source_on_its_own_line():
     assert len(expected) > 2
     assert [line.strip().removeprefix("n/a").strip() for line in lines[first:]] == expected
     assert all(line.startswith(" " * 9) for line in lines[first + 1:])
+
+
+def test_json_lines_carry_the_wall_time_for_logs(capsys):
+    from datetime import datetime, timedelta, timezone
+
+    before = datetime.now(timezone.utc) - timedelta(seconds=1)
+    assert main(["monitor", "--json", "--once", "--root", str(TREES / "raspberry-pi-5")]) == 0
+    record = json.loads(capsys.readouterr().out)
+    stamp = datetime.fromisoformat(record["time"])
+    assert stamp.tzinfo is not None and before <= stamp <= datetime.now(timezone.utc)

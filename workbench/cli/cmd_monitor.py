@@ -77,11 +77,15 @@ def run(args: argparse.Namespace) -> int:
 def sample_json(sample: TelemetrySample, board: BoardInfo) -> str:
     import json
     from dataclasses import asdict
+    from datetime import datetime, timezone
 
     data = asdict(sample)
     for clock, record in zip(sample.clocks, data["clocks"]):
         record["capped"] = clock.capped
     data["board"] = asdict(board)
+    # `timestamp` is the sampler's monotonic clock (for rates); a log needs the wall time too,
+    # to line samples up with tegrastats, dmesg or a bench run.
+    data["time"] = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     return json.dumps(data, separators=(",", ":"))
 
 
