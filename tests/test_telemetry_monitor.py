@@ -102,3 +102,15 @@ def test_json_lines_carry_the_wall_time_for_logs(capsys):
     record = json.loads(capsys.readouterr().out)
     stamp = datetime.fromisoformat(record["time"])
     assert stamp.tzinfo is not None and before <= stamp <= datetime.now(timezone.utc)
+
+
+def test_a_pid_that_is_not_running_is_refused_up_front(capsys):
+    import psutil
+
+    missing = max(psutil.pids()) + 100_000
+    assert main(["monitor", "--once", "--pid", str(missing)]) == 2
+    assert capsys.readouterr().err == (f"workbench: --pid: no running process {missing}. "
+                                       "give the PID of a running process, e.g. from `pgrep llama-server`\n")
+    import os
+
+    assert main(["monitor", "--once", "--pid", str(os.getpid()), "--root", str(TREES / "raspberry-pi-5")]) == 0

@@ -48,6 +48,13 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError(f"--count {args.count} must be at least 1")
     if not Path(args.root).is_dir():
         raise WorkbenchError("no such folder", where=args.root, fix="give the root of a /sys tree, or leave out --root")
+    if args.pid is not None:
+        import psutil
+
+        # A PID that was never there is a typo, not a source that is "not available here".
+        if args.pid <= 0 or not psutil.pid_exists(args.pid):
+            raise WorkbenchError(f"no running process {args.pid}", where="--pid",
+                                 fix="give the PID of a running process, e.g. from `pgrep llama-server`")
     count = 1 if args.once else args.count
     block = sys.stdout.isatty() and not args.json and not args.once
     with Sampler(args.root, args.pid, tegrastats=args.tegrastats) as sampler:
