@@ -1,4 +1,4 @@
-"""A full context on the real engine: 200 turns on 512 tokens, and an answer that hits the end."""
+"""A full context on the real engine: 200 turns on 256 tokens, and an answer that hits the end."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ SYSTEM = ChatMessage("system", "You are terse.")
 
 
 def test_two_hundred_turns_on_a_small_context_shift_instead_of_failing():
-    preset = Preset(name="test-512", ctx_size=512, batch_size=128, ubatch_size=128, threads=1)
+    preset = Preset(name="test-256", ctx_size=256, batch_size=128, ubatch_size=128, threads=1)
     sampling = Sampling(temperature=0.0, seed=1, max_tokens=1)
     history: list[ChatMessage] = []
     shifts: list[ContextShifted] = []
@@ -27,11 +27,11 @@ def test_two_hundred_turns_on_a_small_context_shift_instead_of_failing():
             shifts += [event for event in events if isinstance(event, ContextShifted)]
             result = events[-1]
             assert isinstance(result, TurnFinished)
-            assert result.prompt_tokens + result.generated_tokens <= result.n_ctx == 512
-            assert result.kv_cells_used <= 512
+            assert result.prompt_tokens + result.generated_tokens <= result.n_ctx == 256
+            assert result.kv_cells_used <= 256
             finished.append(result)
             history += [question, ChatMessage("assistant", result.text)]
-    assert shifts, "200 turns never filled 512 tokens?"
+    assert shifts, "200 turns never filled 256 tokens?"
     # each shift frees about half the context, then the window stays put for a while
     assert len(shifts) < 200 // 4
     assert all(later.turns_dropped > earlier.turns_dropped for earlier, later in zip(shifts, shifts[1:]))
