@@ -34,9 +34,9 @@ async def test_select_load_chat_cancel_unload_reload_with_the_real_engine():
                        telemetry_interval_s=0.25)
     async with app.run_test(size=(160, 48)) as pilot:
         screen = app.main_screen
-        await wait_until(pilot, lambda: screen.ledger is not None, 30)
+        await wait_until(pilot, lambda: screen.ledger is not None, 60)
         screen.query_one("#device-select").value = "jetson-orin-nano-8gb"  # select: the verdict follows
-        await wait_until(pilot, lambda: screen.ledger.device == "jetson-orin-nano-8gb", 30)
+        await wait_until(pilot, lambda: screen.ledger.device == "jetson-orin-nano-8gb", 60)
         predicted = screen.ledger
 
         await pilot.press("ctrl+l")
@@ -46,10 +46,10 @@ async def test_select_load_chat_cancel_unload_reload_with_the_real_engine():
         assert screen.query_one(KvPanel).n_ctx == loaded.n_ctx >= predicted.ctx_size
         # the real sampler follows the engine process: the ledger's measured column fills in
         await wait_until(pilot, lambda: (screen.latest_sample is not None
-                                         and screen.latest_sample.engine_rss_bytes), 30)
+                                         and screen.latest_sample.engine_rss_bytes), 60)
 
         screen.conversation.sampling = dataclasses.replace(screen.conversation.sampling, temperature=0.0, seed=1,
-                                                           max_tokens=24)
+                                                           max_tokens=48)
         await send(pilot, "Name three colours.")
         await wait_until(pilot, lambda: screen.phase == LOADED, 120)
         finished = screen.conversation.stats[1]
