@@ -75,6 +75,30 @@ def test_cli_refuses_an_unknown_type_in_one_line():
     assert done.stderr.count("\n") == 1 and "unknown weight type 'Q9'" in done.stderr
 
 
+def test_cli_output_into_an_existing_folder_gets_the_default_name(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "workbench", "quantize", "bundled", "--to", "Q8_0", "-o", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    expected = tmp_path / "SmolLM2-135M-Instruct.Q8_0.gguf"
+    assert done.stdout.startswith(f"{expected}  (Q8_0,")
+    assert read_gguf(expected).file_type == "Q8_0"
+    assert [p.name for p in tmp_path.iterdir()] == ["SmolLM2-135M-Instruct.Q8_0.gguf"]  # no partial file left
+
+
+@pytest.mark.parametrize(
+    ("out", "said"),
+    [("missing/model.gguf", "the output folder does not exist"),
+     ("/proc", "cannot write in the output folder")],  # /proc refuses new files even to root
+)
+def test_cli_output_that_cannot_be_written_is_one_line_before_any_work(tmp_path, out, said):
+    target = str(tmp_path / out)
+    done = subprocess.run([sys.executable, "-m", "workbench", "quantize", "bundled", "--to", "Q8_0", "-o", target],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and said in done.stderr and "Traceback" not in done.stderr
+    assert "quantizing" not in done.stderr and not (tmp_path / "missing").exists()
+
+
 def test_a_preset_asking_for_other_weights_loads_a_requantized_copy_made_first(cache_dir):
     preset = Preset(name="test-q8", weights="Q8_0", ctx_size=256, batch_size=128, ubatch_size=128, threads=1)
     with EngineClient() as client:

@@ -72,6 +72,42 @@ def requantize_warning(model: ModelInfo, weights_type: str) -> str:
             f"and {target} adds its own loss; start from an F16/BF16 GGUF for the best {target}")
 
 
+def default_output_name(source: Path, weights_type: str) -> str:
+    """The file name `-o DIR` gets: the source's stem and the type ("model.Q4_1.gguf" -> "model.Q8_0.gguf")."""
+    stem = source.name[: -len(".gguf")] if source.name.lower().endswith(".gguf") else source.name
+    base, _, last = stem.rpartition(".")
+    if base and (last.upper() in ggml_types.QUANT_TYPES or last.upper() in FULL_PRECISION):
+        stem = base  # the source's own type would make "model.Q4_1.Q8_0.gguf"
+    return f"{stem}.{weights_type}.gguf"
+
+
+def output_path(source: Path, weights_type: str, out: Path) -> Path:
+    """Where `-o OUT` puts the result: inside OUT when it is a folder; WorkbenchError when it cannot be written."""
+    destination = out / default_output_name(source, weights_type) if out.is_dir() else out
+    folder = destination.parent
+    if not folder.is_dir():
+        raise WorkbenchError("the output folder does not exist", where=str(folder),
+                             fix="Create it first, or give -o an existing folder or a file path in one")
+    if destination.resolve() == source.resolve():
+        raise WorkbenchError("the output would overwrite the source", where=str(destination),
+                             fix="Give another -o path")
+    return destination
+
+
+def check_writable_folder(folder: Path) -> None:
+    """WorkbenchError unless a file can be created in `folder`.
+
+    Tried for real rather than with os.access(): root passes os.access() everywhere, and a
+    read-only mount or /sys refuses anyway; llama.cpp would only say "iostream error" later.
+    """
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise WorkbenchError(f"cannot write in the output folder ({error.strerror or error})", where=str(folder),
+                             fix="Give -o a folder you can write to") from None
+
+
 def partial_path(out: Path, pid: int | None = None) -> Path:
     """Where a quantization is written before it is complete (renamed into place at the end)."""
     return out.with_name(f"{out.name}.part-{os.getpid() if pid is None else pid}")
@@ -105,21 +141,19 @@ def quantize(
     source = Path(src)
     target = weights_type_name(weights_type)
     model = read_gguf(source)  # GGUFError (one line) for anything that is not a readable GGUF
-    warning = requantize_warning(model, target)
-    if warning and on_warning is not None:
-        on_warning(warning)
     if out is None:
         destination = cached_quantized_path(source, target)
         if destination.is_file():
             if on_progress is not None:
                 on_progress(1.0)
             return destination
+        destination.parent.mkdir(parents=True, exist_ok=True)
     else:
-        destination = Path(out)
-        if destination.resolve() == source.resolve():
-            raise WorkbenchError("the output would overwrite the source", where=str(destination),
-                                 fix="Give another -o path")
-    destination.parent.mkdir(parents=True, exist_ok=True)
+        destination = output_path(source, target, Path(out))
+    check_writable_folder(destination.parent)
+    warning = requantize_warning(model, target)
+    if warning and on_warning is not None:
+        on_warning(warning)
     _run_quantize_process(source, destination, ggml_types.QUANT_TYPES[target], on_progress)
     return destination
 
