@@ -61,3 +61,15 @@ def test_ctrl_c_stops_the_answer_and_the_chat_goes_on(preset_file):
     # the first answer was cut short; the second question was answered by the same engine
     assert stop_reasons[0] == "cancelled" and stop_reasons[1] in ("stop", "length") and len(stop_reasons) == 2
     assert "restarting" not in stderr and os.linesep in stdout
+
+
+def test_a_truncated_model_names_the_file_once(tmp_path):
+    from workbench.core.paths import bundled_model_path
+
+    truncated = tmp_path / "t.gguf"
+    truncated.write_bytes(bundled_model_path().read_bytes()[:5_000_000])
+    done = workbench("chat", str(truncated), stdin="hi\n", timeout=120)
+    assert done.returncode == 2
+    error = [line for line in done.stderr.splitlines() if line.startswith("workbench:")]
+    assert len(error) == 1 and error[0].count("t.gguf") == 1, done.stderr
+    assert "file ends at 5 MB" in error[0] and "Traceback" not in done.stderr

@@ -101,6 +101,7 @@ class _ChatSession:
         self._client.close()
 
     def load(self) -> None:
+        from workbench.core.engine.client import failure_where
         from workbench.core.engine.events import EngineFailed, Loaded, LoadProgressed
         from workbench.core.errors import EngineError
 
@@ -118,7 +119,7 @@ class _ChatSession:
             elif isinstance(event, EngineFailed):
                 for line in event.log_tail[-5:]:
                     _say(f"  | {line}")
-                raise EngineError(event.message, where=str(self._model_path))
+                raise EngineError(event.message, where=failure_where(event, str(self._model_path)))
 
     def turn(self, messages: list, sampling: Any) -> str | None:
         """Stream one answer to stdout; its text (partial when stopped), or None when it failed."""

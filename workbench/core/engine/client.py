@@ -325,9 +325,14 @@ def _reap(process: Any, conn: Any, log_path: str | None) -> None:
         Path(log_path).unlink(missing_ok=True)
 
 
+def failure_where(failure: EngineFailed, model_path: str) -> str:
+    """`model_path` as the error's `where`, or "" when the failure's message already names the file."""
+    return "" if model_path in failure.message else model_path
+
+
 def _engine_error(failure: EngineFailed, where: str = "") -> EngineError:
     last_line = failure.log_tail[-1].strip() if failure.log_tail else ""
     fix = f"llama.cpp's last log line: {last_line}" if last_line and last_line not in failure.message else ""
-    error = EngineError(failure.message, where=where, fix=fix)
+    error = EngineError(failure.message, where=failure_where(failure, where) if where else "", fix=fix)
     error.failure = failure  # type: ignore[attr-defined]
     return error
