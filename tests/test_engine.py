@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -18,7 +19,8 @@ from workbench.core.engine.events import (
     TokenChunk,
     TurnFinished,
 )
-from workbench.core.errors import EngineError
+from workbench.core.engine.sampling_checks import sampling_problems, validate_sampling
+from workbench.core.errors import EngineError, WorkbenchError
 from workbench.core.paths import bundled_model_path
 from workbench.core.preset import DeviceProfile, Preset
 
@@ -191,6 +193,35 @@ def test_a_message_longer_than_the_context_is_refused_and_the_engine_stays_up(en
     assert isinstance(failed, EngineFailed) and failed.kind == "request"
     assert "1024" in failed.message and "ctx_size" in failed.message
     assert engine.alive and engine.loaded is not None
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [({"temperature": -1.0}, "temperature -1 must be 0 or more"),
+     ({"top_p": 0.0}, "top_p 0 must be more than 0 and at most 1"),
+     ({"top_p": 1.5}, "top_p 1.5 must be"),
+     ({"top_k": -1}, "top_k -1 must be 0 or more"),
+     ({"min_p": 2.0}, "min_p 2 must be between 0 and 1"),
+     ({"repeat_penalty": 0.0}, "repeat_penalty 0 must be more than 0"),
+     ({"max_tokens": 0}, "max_tokens 0 must be at least 1"),
+     ({"temperature": float("nan")}, "temperature nan must be 0 or more")],
+)
+def test_out_of_range_sampling_is_refused_in_one_line_before_the_engine_sees_it(engine, change, said):
+    bad = dataclasses.replace(GREEDY, **change)
+    with pytest.raises(WorkbenchError) as raised:
+        validate_sampling(bad)
+    assert said in str(raised.value) and "\n" not in str(raised.value)
+    (failed,) = run_turn(engine, [SYSTEM, ChatMessage("user", "Hi")], bad)[1]
+    assert isinstance(failed, EngineFailed) and failed.kind == "request" and said in failed.message
+    assert engine.alive and engine.loaded is not None
+
+
+def test_sampling_checks_name_every_bad_setting_and_pass_the_edges():
+    validate_sampling(Sampling(temperature=0.0, top_p=1.0, top_k=0, min_p=0.0, repeat_penalty=0.01, max_tokens=1))
+    validate_sampling(Sampling(min_p=1.0, seed=2**32 - 1))
+    problems = sampling_problems(Sampling(temperature=-0.5, max_tokens=0), {"temperature": "--temp"})
+    assert [field for field, _ in problems] == ["temperature", "max_tokens"]
+    assert problems[0][1].startswith("--temp -0.5 ")
 
 
 def test_run_op_runs_a_measurement_in_the_engine_and_names_unknown_ops(engine):

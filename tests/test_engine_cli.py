@@ -73,3 +73,10 @@ def test_a_truncated_model_names_the_file_once(tmp_path):
     error = [line for line in done.stderr.splitlines() if line.startswith("workbench:")]
     assert len(error) == 1 and error[0].count("t.gguf") == 1, done.stderr
     assert "file ends at 5 MB" in error[0] and "Traceback" not in done.stderr
+
+
+def test_out_of_range_sampling_flags_are_one_line_and_exit_code_2_before_loading():
+    done = workbench("chat", "bundled", "--temp", "-1", "--max-tokens", "0", stdin="hi\n", timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "--temp -1 must be 0 or more" in done.stderr and "--max-tokens 0 must be at least 1" in done.stderr

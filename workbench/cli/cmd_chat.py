@@ -8,6 +8,12 @@ import sys
 from typing import Any
 
 
+_SAMPLING_FLAGS = {
+    "temperature": "--temp", "top_p": "--top-p", "top_k": "--top-k", "min_p": "--min-p",
+    "repeat_penalty": "--repeat-penalty", "seed": "--seed", "max_tokens": "--max-tokens",
+}
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "chat",
@@ -37,16 +43,18 @@ def run(args: argparse.Namespace) -> int:
     from workbench.core.devices import load_device
     from workbench.core.engine.client import EngineClient
     from workbench.core.engine.events import ChatMessage, Sampling
+    from workbench.core.engine.sampling_checks import validate_sampling
     from workbench.core.model_ref import resolve_model
     from workbench.core.presets import load_preset
 
-    model_path = resolve_model(args.model)
-    preset = load_preset(args.preset)
-    device = load_device(args.device) if args.device else None
     sampling = Sampling(
         temperature=args.temp, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
         repeat_penalty=args.repeat_penalty, seed=args.seed, max_tokens=args.max_tokens,
     )
+    validate_sampling(sampling, _SAMPLING_FLAGS)  # before the model loads: a typo costs nothing
+    model_path = resolve_model(args.model)
+    preset = load_preset(args.preset)
+    device = load_device(args.device) if args.device else None
     system = (ChatMessage("system", args.system),) if args.system else ()
     session = _ChatSession(EngineClient(), model_path, preset, device, args.allow_overbudget, not args.no_stats)
     try:

@@ -31,7 +31,8 @@ from workbench.core.engine.protocol import (
     ShutdownRequest,
     UnloadRequest,
 )
-from workbench.core.errors import EngineError
+from workbench.core.engine.sampling_checks import validate_sampling
+from workbench.core.errors import EngineError, WorkbenchError
 from workbench.core.preset import DeviceProfile, Preset
 
 _TERMINAL = (Loaded, TurnFinished, EngineFailed, Unloaded, OpFinished)
@@ -216,6 +217,11 @@ class EngineClient:
         try:
             if not self.alive or self._loaded is None:
                 yield EngineFailed("request", "no model is loaded; load one first")
+                return
+            try:
+                validate_sampling(sampling)
+            except WorkbenchError as error:
+                yield EngineFailed("request", str(error))
                 return
             yield from self._exchange(ChatRequest(messages, sampling), "generating")
         finally:
