@@ -118,3 +118,11 @@ def test_a_preset_asking_for_other_weights_loads_a_requantized_copy_made_first(c
         notes = [e.message for e in again if isinstance(e, LoadProgressed) and e.stage == "quantizing"]
         assert notes and notes[0].startswith("using cached")
         assert isinstance(again[-1], Loaded)
+
+
+def test_a_cache_folder_that_cannot_be_created_is_one_line_naming_the_setting(monkeypatch):
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", "/proc/workbench-cache")  # /proc refuses new folders even to root
+    with pytest.raises(WorkbenchError) as raised:
+        quantize(bundled_model_path(), "Q8_0")
+    message = str(raised.value)
+    assert "cannot create the cache folder" in message and "WORKBENCH_CACHE_DIR" in message and "\n" not in message

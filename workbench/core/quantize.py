@@ -147,7 +147,12 @@ def quantize(
             if on_progress is not None:
                 on_progress(1.0)
             return destination
-        destination.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            destination.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise WorkbenchError(f"cannot create the cache folder ({error.strerror or error})",
+                                 where=str(destination.parent),
+                                 fix="Point WORKBENCH_CACHE_DIR at a folder you can write to, or give -o") from None
     else:
         destination = output_path(source, target, Path(out))
     check_writable_folder(destination.parent)
