@@ -50,13 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--theme", help="theme name for the app")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"workbench.cli.cmd_{name}")
-        except ModuleNotFoundError as error:
-            if error.name != f"workbench.cli.cmd_{name}":
-                raise
-            continue  # command not built yet
-        module.add_parser(subparsers)
+        importlib.import_module(f"workbench.cli.cmd_{name}").add_parser(subparsers)
     return parser
 
 
