@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
+import sys
 
 import gguf
 import psutil
@@ -157,3 +159,25 @@ def test_an_engine_killed_while_re_quantizing_is_a_load_failure_that_leaves_no_p
     assert failed.exit_signal == "SIGKILL" and "while loading the model" in failed.message
     assert list((tmp_path / "cache" / "quantized").iterdir()) == []
     assert isinstance(final(client.load(bundled_model_path(), PRESET, device=ROOMY)), Loaded)
+
+
+def test_a_script_without_a_main_guard_can_start_an_engine_at_module_level(tmp_path):
+    # multiprocessing's spawn re-ran such a script in the engine process, which then died
+    # while bootstrapping ("exit code 1") before it could load anything.
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from workbench.core.engine.client import EngineClient\n"
+        "from workbench.core.engine.events import ChatMessage, Sampling, TurnFinished\n"
+        "from workbench.core.paths import bundled_model_path\n"
+        "from workbench.core.preset import DeviceProfile, Preset\n"
+        "client = EngineClient()\n"
+        "loaded = client.load_blocking(bundled_model_path(), Preset(name='script', ctx_size=256, batch_size=128,\n"
+        "    ubatch_size=128, threads=1), device=DeviceProfile(name='roomy', ram_total_mb=65536, cores=2))\n"
+        "events = list(client.chat([ChatMessage('user', 'Hi')], Sampling(temperature=0.0, max_tokens=3)))\n"
+        "print('n_ctx', loaded.n_ctx, 'finished', isinstance(events[-1], TurnFinished))\n"
+        "client.close()\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "n_ctx 256 finished True"
+    assert "bootstrapping" not in done.stderr

@@ -126,3 +126,15 @@ def test_a_cache_folder_that_cannot_be_created_is_one_line_naming_the_setting(mo
         quantize(bundled_model_path(), "Q8_0")
     message = str(raised.value)
     assert "cannot create the cache folder" in message and "WORKBENCH_CACHE_DIR" in message and "\n" not in message
+
+
+def test_a_script_without_a_main_guard_can_quantize_at_module_level(tmp_path):
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from workbench.core.paths import bundled_model_path\n"
+        "from workbench.core.quantize import quantize\n"
+        f"print(quantize(bundled_model_path(), 'Q8_0', {str(tmp_path / 'out.gguf')!r}).name)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "out.gguf" and read_gguf(tmp_path / "out.gguf").file_type == "Q8_0"

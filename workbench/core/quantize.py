@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import os
 import tempfile
 from collections.abc import Callable
@@ -166,20 +165,14 @@ def quantize(
 def _run_quantize_process(
     source: Path, destination: Path, ftype_id: int, on_progress: Callable[[float], None] | None
 ) -> None:
-    from workbench.core.engine.quantize_worker import worker_main
+    from workbench.core.engine.child_process import start_child
 
     partial = partial_path(destination)
     log_fd, log_path = tempfile.mkstemp(prefix="workbench-quantize-", suffix=".log")
     os.close(log_fd)
-    context = multiprocessing.get_context("spawn")
-    ours, theirs = context.Pipe(duplex=False)
-    process = context.Process(
-        target=worker_main, args=(theirs, str(source), str(partial), ftype_id, log_path),
-        name="workbench-quantize", daemon=True,
-    )
+    process, ours = start_child("workbench.core.engine.quantize_worker",
+                                (str(source), str(partial), str(ftype_id), log_path), log_path)
     try:
-        process.start()
-        theirs.close()
         outcome = _follow(ours, process, on_progress)
         if outcome[0] == "done":
             os.replace(partial, destination)  # the cache never holds half a file
@@ -190,9 +183,9 @@ def _run_quantize_process(
                "pick another type, e.g. Q4_K_M" if "imatrix" in message else "Pick another type, or check the source file")
         raise WorkbenchError(f"{message.rstrip('!. ')}.{detail}".rstrip("."), where=str(source), fix=fix)
     finally:
-        if process.is_alive():
-            process.kill()
+        process.kill()
         process.join(timeout=5)
+        process.close()
         ours.close()
         partial.unlink(missing_ok=True)
         Path(log_path).unlink(missing_ok=True)
@@ -200,7 +193,7 @@ def _run_quantize_process(
 
 def _follow(conn, process, on_progress) -> tuple:  # noqa: ANN001 - multiprocessing objects
     while True:
-        ready = wait([conn, process.sentinel])
+        ready = wait([conn] if process.sentinel is None else [conn, process.sentinel])
         if conn in ready:
             try:
                 message = conn.recv()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
 import os
 import tempfile
 import threading
@@ -53,7 +51,6 @@ class EngineClient:
     """
 
     def __init__(self) -> None:
-        self._context = multiprocessing.get_context("spawn")  # the child inherits none of our threads
         self._process: Any = None
         self._conn: Any = None
         self._cancel_flag: Any = None  # a shared byte: the engine polls it per graph node in prefill
@@ -89,7 +86,7 @@ class EngineClient:
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
         """Start the engine process if it is not running (a dead one is cleaned up first)."""
-        from workbench.core.engine.process import serve
+        from workbench.core.engine.child_process import SharedFlag, start_child
 
         with self._lifecycle:
             if self.alive:
@@ -97,14 +94,13 @@ class EngineClient:
             self._discard_process()
             descriptor, log_path = tempfile.mkstemp(prefix="workbench-engine-", suffix=".log")
             os.close(descriptor)
-            ours, theirs = self._context.Pipe(duplex=True)
             # A lock-free shared bool, not an Event: reading it costs the engine next to nothing.
-            cancel_flag = self._context.RawValue(ctypes.c_bool, False)
-            process = self._context.Process(
-                target=serve, args=(theirs, cancel_flag, log_path), name="workbench-engine", daemon=True
-            )
-            process.start()
-            theirs.close()
+            cancel_flag, flag_fd = SharedFlag.create()
+            try:
+                process, ours = start_child("workbench.core.engine.process", (str(flag_fd), log_path), log_path,
+                                            pass_fds=(flag_fd,))
+            finally:
+                os.close(flag_fd)
             self._process, self._conn, self._cancel_flag, self._log_path = process, ours, cancel_flag, log_path
             self._closing = False
             # A client dropped without close() (or an interpreter exiting) still stops its
@@ -287,7 +283,7 @@ class EngineClient:
         if conn is None or process is None:
             return self._died(doing)
         try:
-            wait([conn, process.sentinel])
+            wait([conn] if process.sentinel is None else [conn, process.sentinel])
             if conn.poll():
                 return conn.recv()
         except (EOFError, OSError, ValueError):
@@ -325,6 +321,7 @@ def _reap(process: Any, conn: Any, log_path: str | None) -> None:
         if process.is_alive():
             process.kill()
         process.join(timeout=5)
+        process.close()
     if conn is not None:
         conn.close()
     if log_path:

@@ -12,6 +12,14 @@ from workbench.core.engine.log_capture import LlamaLog
 from workbench.core.engine.protocol import ChatRequest, LoadRequest, RunOpRequest, ShutdownRequest, UnloadRequest
 
 
+def child_main(argv: list[str]) -> None:
+    """The engine process's entry (see child_process.start_child): [pipe fd, cancel flag fd, log path]."""
+    from workbench.core.engine.child_process import SharedFlag, child_connection
+
+    conn, (flag_fd, log_path) = child_connection(argv)
+    serve(conn, SharedFlag(int(flag_fd)), log_path)
+
+
 def serve(conn: Connection, cancel_flag: Any, log_path: str) -> None:
     """Run until the client says shut down or goes away (its end of the pipe closes).
 

@@ -53,6 +53,14 @@ def quantize_here(
         raise QuantizeFailed(f"llama.cpp's quantizer failed on {src.name}: {detail}", log.tail(30))
 
 
+def child_main(argv: list[str]) -> None:
+    """The quantize process's entry (see child_process.start_child): [pipe fd, src, out, ftype id, log path]."""
+    from workbench.core.engine.child_process import child_connection
+
+    conn, (src, out, ftype_id, log_path) = child_connection(argv)
+    worker_main(conn, src, out, int(ftype_id), log_path)
+
+
 def worker_main(conn: Connection, src: str, out: str, ftype_id: int, log_path: str) -> None:
     """Entry point of a quantize process: reports ("progress", f), then ("done",) or ("failed", msg, tail)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop us
