@@ -80,3 +80,20 @@ def test_out_of_range_sampling_flags_are_one_line_and_exit_code_2_before_loading
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert "--temp -1 must be 0 or more" in done.stderr and "--max-tokens 0 must be at least 1" in done.stderr
+
+
+def test_stats_of_an_answer_stopped_in_the_prompt_do_not_claim_the_prompt_was_evaluated():
+    from workbench.cli.cmd_chat import format_turn_stats
+    from workbench.core.engine.events import TurnFinished
+
+    stopped = TurnFinished(text="", stop_reason="cancelled", prompt_tokens=850, reused_tokens=0, generated_tokens=0,
+                           ttft_s=0.0, prefill_tps=0.0, decode_tps=0.0, kv_cells_used=0, n_ctx=2048,
+                           context_shifts=0, started_at=10.0, finished_at=14.0)
+    lines = dict(line.split(":", 1) for line in format_turn_stats(stopped).splitlines())
+    assert lines["prompt eval count"].strip() == "stopped before the end of 850 token(s)"
+    assert lines["prompt eval rate"].strip() == "n/a" and lines["stop reason"].strip() == "cancelled"
+    finished = TurnFinished(text="hi", stop_reason="stop", prompt_tokens=850, reused_tokens=50, generated_tokens=2,
+                            ttft_s=0.5, prefill_tps=0.0, decode_tps=0.0, kv_cells_used=852, n_ctx=2048,
+                            context_shifts=0, started_at=10.0, finished_at=11.0, prefill_s=0.5, decode_s=0.1)
+    assert dict(line.split(":", 1) for line in format_turn_stats(finished).splitlines())["prompt eval count"].strip() \
+        == "800 token(s)"

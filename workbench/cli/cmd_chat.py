@@ -203,10 +203,13 @@ def format_turn_stats(turn: Any) -> str:
     evaluated = turn.prompt_tokens - turn.reused_tokens
     generated_after_first = max(0, turn.generated_tokens - 1)
     has_first_token = turn.generated_tokens > 0
+    # Stopped in prefill: llama.cpp evaluated part of the prompt and says not how much.
+    stopped_in_prompt = turn.stop_reason == "cancelled" and not has_first_token
     rows = (
         ("total duration", _duration(turn.finished_at - turn.started_at, True)),
         ("time to first token", _duration(turn.ttft_s, has_first_token)),
-        ("prompt eval count", f"{evaluated} token(s)"),
+        ("prompt eval count", f"stopped before the end of {evaluated} token(s)" if stopped_in_prompt
+         else f"{evaluated} token(s)"),
         ("reused from cache", f"{turn.reused_tokens} token(s)"),
         ("prompt eval duration", _duration(turn.prefill_s, turn.prefill_s > 0)),
         ("prompt eval rate", _rate(evaluated, turn.prefill_s)),
