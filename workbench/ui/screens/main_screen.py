@@ -37,7 +37,7 @@ from workbench.ui.messages import (
 )
 from workbench.ui.selection import Selection, device_options, model_options, preset_options
 from workbench.ui.units import mib
-from workbench.ui.widgets.chat_view import AnswerBlock, ChatView, Notice
+from workbench.ui.widgets.chat_view import AnswerBlock, ChatView
 from workbench.ui.widgets.kv_panel import KvPanel
 from workbench.ui.widgets.ledger_panel import LedgerPanel
 from workbench.ui.widgets.prompt_input import PromptInput
@@ -126,10 +126,7 @@ class MainScreen(Screen):
         self.query_one("#load-progress").display = False
         self.watch_phase(self.phase)
         self.query_one(PromptInput).focus()
-        self.query_one(ChatView).mount(Notice(
-            "Ctrl+L loads the model with the chosen preset, then ask below.",
-            "Enter sends · Esc cancels · ↑↓ prompt history · F5 system prompt and sampling · "
-            "Ctrl+S saves the transcript · Ctrl+P every command", kind="info"))
+        self.call_later(self.query_one(ChatView).show_welcome)
         # the workers start once the first frame is on screen: their threads compete for the GIL
         self.call_after_refresh(self._start_workers)
 
@@ -256,9 +253,13 @@ class MainScreen(Screen):
                         UNLOADING: "Unloading…"}[phase]
         button.disabled = phase in (LOADING, UNLOADING)
         button.variant = "primary" if phase == IDLE else "default"
+        # usable while an answer streams (a change only re-predicts; loading uses it): restyling
+        # three selects on and off costs ~50 ms of a core at each turn's start and end
         for select in self.query(Select):
-            select.disabled = phase in (LOADING, UNLOADING, GENERATING)
+            select.disabled = phase in (LOADING, UNLOADING)
         self.query_one("#load-progress").display = phase == LOADING
+        # a blinking cursor repaints twice a second; while an answer streams every repaint is CPU the engine could use
+        self.query_one(PromptInput).cursor_blink = phase != GENERATING
 
     @on(Button.Pressed, "#load-button")
     def _load_pressed(self) -> None:
@@ -397,10 +398,8 @@ class MainScreen(Screen):
         await self.send(text)
 
     async def send(self, text: str) -> None:
-        chat = self.query_one(ChatView)
         self.conversation.add_user(text)
-        await chat.add_user(text)
-        self._answer = await chat.start_answer()
+        self._answer = await self.query_one(ChatView).start_turn(text)
         self._turn_generated = 0
         self._settled_segments = self.query_one(KvPanel).segments
         self._turn_start_sample = self.latest_sample
@@ -542,7 +541,9 @@ class MainScreen(Screen):
             self.notify("Cancel the answer first (Esc).", severity="warning")
             return
         self.conversation.clear()
-        await self.query_one(ChatView).clear()
+        chat = self.query_one(ChatView)
+        await chat.clear()
+        await chat.show_welcome()
         self.notify("Started a new conversation.", title="Chat")
 
     def action_open_models(self) -> None:

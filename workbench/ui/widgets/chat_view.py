@@ -6,7 +6,15 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Static
 
+from workbench.ui.widgets.streaming_text import StreamingText
+
 # textual's Markdown (and markdown-it) load with the first answer, not at startup
+
+
+RESERVE_MIN_LINES = 4
+WELCOME = ("Ctrl+L loads the model with the chosen preset, then ask below.",
+           "Enter sends · Esc cancels · ↑↓ prompt history · F5 system prompt and sampling · "
+           "Ctrl+S saves the transcript · Ctrl+P every command")
 
 
 class UserBubble(Static):
@@ -14,31 +22,33 @@ class UserBubble(Static):
 
 
 class AnswerBlock(Vertical):
-    """One answer: Markdown fed by a stream (it coalesces appends when drawing falls behind)."""
+    """One answer: plain text while it streams, rendered as Markdown once when it ends.
 
-    def __init__(self, **kwargs) -> None:
+    Re-parsing and re-laying-out Markdown on every batch cost the UI a fifth of a core on a
+    2-core box whose other core runs the engine (benchmarks/ui_overhead.py); plain text
+    that grows line by line costs a repaint of one line per batch.
+    """
+
+    def __init__(self, *, reserve_lines: int = 1, **kwargs) -> None:
         super().__init__(**kwargs)
         self.text = ""
-        self._stream = None  # a MarkdownStream while the answer streams
+        self.reserve_lines = reserve_lines
 
     def compose(self) -> ComposeResult:
-        from textual.widgets import Markdown
-
-        yield Markdown(classes="answer-text")
+        yield StreamingText(reserve_lines=self.reserve_lines, classes="answer-live")
         yield Static("generating…", classes="answer-stats")
 
     async def append(self, fragment: str) -> None:
         self.text += fragment
-        if self._stream is None:
-            from textual.widgets import Markdown
-
-            self._stream = Markdown.get_stream(self.query_one(Markdown))
-        await self._stream.write(fragment)
+        self.query_one(StreamingText).append(fragment)
 
     async def finish(self, stats: str, *, failed: bool = False) -> None:
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
+        for live in self.query(StreamingText):
+            if self.text:
+                from textual.widgets import Markdown
+
+                await self.mount(Markdown(self.text, classes="answer-text"), before=live)
+            await live.remove()
         label = self.query_one(".answer-stats", Static)
         label.update(stats)
         label.set_class(failed, "-failed")
@@ -70,24 +80,19 @@ class ChatView(VerticalScroll):
     def on_mount(self) -> None:
         self.anchor()
 
-    async def add_user(self, text: str) -> UserBubble:
-        bubble = UserBubble(text, markup=False)
-        await self.mount(bubble)
-        return bubble
+    async def show_welcome(self) -> None:
+        """How to start, shown until the conversation starts."""
+        if not self.query("#welcome"):
+            await self.mount(Notice(*WELCOME, kind="info", id="welcome"))
 
-    async def start_answer(self) -> AnswerBlock:
-        block = AnswerBlock()
-        await self.mount(block)
-        return block
-
-    async def add_answer(self, text: str, stats: str) -> AnswerBlock:
-        """An answer already complete (redrawing a kept conversation)."""
-        from textual.widgets import Markdown
-
-        block = await self.start_answer()
-        await block.query_one(Markdown).update(text)
-        block.text = text
-        await block.finish(stats)
+    async def start_turn(self, prompt: str) -> AnswerBlock:
+        """The prompt and an empty answer below it, mounted together: one layout, not two."""
+        # the streaming text grows a third of the view at a time: one layout every few seconds
+        block = AnswerBlock(reserve_lines=max(RESERVE_MIN_LINES, self.scrollable_content_region.height // 3))
+        with self.app.batch_update():
+            for welcome in self.query("#welcome"):
+                await welcome.remove()
+            await self.mount_all([UserBubble(prompt, markup=False), block])
         return block
 
     async def add_notice(self, title: str, details: str = "", *, kind: str = "info",

@@ -8,18 +8,34 @@ from textual.app import ComposeResult
 from textual.color import Color
 from textual.containers import Vertical
 from textual.reactive import reactive
+from textual.widget import Widget
 from textual.widgets import Static
 
 from workbench.core.engine.events import TurnFinished
 from workbench.ui.units import rate, seconds
-
-
-def number_or_na(tokens_per_second: float) -> str:
-    return f"{tokens_per_second:,.1f}" if tokens_per_second > 0 else "n/a"
 from workbench.ui.widgets.colours import theme_colour
 
 RATE_WINDOW_S = 1.0  # decode rate is averaged over this much engine time: batches are too jumpy
 REDRAW_INTERVAL_S = 1.0  # the chart redraws at most this often, however fast tokens come (a redraw costs ~20 ms)
+
+
+def number_or_na(tokens_per_second: float) -> str:
+    return f"{tokens_per_second:,.1f}" if tokens_per_second > 0 else "n/a"
+
+
+class ChartView(Widget):
+    """A drawn chart of fixed size: a new drawing is a repaint, never a layout of the screen."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.drawing: Text = Text("")
+
+    def show(self, drawing: Text) -> None:
+        self.drawing = drawing
+        self.refresh()  # a Static's update() would lay out the whole screen (~10 ms here) every time
+
+    def render(self) -> Text:
+        return self.drawing
 
 
 class SpeedPanel(Vertical):
@@ -43,7 +59,7 @@ class SpeedPanel(Vertical):
         self._dirty = True
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="speed-chart")
+        yield ChartView(id="speed-chart")
         yield Static(id="speed-turns")
 
     def on_mount(self) -> None:
@@ -97,10 +113,10 @@ class SpeedPanel(Vertical):
             self._redraw()
 
     def _redraw(self) -> None:
-        """Draw the chart into a Static: built at most twice a second, never on every repaint."""
+        """Draw the chart: built at most once a second, never on every repaint."""
         from textual_plotext.plot import Plot
 
-        chart = self.query_one("#speed-chart", Static)
+        chart = self.query_one("#speed-chart", ChartView)
         width, height = chart.content_region.width, chart.content_region.height
         if width < 10 or height < 4:
             return  # hidden (a tab not shown) or too small: drawn when it gets room
@@ -127,7 +143,7 @@ class SpeedPanel(Vertical):
         plt.ylim(0, peak * 1.15 if peak else 10)
         plt.xlabel("s (engine clock)")
         plt.title("decode tok/s" + (f"  — bound {self.bound_tps:,.0f}" if self.bound_tps > 0 else ""))
-        chart.update(Text.from_ansi(plt.build()))
+        chart.show(Text.from_ansi(plt.build()))
 
     def _turn_table(self) -> Table | Text:
         if not self.turns:
