@@ -29,3 +29,29 @@ async def test_a_model_downloaded_in_the_hub_tab_is_selected_on_the_main_screen(
         assert main.selection.model_path == cached.path and cached.repo == REPO
         assert main.query_one("#model-select").value == str(cached.path)
         await wait_until(pilot, lambda: main.ledger is not None and main.ledger.device == "rk3588s-4gb")
+
+
+async def test_the_fit_preview_follows_the_device_chosen_after_the_model_screen_was_first_opened(hub):  # noqa: F811
+    hub.add_repo(REPO, {FILE: bundled_model_path()}, downloads=4_000)
+    async with make_app(device="rk3588s-4gb").run_test(size=(180, 50)) as pilot:
+        main = pilot.app.main_screen
+
+        async def preview_of_first_file() -> str:
+            await pilot.press("f2")
+            await wait_until(pilot, lambda: pilot.app.screen.query("#model-tabs"))
+            models = pilot.app.screen
+            models.query_one("#model-tabs").active = "hub-tab"
+            files = models.query_one("#hub-files")
+            await wait_until(pilot, lambda: files.row_count == 1, 30)
+            files.move_cursor(row=0)
+            preview = models.query_one("#hub-preview")
+            await wait_until(pilot, lambda: " on " in str(preview.render()), 30)
+            return str(preview.render())
+
+        assert "on rk3588s-4gb" in await preview_of_first_file()
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: pilot.app.screen is main)
+        main.query_one("#device-select").value = "raspberry-pi-5-8gb"
+        await wait_until(pilot, lambda: main.ledger is not None and main.ledger.device == "raspberry-pi-5-8gb")
+        text = await preview_of_first_file()
+        assert "on raspberry-pi-5-8gb" in text and "rk3588s-4gb" not in text

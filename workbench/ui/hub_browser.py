@@ -232,6 +232,16 @@ class HubBrowser(Vertical):
             return
         self.post_message(self.FitPreviewed((repo, gguf_file.name), result))
 
+    def preview_with(self, preset: Preset | str, device: DeviceProfile | str) -> None:
+        """Preview with this preset and device from now on (the app's current choice), again if shown."""
+        if (preset, device) == (self._preset_spec, self._device_spec):
+            return
+        self._preset_spec, self._device_spec = preset, device
+        self._resolved = None
+        if self._listing is not None and self._selected_file is not None:
+            self.query_one("#hub-preview", Static).update("Reading the header with range requests…")
+            self.preview(self._listing.repo, self._listing.find(self._selected_file))
+
     def _preset_and_device(self) -> tuple[Preset, DeviceProfile]:
         """Resolve names once, in a worker thread (detecting `host` reads /proc and /sys)."""
         if self._resolved is None:

@@ -70,6 +70,9 @@ class ModelScreen(Screen[tuple[str, str] | None]):
     def on_screen_resume(self) -> None:
         # each visit lists again: downloads finish and folders change while the screen is away
         self.scan()
+        # the screen stays installed: the hub's fit preview follows the main screen's current choice
+        for browser in self.query("#hub-browser"):
+            browser.preview_with(self.selection.preset_name, self.selection.device_name)
         self.query_one("#model-list", OptionList).focus()
 
     def folders(self) -> list[Path]:
