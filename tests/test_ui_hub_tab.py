@@ -10,18 +10,24 @@ REPO = "bartowski/SmolLM2-135M-Instruct-GGUF"  # the first curated repository: l
 FILE = "SmolLM2-135M-Instruct-Q4_1.gguf"
 
 
+async def open_hub_files(pilot):
+    """Open the model screen's Hub tab and put the cursor on the curated repository's one file."""
+    await pilot.press("f2")
+    await wait_until(pilot, lambda: pilot.app.screen.query("#model-tabs"))
+    models = pilot.app.screen
+    models.query_one("#model-tabs").active = "hub-tab"
+    files = models.query_one("#hub-files")
+    await wait_until(pilot, lambda: files.row_count == 1, 30)
+    files.focus()
+    files.move_cursor(row=0)
+    return models
+
+
 async def test_a_model_downloaded_in_the_hub_tab_is_selected_on_the_main_screen(hub):  # noqa: F811
     hub.add_repo(REPO, {FILE: bundled_model_path()}, downloads=4_000)
     async with make_app(device="rk3588s-4gb").run_test(size=(180, 50)) as pilot:
         main = pilot.app.main_screen
-        await pilot.press("f2")
-        await wait_until(pilot, lambda: pilot.app.screen.query("#model-tabs"))
-        models = pilot.app.screen
-        models.query_one("#model-tabs").active = "hub-tab"
-        files = models.query_one("#hub-files")
-        await wait_until(pilot, lambda: files.row_count == 1, 30)
-        files.focus()
-        files.move_cursor(row=0)
+        models = await open_hub_files(pilot)
         await wait_until(pilot, lambda: not models.query_one("#hub-download").disabled, 30)
         models.query_one("#hub-download").press()  # not a click: the preview above it is still growing
         await wait_until(pilot, lambda: pilot.app.screen is main, 60)
@@ -37,14 +43,7 @@ async def test_the_fit_preview_follows_the_device_chosen_after_the_model_screen_
         main = pilot.app.main_screen
 
         async def preview_of_first_file() -> str:
-            await pilot.press("f2")
-            await wait_until(pilot, lambda: pilot.app.screen.query("#model-tabs"))
-            models = pilot.app.screen
-            models.query_one("#model-tabs").active = "hub-tab"
-            files = models.query_one("#hub-files")
-            await wait_until(pilot, lambda: files.row_count == 1, 30)
-            files.move_cursor(row=0)
-            preview = models.query_one("#hub-preview")
+            preview = (await open_hub_files(pilot)).query_one("#hub-preview")
             await wait_until(pilot, lambda: " on " in str(preview.render()), 30)
             return str(preview.render())
 
