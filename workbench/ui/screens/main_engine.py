@@ -1,0 +1,149 @@
+"""The main screen's engine flow: load (asking first when it does not fit), unload, restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import work
+from textual.widgets import Button, ProgressBar, Select, Static
+
+from workbench.core.ledger_types import DOES_NOT_FIT
+from workbench.ui import engine_work
+from workbench.ui.messages import LoadFailed, LoadProgressReported, ModelLoaded, ModelUnloaded
+from workbench.ui.screens.phases import GENERATING, IDLE, LOADED, LOADING, UNLOADING
+from workbench.ui.widgets.chat_view import ChatView
+from workbench.ui.widgets.kv_panel import KvPanel
+from workbench.ui.widgets.ledger_panel import LedgerPanel
+from workbench.ui.widgets.prompt_input import PromptInput
+
+
+class EngineFlow:
+    """MainScreen's part that drives the engine process through thread workers and shows the phase."""
+
+    def watch_phase(self, phase: str) -> None:
+        if phase != LOADING:
+            # a hidden indeterminate bar still animates (and repaints) at 15 fps: give it an end
+            self.query_one("#load-progress", ProgressBar).update(total=100, progress=100)
+        button = self.query_one("#load-button", Button)
+        button.label = {IDLE: "Load", LOADING: "Loading…", LOADED: "Unload", GENERATING: "Unload",
+                        UNLOADING: "Unloading…"}[phase]
+        button.disabled = phase in (LOADING, UNLOADING)
+        button.variant = "primary" if phase == IDLE else "default"
+        # usable while an answer streams (a change only re-predicts; loading uses it): restyling
+        # three selects on and off costs ~50 ms of a core at each turn's start and end
+        for select in self.query(Select):
+            select.disabled = phase in (LOADING, UNLOADING)
+        self.query_one("#load-progress").display = phase == LOADING
+        # a blinking cursor repaints twice a second; while an answer streams every repaint is CPU the engine could use
+        self.query_one(PromptInput).cursor_blink = phase != GENERATING
+
+    def action_toggle_load(self) -> None:
+        if self.phase in (LOADED, GENERATING):
+            self.unload()
+        elif self.phase == IDLE:
+            self.request_load()
+
+    def request_load(self) -> None:
+        """Load, asking first when the ledger says it does not fit."""
+        ledger = self.ledger
+        if ledger is not None and ledger.verdict == DOES_NOT_FIT:
+            from workbench.ui.screens.overbudget_modal import OverbudgetModal
+
+            def confirmed(answer: bool | None) -> None:
+                if answer:
+                    self.start_load(allow_overbudget=True)
+
+            self.app.push_screen(OverbudgetModal(ledger), confirmed)
+            return
+        self.start_load(allow_overbudget=False)
+
+    def start_load(self, *, allow_overbudget: bool) -> None:
+        try:
+            model, preset, device = self.selection.resolve()
+        except Exception as error:
+            self.notify(str(error), title="Cannot load", severity="error", timeout=8)
+            return
+        if self.engine is None or not getattr(self.engine, "alive", False):
+            if self.engine is not None:
+                engine_work.close_engine(self.engine)
+            try:
+                self.engine = self.engine_factory()
+            except Exception as error:
+                self.notify(str(error), title="Cannot start the engine", severity="error", timeout=8)
+                return
+        self.phase = LOADING
+        progress = self.query_one("#load-progress", ProgressBar)
+        progress.update(total=None, progress=0)
+        self.conversation.model_name = model.name or Path(model.source).name
+        self.conversation.preset_name = preset.name
+        self._load_worker(self.engine, Path(model.source), preset, device, allow_overbudget)
+
+    @work(thread=True, exclusive=True, group="engine")
+    def _load_worker(self, engine, model_path, preset, device, allow_overbudget) -> None:
+        engine_work.load_model(engine, model_path, preset, device, allow_overbudget, self.post_message)
+
+    def on_load_progress_reported(self, message: LoadProgressReported) -> None:
+        progress = self.query_one("#load-progress", ProgressBar)
+        if message.fraction < 0:
+            progress.update(total=None)
+        else:
+            progress.update(total=100, progress=round(message.fraction * 100))
+        self.query_one("#verdict", Static).update(f"{message.stage}…")
+
+    def on_model_loaded(self, message: ModelLoaded) -> None:
+        loaded = message.loaded
+        self.phase = LOADED
+        self.last_failure = None
+        self.query_one(LedgerPanel).loaded = loaded
+        kv = self.query_one(KvPanel)
+        kv.n_ctx, kv.cells_used, kv.segments, kv.shift_notice = loaded.n_ctx, 0, (), ""
+        self.predict()  # restores the verdict line that progress messages overwrote
+        self.query_one(PromptInput).focus()
+        kept = len(self.conversation.messages)
+        note = f"; the conversation continues ({kept} messages kept)" if kept else ""
+        self.notify(f"{Path(loaded.model_path).name} with {loaded.preset_name}: n_ctx {loaded.n_ctx}, "
+                    f"{loaded.load_seconds:.2f} s{note}", title="Model loaded")
+        for warning in loaded.warnings:
+            self.notify(warning, title="llama.cpp warning", severity="warning", timeout=8)
+
+    async def on_load_failed(self, message: LoadFailed) -> None:
+        self.phase = IDLE
+        self.predict()
+        failure = message.failure
+        self.last_failure = failure
+        details = "\n".join(failure.log_tail[-6:])
+        await self.query_one(ChatView).add_notice(f"Load failed: {failure.message}", details, kind="error")
+        self.notify(failure.message, title="Load failed", severity="error", timeout=10)
+
+    def unload(self) -> None:
+        if self.engine is None:
+            return
+        if self.phase == GENERATING:
+            self.engine.cancel()
+        self.phase = UNLOADING
+        self._unload_worker(self.engine)
+
+    @work(thread=True, exclusive=True, group="engine")
+    def _unload_worker(self, engine) -> None:
+        engine_work.unload_model(engine, self.post_message)
+
+    def on_model_unloaded(self, message: ModelUnloaded) -> None:
+        self.phase = IDLE
+        self.query_one(LedgerPanel).loaded = None
+        kv = self.query_one(KvPanel)
+        kv.n_ctx, kv.cells_used, kv.segments = 0, 0, ()
+        self.notify("The engine returned the model's memory to the system.", title="Model unloaded")
+
+    def action_restart_engine(self) -> None:
+        """Start a fresh engine process and load the same model and preset again."""
+        if self.phase in (LOADING, UNLOADING):
+            return
+        if self.engine is not None:
+            old, self.engine = self.engine, None
+            engine_work.close_engine(old) if not getattr(old, "alive", False) else self._close_worker(old)
+        self.phase = IDLE
+        self.start_load(allow_overbudget=self.ledger is not None and self.ledger.verdict == DOES_NOT_FIT)
+
+    @work(thread=True, group="close")
+    def _close_worker(self, engine) -> None:
+        engine_work.close_engine(engine)

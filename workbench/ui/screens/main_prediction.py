@@ -1,0 +1,87 @@
+"""The main screen's ledger prediction: the chosen model, preset and device, and the verdict before loading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import work
+from textual.widgets import Select, Static
+
+from workbench.core.ledger_types import DOES_NOT_FIT, TIGHT
+from workbench.ui.messages import LedgerPredicted, PredictionFailed
+from workbench.ui.selection import model_options, preset_options
+from workbench.ui.widgets.kv_panel import KvPanel
+from workbench.ui.widgets.ledger_panel import LedgerPanel
+from workbench.ui.widgets.speed_panel import SpeedPanel
+
+
+class PredictionFlow:
+    """MainScreen's part that predicts the ledger in a thread worker and shows the verdict and bound."""
+
+    def select_model(self, path: Path, label: str | None = None) -> None:
+        """Make `path` the chosen model (from the model screen), adding it to the list if new."""
+        self.selection.add_model(path, label)
+        select = self.query_one("#model-select", Select)
+        select.set_options(model_options(self.selection))
+        select.value = str(path)
+        self.selection.model_path = path
+        self.predict()
+
+    def select_preset(self, name: str) -> None:
+        select = self.query_one("#preset-select", Select)
+        select.set_options(preset_options(self.selection, refresh=True))
+        select.value = name
+        self.selection.preset_name = name
+        self.predict()
+
+    @work(thread=True, exclusive=True, group="predict")
+    def predict(self) -> None:
+        try:
+            model, preset, device = self.selection.resolve()
+            from workbench.core.ledger import predict_ledger
+            from workbench.core.presets import preset_problems
+
+            ledger = predict_ledger(model, preset, device)
+            problems = preset_problems(preset, model)
+        except Exception as error:
+            self.post_message(PredictionFailed(str(error) or type(error).__name__))
+            return
+        self.post_message(LedgerPredicted(model, preset, device, ledger, problems))
+
+    def on_ledger_predicted(self, message: LedgerPredicted) -> None:
+        self.ledger = message.ledger
+        ledger = message.ledger
+        verdict = self.query_one("#verdict", Static)
+        mark = {DOES_NOT_FIT: "✘", TIGHT: "⚠"}.get(ledger.verdict, "✔")
+        errors = [p for p in message.problems if p.level == "error"]
+        text = f"{mark} {ledger.verdict.upper()} — {ledger.reason}"
+        if errors:
+            text += f"  Preset problem: {errors[0].message}"
+        verdict.update(text)
+        verdict.set_classes({DOES_NOT_FIT: "-nofit", TIGHT: "-tight"}.get(ledger.verdict, "-fits"))
+        self.query_one(LedgerPanel).ledger = ledger
+        kv = self.query_one(KvPanel)
+        kv.bytes_per_token = ledger.kv_bytes_per_token
+        kv.cache_types = f"K {ledger.cache_type_k} / V {ledger.cache_type_v}"
+        self._update_bound()
+
+    def on_prediction_failed(self, message: PredictionFailed) -> None:
+        self.ledger = None
+        verdict = self.query_one("#verdict", Static)
+        verdict.update(f"✘ cannot predict the ledger: {message.reason}")
+        verdict.set_classes("-nofit")
+        self.query_one(LedgerPanel).ledger = None
+        self.notify(message.reason, title="Cannot predict the ledger", severity="error", timeout=8)
+
+    def _update_bound(self) -> None:
+        """The bandwidth bound at the current context: time per token grows with the KV read."""
+        ledger = self.ledger
+        speed = self.query_one(SpeedPanel)
+        if ledger is None or ledger.decode_tps_bound[0] <= 0:
+            speed.bound_tps = 0.0
+            return
+        empty, full = ledger.decode_tps_bound
+        kv = self.query_one(KvPanel)
+        share = kv.cells_used / kv.n_ctx if kv.n_ctx else 0.0
+        seconds_per_token = 1 / empty + (1 / full - 1 / empty) * share if full > 0 else 1 / empty
+        speed.bound_tps = 1 / seconds_per_token

@@ -1,0 +1,35 @@
+"""The main screen's telemetry: a thread worker samples; the ledger and temperature panels show it."""
+
+from __future__ import annotations
+
+from textual import work
+from textual.worker import get_current_worker
+
+from workbench.ui import engine_work
+from workbench.ui.messages import TelemetryFailed, TelemetrySampled
+from workbench.ui.widgets.ledger_panel import LedgerPanel
+from workbench.ui.widgets.thermal_panel import ThermalPanel
+
+
+class TelemetryFlow:
+    """MainScreen's part that samples telemetry off the UI thread and sets the panels' samples."""
+
+    def _engine_pid(self) -> int | None:
+        engine = self.engine
+        return engine.pid if engine is not None and getattr(engine, "alive", False) else None
+
+    @work(thread=True, exclusive=True, group="telemetry")
+    def sample_telemetry(self) -> None:
+        worker = get_current_worker()
+        engine_work.sample_telemetry(self.sampler_factory, self._engine_pid, self.post_message,
+                                     self._telemetry_stop, lambda: worker.is_cancelled, self.telemetry_interval_s)
+
+    def on_telemetry_sampled(self, message: TelemetrySampled) -> None:
+        self.latest_sample = message.sample
+        ledger_panel = self.query_one(LedgerPanel)
+        if ledger_panel.shows_differently(message.sample):  # a redraw costs; most samples change nothing shown
+            ledger_panel.sample = message.sample
+        self.query_one(ThermalPanel).sample = message.sample
+
+    def on_telemetry_failed(self, message: TelemetryFailed) -> None:
+        self.notify(message.reason, title="Telemetry unavailable", severity="warning", timeout=8)
