@@ -34,9 +34,9 @@ from workbench.ui.messages import (
 )
 
 Post = Callable[[Message], object]
-# At most ~10 token messages a second reach the UI thread. Each one grows the answer, and a
-# growing answer is a layout pass over the whole screen (~25 ms of a core here): at 20 Hz the
-# UI took a quarter of a core from a 2-core box's engine (benchmarks/ui_overhead.py).
+# At most ~10 token messages a second reach the UI thread: each is a repaint of the answer's
+# last lines (~3 ms of a core here, and a screen layout every third of a view of new lines);
+# every repaint is CPU a 2-core box's engine could use (benchmarks/ui_overhead.py).
 TOKEN_BATCH_INTERVAL_S = 0.1
 
 
