@@ -339,12 +339,15 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                     chunk = bytearray(stream.read(min(SEND_CHUNK, send - self._record.body_bytes)))
                     if fault and fault.corrupt_at is not None and position <= fault.corrupt_at < position + len(chunk):
                         chunk[fault.corrupt_at - position] ^= 0xFF
+                    # counted before the write: a client can have the bytes (and a test can
+                    # compare counts) before this thread runs again after write()
+                    self._record.body_bytes += len(chunk)
                     try:
                         self.wfile.write(chunk)
                     except (BrokenPipeError, ConnectionResetError):
+                        self._record.body_bytes -= len(chunk)
                         self.close_connection = True
                         return
-                    self._record.body_bytes += len(chunk)
                     position += len(chunk)
             if action == "stall":
                 self.wfile.flush()
@@ -371,8 +374,8 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header(key, value)
             self.end_headers()
             if not head:
-                self.wfile.write(data)
                 self._record.body_bytes = len(data)
+                self.wfile.write(data)
 
         def _json(self, status: int, body: object) -> None:
             data = json.dumps(body).encode()
@@ -382,8 +385,8 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             if self.command != "HEAD":
-                self.wfile.write(data)
                 self._record.body_bytes = len(data)
+                self.wfile.write(data)
 
         def _error(self, status: int, message: str, *, code: str | None = None) -> None:
             data = json.dumps({"error": message}).encode()
