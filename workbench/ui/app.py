@@ -15,29 +15,7 @@ def default_engine_factory():
     """The real engine client; imported on first load so the app starts without it."""
     from workbench.core.engine.client import EngineClient
 
-    start_resource_tracker()
     return EngineClient()
-
-
-def start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker with a real stderr.
-
-    The engine is a `spawn` child, which needs the tracker; the tracker is started with
-    `sys.stderr.fileno()`, and inside a running Textual app sys.stderr is a capture object
-    whose fileno() is -1 ("bad value(s) in fds_to_keep"). Its output goes to /dev/null so
-    a warning at exit cannot scribble over the screen. Runs on the UI thread, once.
-    """
-    import os
-    import sys
-    from multiprocessing import resource_tracker
-
-    saved = sys.stderr
-    with open(os.devnull, "w") as devnull:
-        sys.stderr = devnull
-        try:
-            resource_tracker.ensure_running()
-        finally:
-            sys.stderr = saved
 
 
 def default_sampler_factory(engine_pid: int | None):

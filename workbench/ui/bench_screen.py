@@ -100,9 +100,6 @@ class BenchScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        from workbench.ui.app import start_resource_tracker
-
-        start_resource_tracker()  # engines are spawned children; see the function for why here
         table = self.query_one("#bench-table", DataTable)
         table.add_columns(*(header for header, _, _ in MD_COLUMNS))
         self._draw_plots()
