@@ -107,9 +107,9 @@ def check_writable_folder(folder: Path) -> None:
                              fix="Give -o a folder you can write to") from None
 
 
-def partial_path(out: Path, pid: int | None = None) -> Path:
+def partial_path(out: Path) -> Path:
     """Where a quantization is written before it is complete (renamed into place at the end)."""
-    return out.with_name(f"{out.name}.part-{os.getpid() if pid is None else pid}")
+    return out.with_name(f"{out.name}.part-{os.getpid()}")
 
 
 def remove_partial_files(pid: int) -> None:
