@@ -46,6 +46,11 @@ def source_fingerprint(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def _gguf_stem(source: Path) -> str:
+    """The file name without its ".gguf" (any case)."""
+    return source.name[: -len(".gguf")] if source.name.lower().endswith(".gguf") else source.name
+
+
 def quantized_cache_dir() -> Path:
     return paths.cache_dir() / "quantized"
 
@@ -54,8 +59,7 @@ def cached_quantized_path(src: str | os.PathLike[str], weights_type: str) -> Pat
     """Where the cache keeps `src` re-quantized to `weights_type` (it may not exist yet)."""
     source = Path(src)
     target = weights_type_name(weights_type)
-    stem = source.name[: -len(".gguf")] if source.name.lower().endswith(".gguf") else source.name
-    return quantized_cache_dir() / f"{stem}.{source_fingerprint(source)}.{target}.gguf"
+    return quantized_cache_dir() / f"{_gguf_stem(source)}.{source_fingerprint(source)}.{target}.gguf"
 
 
 def requantize_warning(model: ModelInfo, weights_type: str) -> str:
@@ -73,7 +77,7 @@ def requantize_warning(model: ModelInfo, weights_type: str) -> str:
 
 def default_output_name(source: Path, weights_type: str) -> str:
     """The file name `-o DIR` gets: the source's stem and the type ("model.Q4_1.gguf" -> "model.Q8_0.gguf")."""
-    stem = source.name[: -len(".gguf")] if source.name.lower().endswith(".gguf") else source.name
+    stem = _gguf_stem(source)
     base, _, last = stem.rpartition(".")
     if base and (last.upper() in ggml_types.QUANT_TYPES or last.upper() in FULL_PRECISION):
         stem = base  # the source's own type would make "model.Q4_1.Q8_0.gguf"
