@@ -204,14 +204,17 @@ def read_results(path: str | Path) -> BenchResults:
             return parse_jsonl(text)  # one json document per line
         if not isinstance(document, dict):
             raise ValueError("the top level is not an object")
-        return parse_json(text) if "rows" in document else parse_jsonl(text)
+        return _results_from_document(document) if "rows" in document else parse_jsonl(text)
     except (ValueError, KeyError, TypeError) as error:
         raise WorkbenchError(f"not a bench result file ({error})", where=str(source),
                              fix="give a file written by `workbench bench --output json`") from error
 
 
 def parse_json(text: str) -> BenchResults:
-    document = json.loads(text)
+    return _results_from_document(json.loads(text))
+
+
+def _results_from_document(document: dict[str, Any]) -> BenchResults:
     return BenchResults(
         machine=machine_from_dict(document["machine"]),
         rows=tuple(row_from_dict(row) for row in document["rows"]),
