@@ -69,7 +69,7 @@ class ModelScreen(Screen[tuple[str, str] | None]):
 
     def on_screen_resume(self) -> None:
         # each visit lists again: downloads finish and folders change while the screen is away
-        self.scan()
+        self.scan(self.folders())
         # the screen stays installed: the hub's fit preview follows the main screen's current choice
         for browser in self.query("#hub-browser"):
             browser.preview_with(self.selection.preset_name, self.selection.device_name)
@@ -87,11 +87,12 @@ class ModelScreen(Screen[tuple[str, str] | None]):
             save_model_folders(folders)
         except OSError as error:
             self.notify(f"cannot remember the folders: {error}", severity="warning")
-        self.scan()
+        self.scan(folders)
 
     @work(thread=True, exclusive=True, group="scan")
-    def scan(self) -> None:
-        entries, problems = find_models(self.folders())
+    def scan(self, folders: list[Path]) -> None:
+        # the folders are read from the Input on the UI thread: a worker only posts messages
+        entries, problems = find_models(folders)
         self.post_message(ModelsFound(entries, problems))
 
     def on_models_found(self, message: ModelsFound) -> None:
