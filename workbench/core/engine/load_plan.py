@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from workbench.core.errors import GGUFError
 from workbench.core.ledger_types import DOES_NOT_FIT, Ledger
-from workbench.core.model_info import ModelInfo
 from workbench.core.preset import DeviceProfile, Preset
 
 _MIB = 1024 * 1024
@@ -15,9 +14,7 @@ _MIB = 1024 * 1024
 
 @dataclass(frozen=True)
 class LoadPlan:
-    model: ModelInfo
     quantize_to: str | None  # weight type the preset asks for when the file holds another
-    ledger: Ledger
     prediction: str  # one line, kept by the client for a crash report
     warnings: tuple[str, ...]
 
@@ -78,4 +75,4 @@ def plan_load(
             f"preset {preset.name} does not fit {device.name}: {ledger.reason}; {prediction}. "
             "Pick a smaller preset or a shorter context, or load anyway with the over-budget override",
         )
-    return LoadPlan(model, quantize_to, ledger, prediction, warnings)
+    return LoadPlan(quantize_to, prediction, warnings)
