@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 def presets_table(presets, width: int | None = None) -> str:
     """One row per preset; on a terminal narrower than that, each description goes on its own
     indented line under its row (80 columns otherwise wrap every row)."""
-    from workbench.cli.text_table import format_table, wrap_text
+    from workbench.cli.text_table import fitted_table
     from workbench.core.presets import preset_origin
 
     headers = ("NAME", "WEIGHTS", "CTX", "K/V CACHE", "FLASH ATTN", "SOURCE", "DESCRIPTION")
@@ -58,16 +58,7 @@ def presets_table(presets, width: int | None = None) -> str:
          preset_origin(p), p.description)
         for p in presets
     ]
-    table = format_table(headers, rows, right=(2,))
-    if width is None or max(len(line) for line in table.splitlines()) <= width:
-        return table
-    header, *lines = format_table(headers[:-1], [row[:-1] for row in rows], right=(2,)).splitlines()
-    out = [header]
-    for line, preset in zip(lines, presets):
-        out.append(line)
-        if preset.description:
-            out.append(wrap_text("    " + preset.description, width, indent="    "))
-    return "\n".join(out) + "\n"
+    return fitted_table(headers, rows, width, right=(2,), details={6: ""})
 
 
 def run_show(args: argparse.Namespace) -> int:

@@ -18,6 +18,23 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], *,
     return "\n".join(lines) + "\n"
 
 
+def fitted_table(headers: Sequence[str], rows: Sequence[Sequence[object]], width: int | None, *,
+                 right: Sequence[int] = (), details: dict[int, str] | None = None) -> str:
+    """`format_table`, or on a terminal narrower than it the `details` columns (index -> label) moved to
+    indented, wrapped lines under their row (80 columns otherwise wrap every row)."""
+    table = format_table(headers, rows, right=right)
+    if width is None or not details or max(len(line) for line in table.splitlines()) <= width:
+        return table
+    kept = [column for column in range(len(headers)) if column not in details]
+    header, *lines = format_table([headers[c] for c in kept], [[row[c] for c in kept] for row in rows],
+                                  right=[kept.index(c) for c in right if c in kept]).splitlines()
+    out = [header]
+    for line, row in zip(lines, rows):
+        out.append(line)
+        out += [wrap_text(f"    {label}{row[column]}", width, indent="    ") for column, label in details.items() if str(row[column])]
+    return "\n".join(out) + "\n"
+
+
 def terminal_width() -> int | None:
     """Columns of the terminal stdout writes to, or None for a pipe or file (whose lines stay whole for grep)."""
     import shutil
@@ -32,9 +49,12 @@ def terminal_width() -> int | None:
 
 
 def wrap_text(text: str, width: int | None, *, indent: str = "  ") -> str:
-    """One prose line wrapped to `width`, continuation lines indented; unchanged when width is None."""
+    """One prose line wrapped to `width`, continuation lines indented (a longer word, e.g. a path, stays
+    whole so it can be copied); unchanged when width is None."""
     import textwrap
 
     if width is None or len(text) <= width:
         return text
-    return "\n".join(textwrap.wrap(text, width=width, subsequent_indent=indent, break_on_hyphens=False))
+    words = text.lstrip()  # the leading indent is kept apart: textwrap would drop it before an unbreakable word
+    return "\n".join(textwrap.wrap(words, width=width, initial_indent=text[: len(text) - len(words)],
+                                    subsequent_indent=indent, break_on_hyphens=False, break_long_words=False))
