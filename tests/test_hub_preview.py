@@ -211,3 +211,14 @@ def test_cli_preview_works_offline_from_the_header_cache(hub, bundled_repo, monk
     assert main(["files", REPO, "--preview", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["offline"].startswith("offline mode is on")
     assert main(["files", REPO]) == 2  # a plain listing still needs the hub
+
+
+def test_cli_files_preview_fits_an_80_column_terminal(hub, bundled_repo, capsys, monkeypatch):
+    monkeypatch.setattr("workbench.cli.text_table.terminal_width", lambda: 80)
+    assert main(["files", REPO, "--preview", "--preset", "as-is", "--device", "jetson-orin-nano-8gb"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    row = lines.index(next(line for line in lines if line.startswith(FILE)))
+    assert "Q4_1 ✓" in lines[row] and "fits" in lines[row] and "8,192" in lines[row]
+    assert lines[row + 1].startswith("    predicted ") and " MB (weights " in lines[row + 1]
+    assert "verdict: FITS" in "\n".join(lines)  # the one file's whole ledger, wrapped too

@@ -157,3 +157,14 @@ def test_unquoted_words_are_one_search_and_filter_the_curated_list(populated_hub
     assert main(["search", "--curated", "qwen", "3b", "--json"]) == 0
     assert [m["name"] for m in json.loads(capsys.readouterr().out)] == [
         m.name for m in curated_models() if "qwen" in m.name.lower() and "3b" in m.name.lower()]
+
+
+def test_curated_list_fits_an_80_column_terminal(capsys, monkeypatch):
+    monkeypatch.setattr("workbench.cli.text_table.terminal_width", lambda: 80)
+    assert main(["search", "--curated"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0].split() == ["MODEL", "PARAMS", "REPOSITORY", "GATED"]
+    first = curated_models()[0]
+    row = lines.index(next(line for line in lines if line.startswith(first.name)))
+    assert lines[row + 1] == f"    start with {first.suggested_file}" and first.note.split()[0] in lines[row + 2]

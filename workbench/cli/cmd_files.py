@@ -49,10 +49,11 @@ def run(args: argparse.Namespace) -> int:
     preview = previews.get(files[0].name) if len(files) == 1 else None
     if preview is not None and not isinstance(preview, Exception):
         from workbench.cli.cmd_ledger import ledger_text
+        from workbench.cli.text_table import terminal_width
 
         # One file asked for: its whole ledger, as `workbench ledger` prints it for a local file.
         sys.stdout.write("\n" + ledger_text(preview.ledger, preset.weights, device.mem_bandwidth_gbs,
-                                             preview.header.model.n_ctx_train))
+                                             preview.header.model.n_ctx_train, terminal_width()))
     return 0
 
 
@@ -87,7 +88,7 @@ def _previews(repo: str, files, args) -> tuple:
 
 
 def _table(listing, files, previews: dict, args) -> str:
-    from workbench.cli.text_table import format_table
+    from workbench.cli.text_table import fitted_table, format_table, terminal_width
     from workbench.core.hub.sizes import size_text
 
     lines = [f"{listing.repo} @ {listing.commit[:12] or listing.revision}" + ("  (gated: accept the licence on the hub, set HF_TOKEN)" if listing.gated else "") + "\n\n"]
@@ -117,7 +118,8 @@ def _table(listing, files, previews: dict, args) -> str:
     first = next((p for p in previews.values() if not isinstance(p, Exception)), None)
     if first is not None:
         lines.append(f"preset {first.preset} on {first.device}\n\n")
-    lines.append(format_table(("FILE", "QUANT", "SIZE", "FIT", "LARGEST CTX", "PREDICTED"), rows, right=(2, 4)))
+    lines.append(fitted_table(("FILE", "QUANT", "SIZE", "FIT", "LARGEST CTX", "PREDICTED"), rows, terminal_width(),
+                              right=(2, 4), details={5: "predicted "}))
     lines.append(f"\nheaders: {size_text(fetched)} fetched with range requests, {cached} of {len(files)} from the header cache\n")
     return "".join(lines)
 

@@ -21,7 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.cli.text_table import format_table
+    from workbench.cli.text_table import fitted_table, terminal_width
     from workbench.core.hub.cache import list_models, partial_downloads
     from workbench.core.hub.cache_layout import hub_cache_dir
     from workbench.core.hub.sizes import size_text
@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if models:
         rows = [(m.kind, m.repo or "-", m.name, m.quant or "?", size_text(m.size_bytes), str(m.path)) for m in models]
-        sys.stdout.write(format_table(("KIND", "REPOSITORY", "FILE", "QUANT", "SIZE", "PATH"), rows, right=(4,)))
+        sys.stdout.write(fitted_table(("KIND", "REPOSITORY", "FILE", "QUANT", "SIZE", "PATH"), rows, terminal_width(),
+                                      right=(4,), details={5: ""}))
     else:
         sys.stdout.write("No models found (no bundled model, nothing in the HF cache).\n")
     if broken:

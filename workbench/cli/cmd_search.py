@@ -24,7 +24,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.cli.text_table import format_table
+    from workbench.cli.text_table import fitted_table, format_table, terminal_width
     from workbench.core.errors import WorkbenchError
 
     text = " ".join(args.text).strip()  # unquoted words arrive one per argument
@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write("\n")
             return 0
         rows = [(m.name, m.params, m.repo, m.suggested_file, "yes" if m.gated else "", m.note) for m in models]
-        sys.stdout.write(format_table(("MODEL", "PARAMS", "REPOSITORY", "START WITH", "GATED", "NOTE"), rows))
+        sys.stdout.write(fitted_table(("MODEL", "PARAMS", "REPOSITORY", "START WITH", "GATED", "NOTE"), rows, terminal_width(),
+                                      details={3: "start with ", 5: ""}))
         sys.stdout.write("\nSee a repository's files and whether they fit: workbench files REPO --preview\n")
         return 0
     if not text:
