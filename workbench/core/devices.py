@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,6 @@ from workbench.core.toml_checks import (
     get_str,
     load_entry_file,
     looks_like_path,
-    text_of,
     unknown_name,
     wrong_type,
 )
@@ -110,12 +108,6 @@ def _device_from_source(data: dict[str, Any], source: TomlSource, default_name: 
         notes=_notes(data, reserves, source),
         source=source.label if source.text else "",
     )
-
-
-def device_from_mapping(data: dict[str, Any], source: str = "") -> DeviceProfile:
-    """A checked DeviceProfile from plain values (as a TOML file would give them)."""
-    device = _device_from_source(dict(data), TomlSource(source or "device profile", text_of(source)))
-    return dataclasses.replace(device, source=source)
 
 
 def _load_device_file(path: Path, *, catalog: bool) -> DeviceProfile:

@@ -37,7 +37,6 @@ _VALUE_TYPES: dict[int, tuple[str, str | None, int]] = {
     12: ("FLOAT64", "d", 8),
 }
 _STRING, _ARRAY = 8, 9
-_INTEGER_TYPES = frozenset({0, 1, 2, 3, 4, 5, 10, 11})
 
 _REDOWNLOAD = "The file is damaged or incomplete: download it again"
 
