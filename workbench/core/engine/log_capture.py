@@ -77,7 +77,7 @@ class LlamaLog:
         lines = list(self._tail)
         if self._partial.strip():
             lines.append(self._partial.rstrip("\n"))
-        return tuple(line for line in lines[-n_lines:])
+        return tuple(lines[-n_lines:])
 
     def start_capture(self) -> None:
         self._capture = []

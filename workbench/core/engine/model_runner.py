@@ -19,8 +19,6 @@ from workbench.core.engine.log_capture import LOG_LEVEL_ERROR, LOG_LEVEL_WARN, L
 from workbench.core.engine.protocol import ChatRequest, LoadRequest, OpFinished, RunOpRequest
 from workbench.core.preset import Preset
 
-_LOG_TAIL = 30
-
 
 def llama_kwargs(preset: Preset) -> dict[str, Any]:
     """`llama_cpp.Llama` keyword arguments for a preset (llama-server flag by flag)."""
@@ -108,7 +106,7 @@ class ModelRunner:
             self._log.on_continue = None
             errors = [line.strip() for level, line in captured if level == LOG_LEVEL_ERROR]
             reason = "; ".join(errors[-3:]) or str(error)
-            self._send(EngineFailed("load", f"llama.cpp could not load {path.name}: {reason}", self._log.tail(_LOG_TAIL)))
+            self._send(EngineFailed("load", f"llama.cpp could not load {path.name}: {reason}", self._log.tail()))
             return
         load_seconds = time.monotonic() - started
         captured = self._log.stop_capture()
@@ -209,7 +207,7 @@ class ModelRunner:
             ))
         except Exception as error:  # noqa: BLE001 - the engine stays up; the KV state is rebuilt next turn
             self._forget_kv()
-            self._send(EngineFailed("request", f"generation failed: {error}", self._log.tail(_LOG_TAIL)))
+            self._send(EngineFailed("request", f"generation failed: {error}", self._log.tail()))
 
     def run_op(self, request: RunOpRequest) -> None:
         if self._llama is None:
@@ -228,7 +226,7 @@ class ModelRunner:
         try:
             result = op(self._llama, **request.kwargs)
         except Exception as error:  # noqa: BLE001
-            self._send(EngineFailed("request", f"{request.name} failed: {error}", self._log.tail(_LOG_TAIL)))
+            self._send(EngineFailed("request", f"{request.name} failed: {error}", self._log.tail()))
             return
         finally:
             self._forget_kv()  # an op may have used the context freely; the next chat starts clean

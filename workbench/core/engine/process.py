@@ -51,7 +51,7 @@ def serve(conn: Connection, cancel_flag: Any, log_path: str) -> None:
                 break
             except Exception as error:  # noqa: BLE001 - one bad request must not end the engine
                 log.write_note(f"request {type(request).__name__} failed: {error!r}")
-                conn.send(EngineFailed("request", f"the engine could not handle the request: {error}", log.tail(30)))
+                conn.send(EngineFailed("request", f"the engine could not handle the request: {error}", log.tail()))
     finally:
         runner.unload(quiet=True)
 

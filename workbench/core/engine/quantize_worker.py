@@ -50,7 +50,7 @@ def quantize_here(
     if status != 0:
         errors = [line.strip() for level, line in captured if level == LOG_LEVEL_ERROR and line.strip(" =")]
         detail = " ".join(errors[-4:]) or f"status {status}"
-        raise QuantizeFailed(f"llama.cpp's quantizer failed on {src.name}: {detail}", log.tail(30))
+        raise QuantizeFailed(f"llama.cpp's quantizer failed on {src.name}: {detail}", log.tail())
 
 
 def child_main(argv: list[str]) -> None:
@@ -80,7 +80,7 @@ def worker_main(conn: Connection, src: str, out: str, ftype_id: int, log_path: s
     except QuantizeFailed as failure:
         conn.send(("failed", failure.message, failure.log_tail))
     except Exception as error:  # noqa: BLE001 - reported to the parent as one line
-        conn.send(("failed", f"quantizing failed: {error}", log.tail(30)))
+        conn.send(("failed", f"quantizing failed: {error}", log.tail()))
     else:
         conn.send(("done",))
     finally:
