@@ -133,9 +133,10 @@ def _quant_cell(header) -> str:
 
 
 def _ledger_cell(ledger) -> str:
-    mb = 1024 * 1024
-    return (f"{ledger.total_bytes / mb:,.0f} of {ledger.budget_bytes / mb:,.0f} MB "
-            f"(weights {ledger.weights_bytes / mb:,.0f}, KV {ledger.kv_bytes / mb:,.0f} at ctx {ledger.ctx_size})")
+    from workbench.cli.cmd_ledger import mb_text
+
+    return (f"{mb_text(ledger.total_bytes)} of {mb_text(ledger.budget_bytes)} MB "
+            f"(weights {mb_text(ledger.weights_bytes)}, KV {mb_text(ledger.kv_bytes)} at ctx {ledger.ctx_size})")
 
 
 def _json(listing, files, previews: dict) -> dict:

@@ -36,24 +36,25 @@ def ledger_json(ledger) -> dict:
     return data
 
 
-def _mb(n_bytes: int) -> str:
+def mb_text(n_bytes: int) -> str:
+    """Bytes as whole MiB with thousands separators, the unit of the ledger tables."""
     return f"{n_bytes / MB:,.0f}"
 
 
 def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0, width: int | None = None) -> str:
     from workbench.cli.text_table import format_table, wrap_text
 
-    rows = [("total RAM", _mb(ledger.ram_total_bytes), ledger.device)]
-    rows += [(f"reserve: {name.replace('_', ' ')}", f"-{_mb(n)}", "device profile") for name, n in ledger.reserves_bytes]
-    rows.append(("left for the LLM", _mb(ledger.budget_bytes), "budget"))
+    rows = [("total RAM", mb_text(ledger.ram_total_bytes), ledger.device)]
+    rows += [(f"reserve: {name.replace('_', ' ')}", f"-{mb_text(n)}", "device profile") for name, n in ledger.reserves_bytes]
+    rows.append(("left for the LLM", mb_text(ledger.budget_bytes), "budget"))
     rows.append(("", "", ""))
-    rows.append(("weights", _mb(ledger.weights_bytes), f"{weights}" + (" (file as is)" if weights == "keep" else " (predicted re-quantization)")))
-    rows.append(("KV cache", _mb(ledger.kv_bytes), f"ctx {ledger.ctx_size}, {ledger.cache_type_k}/{ledger.cache_type_v}, "
+    rows.append(("weights", mb_text(ledger.weights_bytes), f"{weights}" + (" (file as is)" if weights == "keep" else " (predicted re-quantization)")))
+    rows.append(("KV cache", mb_text(ledger.kv_bytes), f"ctx {ledger.ctx_size}, {ledger.cache_type_k}/{ledger.cache_type_v}, "
                  f"{ledger.kv_bytes_per_token:,} B/token"))
-    rows.append(("compute buffer", _mb(ledger.compute_bytes), "llama.cpp graph peak incl. logits"))
-    rows.append(("runtime overhead", _mb(ledger.overhead_bytes), "engine process beyond its buffers (measured)"))
-    rows.append(("total", _mb(ledger.total_bytes), ""))
-    rows.append(("headroom", _mb(ledger.headroom_bytes), f"{ledger.headroom_bytes / ledger.budget_bytes:.0%} of budget"
+    rows.append(("compute buffer", mb_text(ledger.compute_bytes), "llama.cpp graph peak incl. logits"))
+    rows.append(("runtime overhead", mb_text(ledger.overhead_bytes), "engine process beyond its buffers (measured)"))
+    rows.append(("total", mb_text(ledger.total_bytes), ""))
+    rows.append(("headroom", mb_text(ledger.headroom_bytes), f"{ledger.headroom_bytes / ledger.budget_bytes:.0%} of budget"
                  if ledger.budget_bytes > 0 else ""))
     out = [wrap_text(f"{ledger.model} with preset {ledger.preset} on {ledger.device}", width) + "\n\n"]
     out.append(format_table(("LINE", "MB", "SOURCE"), rows, right=(1,)))
