@@ -14,7 +14,6 @@ from workbench.ui.screens.phases import GENERATING, IDLE, LOADED
 from workbench.ui.units import mib
 from workbench.ui.widgets.chat_view import ChatView
 from workbench.ui.widgets.kv_panel import KvPanel
-from workbench.ui.widgets.ledger_panel import LedgerPanel
 from workbench.ui.widgets.prompt_input import PromptInput
 from workbench.ui.widgets.speed_panel import SpeedPanel
 from workbench.ui.widgets.thermal_panel import ThermalPanel
@@ -99,9 +98,7 @@ class ChatFlow:
             self.notify(failure.message, title="Request failed", severity="error", timeout=8)
             return
         self.phase = IDLE
-        self.query_one(LedgerPanel).loaded = None
-        kv = self.query_one(KvPanel)
-        kv.n_ctx, kv.cells_used, kv.segments = 0, 0, ()  # the dead process's cache is gone with it
+        self.clear_loaded_panels()  # the dead process's cache is gone with it
         how = failure.exit_signal or (f"exit code {failure.exit_code}" if failure.exit_code is not None else failure.kind)
         prediction = failure.prediction or (
             f"the ledger predicted {mib(self.ledger.total_bytes)} of {mib(self.ledger.budget_bytes)}"

@@ -129,10 +129,14 @@ class EngineFlow:
 
     def on_model_unloaded(self, message: ModelUnloaded) -> None:
         self.phase = IDLE
+        self.clear_loaded_panels()
+        self.notify("The engine returned the model's memory to the system.", title="Model unloaded")
+
+    def clear_loaded_panels(self) -> None:
+        """No model in memory: the ledger loses its reported column, the KV panel its cache."""
         self.query_one(LedgerPanel).loaded = None
         kv = self.query_one(KvPanel)
         kv.n_ctx, kv.cells_used, kv.segments = 0, 0, ()
-        self.notify("The engine returned the model's memory to the system.", title="Model unloaded")
 
     def action_restart_engine(self) -> None:
         """Start a fresh engine process and load the same model and preset again."""
