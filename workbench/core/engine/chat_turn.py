@@ -83,6 +83,16 @@ def kv_cells_used(llama: Any) -> int:
     return max(0, int(llama_cpp.llama_memory_seq_pos_max(memory, 0)) + 1)
 
 
+def clear_kv_cache(llama: Any) -> None:
+    """Empty the KV cache and tell the Llama object so, so its next eval starts from scratch."""
+    import llama_cpp
+
+    memory = llama_cpp.llama_get_memory(llama.ctx)
+    if memory is not None:
+        llama_cpp.llama_memory_clear(memory, True)
+    llama.reset()
+
+
 class ChatTurn:
     """Runs one ChatRequest on a loaded Llama and emits its events through `send`."""
 

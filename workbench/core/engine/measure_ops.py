@@ -15,6 +15,7 @@ from workbench.core.bench.measured import (
     PerplexityMeasured,
     SpeedMeasured,
 )
+from workbench.core.engine.chat_turn import clear_kv_cache
 
 # llama_cpp and numpy are imported inside the functions: this module is also imported by
 # the client process to unpickle results, and that process must never load llama.cpp.
@@ -78,7 +79,7 @@ def _window_nll(llama: Any, window_tokens: Sequence[int], wanted: range, targets
     ctx = llama.ctx
     n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(llama.model))
     n_batch = llama_cpp.llama_n_batch(ctx)
-    _clear_cache(llama)
+    clear_kv_cache(llama)
     wanted_set = set(wanted)
     total = 0.0
     target_index = 0
@@ -101,7 +102,7 @@ def _window_nll(llama: Any, window_tokens: Sequence[int], wanted: range, targets
             target_index += n_out
     finally:
         llama_cpp.llama_batch_free(batch)
-        _clear_cache(llama)
+        clear_kv_cache(llama)
     return total
 
 
@@ -132,7 +133,7 @@ def measure_speed(llama: Any, n_prompt: int = 256, n_gen: int = 128, seed: int =
         row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(n_vocab,))
         return int(row.argmax())
 
-    _clear_cache(llama)
+    clear_kv_cache(llama)
     batch = llama_cpp.llama_batch_init(max(n_batch, 1), 0, 1)
     try:
         llama_cpp.llama_perf_context_reset(ctx)
@@ -154,7 +155,7 @@ def measure_speed(llama: Any, n_prompt: int = 256, n_gen: int = 128, seed: int =
         perf = llama_cpp.llama_perf_context(ctx)
     finally:
         llama_cpp.llama_batch_free(batch)
-        _clear_cache(llama)
+        clear_kv_cache(llama)
 
     if perf.n_p_eval == n_prompt and perf.n_eval == n_gen and perf.t_p_eval_ms > 0 and perf.t_eval_ms > 0:
         prefill_s, decode_s, source = perf.t_p_eval_ms / 1000, perf.t_eval_ms / 1000, PERF_COUNTERS
@@ -212,16 +213,6 @@ def _decode(ctx: Any, batch: Any) -> None:
     code = llama_cpp.llama_decode(ctx, batch)
     if code != 0:
         raise RuntimeError(f"llama_decode returned {code}")
-
-
-def _clear_cache(llama: Any) -> None:
-    """Empty the KV cache and tell the Llama object so, so its next eval starts from scratch."""
-    import llama_cpp
-
-    memory = llama_cpp.llama_get_memory(llama.ctx)
-    if memory is not None:
-        llama_cpp.llama_memory_clear(memory, True)
-    llama.reset()
 
 
 OPS: dict[str, Callable[..., Any]] = {

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.engine.chat_template import ChatTemplate
-from workbench.core.engine.chat_turn import ChatTurn
+from workbench.core.engine.chat_turn import ChatTurn, clear_kv_cache
 from workbench.core.engine.context_fit import ConversationTooLong
 from workbench.core.engine.events import EngineFailed, Loaded, LoadProgressed, Unloaded
 from workbench.core.engine.log_capture import LOG_LEVEL_ERROR, LOG_LEVEL_WARN, LlamaLog, parse_buffer_sizes
@@ -233,14 +233,8 @@ class ModelRunner:
         self._send(OpFinished(result))
 
     def _forget_kv(self) -> None:
-        import llama_cpp
-
-        if self._llama is None:
-            return
-        self._llama.reset()
-        memory = llama_cpp.llama_get_memory(self._llama.ctx)
-        if memory is not None:
-            llama_cpp.llama_memory_clear(memory, True)
+        if self._llama is not None:
+            clear_kv_cache(self._llama)
 
 
 def _fit_token_arrays(llama: Any) -> None:
