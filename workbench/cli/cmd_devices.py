@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from workbench.cli.json_output import write_json
 
 UNKNOWN = "unknown"
 
@@ -93,8 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
         devices += (detect_host(bandwidth=host_bandwidth(refresh=args.remeasure)),)
     if args.json:
-        json.dump([_record(d) for d in devices], sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_json([_record(d) for d in devices])
         return 0
     sys.stdout.write(devices_table(devices, terminal_width()))
     sys.stdout.write("\nBudget = RAM minus reserves: what is left for the model.\n"
@@ -108,8 +108,7 @@ def run_show(args: argparse.Namespace) -> int:
 
     device = load_device(args.device)
     if getattr(args, "json", False):
-        json.dump(_record(device), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_json(_record(device))
         return 0
     notes = dict(device.notes)
     lines = [

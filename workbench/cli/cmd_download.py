@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 import time
+
+from workbench.cli.json_output import write_json
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -79,10 +80,9 @@ def run(args: argparse.Namespace) -> int:
     for part in model.parts:  # every part of a split file is a GGUF of its own
         _check_usable(snapshot / part.path, listing.repo)
     if args.json:
-        json.dump({"repo": result.repo, "file": result.filename, "path": str(result.path), "size_bytes": result.size_bytes,
-                   "fetched_bytes": result.fetched_bytes, "already_cached": result.already_cached,
-                   "seconds": round(result.seconds, 3)}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_json({"repo": result.repo, "file": result.filename, "path": str(result.path), "size_bytes": result.size_bytes,
+                    "fetched_bytes": result.fetched_bytes, "already_cached": result.already_cached,
+                    "seconds": round(result.seconds, 3)})
     else:
         if result.already_cached:
             print(f"already in the cache: {result.filename}", file=sys.stderr)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from workbench.cli.json_output import write_json
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -40,8 +41,7 @@ def run(args: argparse.Namespace) -> int:
     files = (listing.find(args.file),) if args.file else listing.files
     previews, preset, device = _previews(listing.repo, files, args) if args.preview else ({}, None, None)
     if args.json:
-        json.dump({**_json(listing, files, previews), "offline": offline_reason or None}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_json({**_json(listing, files, previews), "offline": offline_reason or None})
         return 0
     if offline_reason:
         sys.stdout.write(f"offline ({offline_reason}): previews from the header cache\n\n")

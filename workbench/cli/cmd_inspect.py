@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from workbench.cli.json_output import write_json
 
 MB = 1024 * 1024
 
@@ -74,8 +75,7 @@ def run(args: argparse.Namespace) -> int:
         if args.tensors:
             data["tensors"] = [{"name": t.name, "type": t.ggml_type, "shape": list(t.shape), "offset": t.offset,
                                 "bytes": t.n_bytes} for t in info.tensors]
-        json.dump(data, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_json(data)
         return 0
     heads = f"{info.n_head} query / {info.n_head_kv} KV heads"
     if info.n_head_kv_per_layer:

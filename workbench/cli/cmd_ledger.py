@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from dataclasses import asdict
+
+from workbench.cli.json_output import write_json
 
 MB = 1024 * 1024
 
@@ -94,8 +95,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         data = ledger_json(ledger)
         data["problems"] = [{"level": p.level, "message": p.message, "fix": p.fix} for p in problems]
-        json.dump(data, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_json(data)
     else:
         width = terminal_width()
         sys.stdout.write(ledger_text(ledger, preset.weights, device.mem_bandwidth_gbs, info.n_ctx_train, width))

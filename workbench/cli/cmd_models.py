@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from workbench.cli.json_output import write_json
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -32,15 +33,14 @@ def run(args: argparse.Namespace) -> int:
     broken = [m for m in listed if problems[m.path]]
     partials = partial_downloads()
     if args.json:
-        json.dump({
+        write_json({
             "models": [{"kind": m.kind, "name": m.name, "path": str(m.path), "size_bytes": m.size_bytes, "repo": m.repo,
                         "revision": m.revision, "quant": m.quant, "parts": m.parts} for m in models],
             "unusable": [{"kind": m.kind, "name": m.name, "path": str(m.path), "size_bytes": m.size_bytes,
                           "repo": m.repo, "problem": problems[m.path]} for m in broken],
             "partial_downloads": [{"repo": p.repo, "blob": p.blob, "path": str(p.path), "size_bytes": p.size_bytes} for p in partials],
             "hub_cache": str(hub_cache_dir()),
-        }, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        })
         return 0
     if models:
         rows = [(m.kind, m.repo or "-", m.name, m.quant or "?", size_text(m.size_bytes), str(m.path)) for m in models]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from workbench.cli.json_output import write_json
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -38,8 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     presets = list_presets()
     if args.json:
-        json.dump([_row(p, preset_origin(p)) for p in presets], sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_json([_row(p, preset_origin(p)) for p in presets])
         return 0
     sys.stdout.write(presets_table(presets, terminal_width()))
     sys.stdout.write(f"\nUser presets live in {user_presets_dir()}\n(same name = replaces the shipped one).\n")
@@ -72,9 +72,8 @@ def run_show(args: argparse.Namespace) -> int:
         model_path = str(resolve_model(args.model))
     command = llama_server_command(preset, model_path, legacy_flags=args.legacy_flags)
     if getattr(args, "json", False):
-        json.dump({"preset": _row(preset, preset_origin(preset)), "toml": preset_to_toml(preset),
-                   "llama_server_command": command}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_json({"preset": _row(preset, preset_origin(preset)), "toml": preset_to_toml(preset),
+                    "llama_server_command": command})
         return 0
     sys.stdout.write(f"# {preset.name} ({preset_origin(preset)}: {preset.source or 'built in'})\n")
     sys.stdout.write(preset_to_toml(preset))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict
+
+from workbench.cli.json_output import write_json
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -34,8 +35,7 @@ def run(args: argparse.Namespace) -> int:
         words = text.lower().split()
         models = [m for m in curated_models() if all(w in f"{m.name} {m.repo}".lower() for w in words)]
         if args.json:
-            json.dump([asdict(m) for m in models], sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            write_json([asdict(m) for m in models])
             return 0
         rows = [(m.name, m.params, m.repo, m.suggested_file, "yes" if m.gated else "", m.note) for m in models]
         sys.stdout.write(fitted_table(("MODEL", "PARAMS", "REPOSITORY", "START WITH", "GATED", "NOTE"), rows, terminal_width(),
@@ -48,8 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     hits = search_gguf_repos(text, limit=args.limit)
     if args.json:
-        json.dump([asdict(h) for h in hits], sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_json([asdict(h) for h in hits])
         return 0
     if not hits:
         sys.stdout.write(f"No GGUF repositories match {text!r}.\n")
