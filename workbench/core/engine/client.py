@@ -157,11 +157,6 @@ class EngineClient:
         GGUF, "refused" for preset errors or a ledger that does not fit `device`, the detected
         host when None, unless `allow_overbudget`).
         """
-        return self._load_events(model_path, preset, device, allow_overbudget)
-
-    def _load_events(
-        self, model_path: str | os.PathLike[str], preset: Preset, device: DeviceProfile | None, allow_overbudget: bool
-    ) -> Iterator[object]:
         if not self._busy.acquire(blocking=False):
             yield EngineFailed("request", _BUSY)
             return
