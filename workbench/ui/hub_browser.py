@@ -217,8 +217,7 @@ class HubBrowser(Vertical):
         self._selected_file = str(event.row_key.value)
         self._refresh_download_button()
         self._mark_download(fits=True)
-        self.query_one("#hub-preview", Static).update("Reading the header with range requests…")
-        self.preview(self._listing.repo, self._listing.find(self._selected_file))
+        self._preview_selected()
 
     @work(thread=True, exclusive=True, group="hub-preview")
     def preview(self, repo: str, gguf_file) -> None:
@@ -239,8 +238,11 @@ class HubBrowser(Vertical):
         self._preset_spec, self._device_spec = preset, device
         self._resolved = None
         if self._listing is not None and self._selected_file is not None:
-            self.query_one("#hub-preview", Static).update("Reading the header with range requests…")
-            self.preview(self._listing.repo, self._listing.find(self._selected_file))
+            self._preview_selected()
+
+    def _preview_selected(self) -> None:
+        self.query_one("#hub-preview", Static).update("Reading the header with range requests…")
+        self.preview(self._listing.repo, self._listing.find(self._selected_file))
 
     def _preset_and_device(self) -> tuple[Preset, DeviceProfile]:
         """Resolve names once, in a worker thread (detecting `host` reads /proc and /sys)."""
