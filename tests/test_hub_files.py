@@ -96,3 +96,13 @@ def test_cli_files_table_and_json(hub, tmp_path, capsys):
 
     assert main(["files", "test-org/Missing-GGUF"]) == 2
     assert "no repository test-org/Missing-GGUF" in capsys.readouterr().err
+
+
+def test_cli_files_title_of_a_gated_repository_wraps_on_an_80_column_terminal(hub, tmp_path, capsys, monkeypatch):
+    tiny = write_tiny_gguf(tmp_path / "tiny-Q4_K_M.gguf")
+    hub.add_repo("test-org/Tiny-GGUF", {tiny.name: tiny}, gated=True)
+    monkeypatch.setattr("workbench.cli.text_table.terminal_width", lambda: 80)
+    assert main(["files", "test-org/Tiny-GGUF"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("test-org/Tiny-GGUF @ ") and lines[1] == "  HF_TOKEN)"
+    assert all(len(line) <= 80 for line in lines[:2])

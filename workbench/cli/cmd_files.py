@@ -88,10 +88,12 @@ def _previews(repo: str, files, args) -> tuple:
 
 
 def _table(listing, files, previews: dict, args) -> str:
-    from workbench.cli.text_table import fitted_table, format_table, terminal_width
+    from workbench.cli.text_table import fitted_table, format_table, terminal_width, wrap_text
     from workbench.core.hub.sizes import size_text
 
-    lines = [f"{listing.repo} @ {listing.commit[:12] or listing.revision}" + ("  (gated: accept the licence on the hub, set HF_TOKEN)" if listing.gated else "") + "\n\n"]
+    width = terminal_width()
+    title = f"{listing.repo} @ {listing.commit[:12] or listing.revision}" + ("  (gated: accept the licence on the hub, set HF_TOKEN)" if listing.gated else "")
+    lines = [wrap_text(title, width) + "\n\n"]
     if not files:
         lines.append("No GGUF files in this repository.\n")
         return "".join(lines)
@@ -118,7 +120,7 @@ def _table(listing, files, previews: dict, args) -> str:
     first = next((p for p in previews.values() if not isinstance(p, Exception)), None)
     if first is not None:
         lines.append(f"preset {first.preset} on {first.device}\n\n")
-    lines.append(fitted_table(("FILE", "QUANT", "SIZE", "FIT", "LARGEST CTX", "PREDICTED"), rows, terminal_width(),
+    lines.append(fitted_table(("FILE", "QUANT", "SIZE", "FIT", "LARGEST CTX", "PREDICTED"), rows, width,
                               right=(2, 4), details={5: "predicted "}))
     lines.append(f"\nheaders: {size_text(fetched)} fetched with range requests, {cached} of {len(files)} from the header cache\n")
     return "".join(lines)
