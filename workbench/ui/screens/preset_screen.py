@@ -140,6 +140,8 @@ class PresetScreen(Screen[str | None]):
         from workbench.core.presets import llama_server_command, preset_from_mapping, preset_problems
 
         problems = self.query_one("#preset-problems", Static)
+        colours = self.app.theme_variables  # the theme's, so every theme restyles the checks
+        error_style, warning_style = f"bold {colours['text-error']}", colours["text-warning"]
         data = form_mapping(
             {name: self.query_one(f"#field-{name}", Input).value for name in TEXT_FIELDS + INT_FIELDS},
             {name: self.query_one(f"#field-{name}", Switch).value for name in BOOL_FIELDS},
@@ -149,7 +151,7 @@ class PresetScreen(Screen[str | None]):
             preset = preset_from_mapping(data, source=EDITOR_SOURCE)
         except Exception as error:
             self.edited = None
-            problems.update(Text(f"✘ {error}", style="bold red"))
+            problems.update(Text(f"✘ {error}", style=error_style))
             problems.set_class(True, "-error")
             self._set_actions_enabled(False)
             return
@@ -161,13 +163,13 @@ class PresetScreen(Screen[str | None]):
             for problem in preset_problems(preset, model):
                 mark = "✘" if problem.level == "error" else "⚠"
                 lines.append(f"{mark} {problem.message}. {problem.fix}\n",
-                             style="bold red" if problem.level == "error" else "yellow")
+                             style=error_style if problem.level == "error" else warning_style)
             self.query_one("#preset-ledger", Static).update(ledger_table(predict_ledger(model, preset, device)))
             self.query_one("#server-command", Static).update(
                 Text(llama_server_command(preset, self.selection.model_path), style="bold"))
         except Exception as error:
-            lines.append(f"✘ cannot predict for {self.selection.model_path.name}: {error}\n", style="bold red")
-        problems.update(lines or Text("✔ valid preset", style="green"))
+            lines.append(f"✘ cannot predict for {self.selection.model_path.name}: {error}\n", style=error_style)
+        problems.update(lines or Text("✔ valid preset", style=colours["text-success"]))
         problems.set_class(False, "-error")
 
     def _set_actions_enabled(self, enabled: bool) -> None:
