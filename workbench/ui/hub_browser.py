@@ -258,7 +258,7 @@ class HubBrowser(Vertical):
     def on_hub_browser_fit_previewed(self, message: FitPreviewed) -> None:
         if self._listing is None or message.key != (self._listing.repo, self._selected_file):
             return  # the user moved on
-        self.query_one("#hub-preview", Static).update(_preview_text(message.preview))
+        self.query_one("#hub-preview", Static).update(_preview_text(message.preview, self.app.theme_variables))
         self._mark_download(fits=message.preview.fits)
 
     def _mark_download(self, *, fits: bool) -> None:
@@ -370,15 +370,19 @@ def _run_download(job: _DownloadJob) -> None:
         listener.post_message(HubBrowser.DownloadEnded(job))
 
 
-def _preview_text(preview) -> Text:
-    """The fit preview panel: what the header says, the predicted ledger, the largest context."""
+def _preview_text(preview, colours: dict[str, str]) -> Text:
+    """The fit preview panel: what the header says, the predicted ledger, the largest context.
+
+    `colours` are the app's theme variables, so the verdict follows the theme.
+    """
     from workbench.core.hub.sizes import size_text
     from workbench.core.ledger_types import DOES_NOT_FIT, FITS
 
     header, ledger = preview.header, preview.ledger
     model = header.model
     mib = 1024 * 1024
-    verdict_style = "bold green" if ledger.verdict == FITS else "bold red" if ledger.verdict == DOES_NOT_FIT else "bold yellow"
+    verdict_colour = {FITS: "text-success", DOES_NOT_FIT: "text-error"}.get(ledger.verdict, "text-warning")
+    verdict_style = f"bold {colours[verdict_colour]}"
     if header.quant_confirmed:
         quant = f"{header.header_quant} (name and header agree)"
     else:
@@ -398,5 +402,5 @@ def _preview_text(preview) -> Text:
     if preview.largest_ctx:
         lines.append(f"largest context that fits: {preview.largest_ctx:,}")
     else:
-        lines.append("no context fits this device with this preset", style="bold red")
+        lines.append("no context fits this device with this preset", style=f"bold {colours['text-error']}")
     return lines
