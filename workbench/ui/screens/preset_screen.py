@@ -152,7 +152,6 @@ class PresetScreen(Screen[str | None]):
         except Exception as error:
             self.edited = None
             problems.update(Text(f"✘ {error}", style=error_style))
-            problems.set_class(True, "-error")
             self._set_actions_enabled(False)
             return
         self.edited = preset
@@ -170,7 +169,6 @@ class PresetScreen(Screen[str | None]):
         except Exception as error:
             lines.append(f"✘ cannot predict for {self.selection.model_path.name}: {error}\n", style=error_style)
         problems.update(lines or Text("✔ valid preset", style=colours["text-success"]))
-        problems.set_class(False, "-error")
 
     def _set_actions_enabled(self, enabled: bool) -> None:
         for button_id in ("use-preset", "save-preset", "copy-command"):
