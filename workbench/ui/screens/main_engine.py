@@ -144,7 +144,10 @@ class EngineFlow:
             return
         if self.engine is not None:
             old, self.engine = self.engine, None
-            engine_work.close_engine(old) if not getattr(old, "alive", False) else self._close_worker(old)
+            if getattr(old, "alive", False):
+                self._close_worker(old)  # a live process takes a moment to stop: off the UI thread
+            else:
+                engine_work.close_engine(old)
         self.phase = IDLE
         self.start_load(allow_overbudget=self.ledger is not None and self.ledger.verdict == DOES_NOT_FIT)
 
