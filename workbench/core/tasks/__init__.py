@@ -1,0 +1,1 @@
+"""Evaluation tasks with exact answers: generators, answer extractors, majority vote, accuracy statistics."""
