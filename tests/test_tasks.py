@@ -144,3 +144,24 @@ def test_unknown_task_is_one_clear_error():
     with pytest.raises(WorkbenchError) as error:
         find_task("gsm9k")
     assert "add-small" in str(error.value)
+
+
+def test_power_cap_picks_the_most_accurate_point_under_it():
+    from workbench.core.tasks.power_cap import choose_under_cap
+
+    rows = [row(samples=1, accuracy=0.5, power_w=4.0, joules_per_question=2.0, unavailable=()),
+            row(samples=8, accuracy=0.8, power_w=9.5, joules_per_question=12.0, unavailable=()),
+            row(samples=4, accuracy=0.7, power_w=6.0, joules_per_question=5.0, cpu_max_khz=1_200_000, unavailable=())]
+    choice = choose_under_cap(rows, 7.0)
+    assert choice.row is rows[2] and "N=4" in choice.message and "1200 MHz" in choice.message
+    assert choose_under_cap(rows, 10).row is rows[1]
+    none_under = choose_under_cap(rows, 3.0)
+    assert none_under.row is None and "lowest" in none_under.message and "4.00 W" in none_under.message
+
+
+def test_power_cap_without_a_power_source_says_it_cannot_choose():
+    from workbench.core.tasks.power_cap import choose_under_cap
+
+    choice = choose_under_cap([row(), row(samples=8)], 15.0)
+    assert choice.row is None
+    assert "cannot be made here" in choice.message and "no power source on this machine" in choice.message
