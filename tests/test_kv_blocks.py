@@ -48,3 +48,13 @@ def test_choose_block_tokens(n_ctx: int, max_cells: int, expected: int):
     assert -(-n_ctx // tokens) <= max(1, max_cells)
     if tokens > 16:
         assert -(-n_ctx // (tokens // 2)) > max(1, max_cells)
+
+
+def test_window_cache_fills_then_stays_full():
+    from workbench.core.kv_blocks import window_bar, window_cells_used
+
+    assert window_cells_used(300, 1024) == 300
+    assert window_cells_used(5000, 1024) == 1024  # the window keeps the newest tokens only
+    assert window_bar(512, 1024, 16) == (8, 8)
+    assert window_bar(4096, 1024, 16) == (16, 0)
+    assert window_bar(10, 0, 8) == (0, 8)

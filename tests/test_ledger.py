@@ -211,3 +211,104 @@ def test_ledger_is_json_friendly(bundled):
     data = ledger_json(predict_ledger(bundled, Preset("p"), _device(8000)))
     json.dumps(data)
     assert data["verdict"] == FITS
+
+
+# --- sliding windows, experts, fixes, versions (tiny models of tests/arch_models.py) ---
+
+
+@pytest.fixture(scope="module")
+def arch_infos(tmp_path_factory):
+    from arch_models import arch_model, write_arch_gguf
+
+    folder = tmp_path_factory.mktemp("arch-units")
+    models = {
+        "gemma2": arch_model("gemma2"),
+        "gemma3": arch_model("gemma3", n_vocab=4096),
+        "gemma3-array": arch_model("gemma3", n_vocab=4096, sliding_window_pattern=(True, False) * 4),
+        "gemma3-no-window": arch_model("gemma3", n_vocab=4096, sliding_window=0),
+        "qwen2moe": arch_model("qwen2moe"),
+        "llama": arch_model("llama"),
+    }
+    return {name: read_gguf(write_arch_gguf(folder / f"{name}.gguf", model)) for name, model in models.items()}
+
+
+def test_sliding_window_layers_as_llama_cpp_decides_them(arch_infos):
+    from workbench.core.kv_layers import sliding_window
+
+    # gemma3: pattern 6 (llama-model: layer il slides unless il % 6 == 5) over 8 layers
+    assert sliding_window(arch_infos["gemma3"]).is_swa == (True, True, True, True, True, False, True, True)
+    assert sliding_window(arch_infos["gemma3"]).n_swa == 512
+    assert sliding_window(arch_infos["gemma2"]).is_swa == (True, False) * 3  # gemma2: every other layer
+    assert sliding_window(arch_infos["gemma3-array"]).is_swa == (True, False) * 4  # a per-layer array wins
+    assert sliding_window(arch_infos["gemma3-no-window"]) is None  # gemma3 without the key has no SWA
+    assert sliding_window(arch_infos["llama"]) is None
+
+
+def test_window_cache_cells_and_bytes_by_hand(arch_infos):
+    from workbench.core.kv_layers import kv_cells, predicted_kv_layers
+
+    gemma3 = arch_infos["gemma3"]  # 1 KV head x 128, 7 window layers + 1 global
+    # window 512 + ubatch 512 = 1024 cells (already a multiple of 256); ubatch 64: pad256(576) = 768
+    assert kv_cells(gemma3, 4096, n_ubatch=512).swa_cells == 1024
+    assert kv_cells(gemma3, 4096, n_ubatch=64).swa_cells == 768
+    assert kv_cells(gemma3, 512, n_ubatch=512).swa_cells == 512  # never more than the context
+    assert kv_cells(gemma3, 4096, n_ubatch=64, swa_full=True).swa_cells == 4096
+    # f16: a layer's K+V per cell = 128 x 2 x 2 = 512 bytes
+    layers = predicted_kv_layers(gemma3, 4096, "f16", "f16", n_ubatch=512)
+    assert sum(layer.n_bytes for layer in layers) == 512 * (7 * 1024 + 1 * 4096)
+    # two sequences, not unified: 2 streams of pad256(4096 / 2) cells; the window is per stream
+    two = predicted_kv_layers(gemma3, 4096, "f16", "f16", n_ubatch=512, n_seq=2)
+    assert sum(layer.n_bytes for layer in two) == 512 * 2 * (7 * 1024 + 1 * 2048)
+
+
+def test_ledger_splits_the_kv_line_and_swa_full_costs_more(arch_infos):
+    gemma3 = arch_infos["gemma3"]
+    preset = Preset("p", ctx_size=4096, ubatch_size=512)
+    ledger = predict_ledger(gemma3, preset, _device(8000))
+    split = ledger.kv_split
+    assert (split.swa_layers, split.global_layers, split.swa_cells, split.global_cells) == (7, 1, 1024, 4096)
+    assert split.swa_bytes + split.global_bytes == ledger.kv_bytes
+    full = predict_ledger(gemma3, dataclasses.replace(preset, swa_full=True), _device(8000))
+    assert full.kv_bytes == 512 * 8 * 4096 and full.kv_split.swa_full
+    # the largest context accounts for the window: on a budget where the full-size cache stops
+    # at 4096, the windowed one (one global layer grows, not eight) goes further
+    budget = _device(int(full.total_bytes / MB) + 1)
+    assert dict(predict_ledger(gemma3, dataclasses.replace(preset, swa_full=True), budget).max_ctx_by_kv_type)["f16"] == 4096
+    assert dict(predict_ledger(gemma3, preset, budget).max_ctx_by_kv_type)["f16"] > 4096
+
+
+def test_experts_counted_in_memory_but_not_all_read_per_token(arch_infos):
+    qwen2moe = arch_infos["qwen2moe"]  # 4 layers, 8 experts of n_ff 128 over n_embd 256, 2 used, 1 shared
+    ledger = predict_ledger(qwen2moe, Preset("p", ctx_size=1024), _device(8000, bandwidth=10))
+    experts = ledger.experts
+    assert (experts.total, experts.used, experts.shared) == (8, 2, 1)
+    # Q8_0 (34 bytes per 32): 3 projections x 256 x 128 x 8 experts x 4 layers
+    assert experts.expert_bytes == 3 * 256 * 128 * 8 * 4 * 34 // 32
+    assert experts.active_bytes_per_token == ledger.weights_bytes - experts.expert_bytes * 6 // 8
+    assert ledger.decode_tps_bound[0] == pytest.approx(10e9 / experts.active_bytes_per_token)
+    assert predict_ledger(arch_infos["llama"], Preset("p"), _device(8000)).experts is None
+
+
+def test_fixes_each_make_it_fit_when_they_say_so(arch_infos):
+    gemma3 = arch_infos["gemma3"]
+    preset = Preset("big", ctx_size=8192, ubatch_size=512, swa_full=True)
+    roomy = predict_ledger(gemma3, preset, _device(8000))
+    budget_mb = int(roomy.total_bytes / MB) - 4
+    ledger = predict_ledger(gemma3, preset, _device(budget_mb))
+    assert ledger.verdict == DOES_NOT_FIT and ledger.fixes
+    changes = {fix.change.split()[0] for fix in ledger.fixes}
+    assert {"ctx_size", "ubatch_size", "swa_full", "KV"} <= changes
+    for fix in ledger.fixes:
+        fixed = predict_ledger(gemma3, dataclasses.replace(preset, **dict(fix.preset_changes)), _device(budget_mb))
+        assert fixed.total_bytes == ledger.total_bytes - fix.saved_bytes, fix.change
+        assert (fixed.verdict != DOES_NOT_FIT) == fix.fits, fix.change
+    assert ledger.fixes[0].fits
+    assert predict_ledger(gemma3, preset, _device(8000)).fixes == ()
+
+
+def test_an_installed_build_outside_the_verified_range_is_named():
+    from workbench.core.llama_build import VERIFIED_ON, unverified_reason
+
+    assert unverified_reason("0.3.36") == ""
+    assert "unverified" in unverified_reason("0.3.99") and "0.3.99" in unverified_reason("0.3.99")
+    assert "0c1e570" in VERIFIED_ON

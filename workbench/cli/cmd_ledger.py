@@ -52,14 +52,23 @@ def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0
     rows.append(("weights", mb_text(ledger.weights_bytes), f"{weights}" + (" (file as is)" if weights == "keep" else " (predicted re-quantization)")))
     rows.append(("KV cache", mb_text(ledger.kv_bytes), f"ctx {ledger.ctx_size}, {ledger.cache_type_k}/{ledger.cache_type_v}, "
                  f"{ledger.kv_bytes_per_token:,} B/token"))
-    rows.append(("compute buffer", mb_text(ledger.compute_bytes), "llama.cpp graph peak incl. logits"))
-    rows.append(("runtime overhead", mb_text(ledger.overhead_bytes), "engine process beyond its buffers (measured)"))
+    split = ledger.kv_split
+    if split is not None:
+        rows.append(("  global layers", mb_text(split.global_bytes),
+                     f"{split.global_layers} layers x {split.global_cells:,} cells (full context)"))
+        window = "full size: swa_full" if split.swa_full else f"window {split.n_swa:,} + ubatch, padded to 256"
+        rows.append(("  window layers", mb_text(split.swa_bytes),
+                     f"{split.swa_layers} layers x {split.swa_cells:,} cells ({window})"))
+    verified = f", verified on {ledger.verified_on}" if ledger.verified_on and not ledger.unverified else ""
+    rows.append(("compute buffer", mb_text(ledger.compute_bytes), f"llama.cpp graph peak incl. logits{verified}"))
+    rows.append(("runtime overhead", mb_text(ledger.overhead_bytes), f"engine process beyond its buffers (measured){verified}"))
     rows.append(("total", mb_text(ledger.total_bytes), ""))
     rows.append(("headroom", mb_text(ledger.headroom_bytes), f"{ledger.headroom_bytes / ledger.budget_bytes:.0%} of budget"
                  if ledger.budget_bytes > 0 else ""))
     out = [wrap_text(f"{ledger.model} with preset {ledger.preset} on {ledger.device}", width) + "\n\n"]
     out.append(format_table(("LINE", "MB", "SOURCE"), rows, right=(1,)))
     out.append("\n" + wrap_text(f"verdict: {ledger.verdict.upper()} — {ledger.reason}", width) + "\n")
+    out.append(extras_text(ledger, width))
     max_ctx = ", ".join(f"{name} {ctx:,}" if ctx else f"{name} none" for name, ctx in ledger.max_ctx_by_kv_type)
     out.append(wrap_text(f"largest context that fits: {max_ctx}", width) + "\n")
     if n_ctx_train and any(ctx == n_ctx_train for _, ctx in ledger.max_ctx_by_kv_type):
@@ -109,3 +118,31 @@ def problems_text(problems, width: int | None = None) -> str:
     from workbench.cli.text_table import wrap_text
 
     return "".join(wrap_text(f"{p.level}: {p.message}. {p.fix}", width) + "\n" for p in problems)
+
+
+def extras_text(ledger, width: int | None = None) -> str:
+    """Resident memory, experts, the build the ledger was verified on, and the fixes when it does not fit."""
+    from workbench.cli.text_table import wrap_text
+
+    out = []
+    if ledger.resident is not None:
+        resident = ledger.resident
+        out.append(wrap_text(f"expected RSS after load: {mb_text(resident.after_load_bytes)} MB "
+                             f"({resident.after_load_source})", width))
+        out.append(wrap_text(f"expected RSS after a full prompt: {mb_text(resident.after_prompt_bytes)} MB "
+                             f"({resident.after_prompt_source})", width))
+    if ledger.experts is not None:
+        experts = ledger.experts
+        shared = f", {experts.shared} shared" if experts.shared else ""
+        out.append(wrap_text(f"experts: {experts.total} per layer, {experts.used} used per token{shared}; all "
+                             f"{mb_text(experts.expert_bytes)} MB of experts are in memory, a token reads "
+                             f"{mb_text(experts.active_bytes_per_token)} MB (decode bound)", width))
+    if ledger.unverified:
+        out.append(wrap_text(f"warning: {ledger.unverified}", width))
+    if ledger.fixes:
+        out.append("to make it fit (cheapest first):")
+        for fix in ledger.fixes:
+            verdict = "fits" if fix.fits else "not enough alone"
+            out.append(wrap_text(f"  {fix.change}: saves {mb_text(fix.saved_bytes)} MB ({verdict}); cost: {fix.cost}",
+                                 width))
+    return "".join(line + "\n" for line in out)

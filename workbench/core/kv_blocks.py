@@ -54,3 +54,20 @@ def choose_block_tokens(n_ctx: int, max_cells: int) -> int:
     while -(-n_ctx // tokens) > cells:
         tokens *= 2
     return tokens
+
+
+def window_cells_used(cells_used: int, window_cells: int) -> int:
+    """Cells of a sliding-window cache in use when the full-context cache holds `cells_used`.
+
+    The window cache keeps the newest tokens only: it fills like the full cache until its
+    `window_cells` (window + one ubatch, padded to 256) are used, then stays full.
+    """
+    return max(0, min(cells_used, window_cells))
+
+
+def window_bar(cells_used: int, window_cells: int, width: int) -> tuple[int, int]:
+    """(filled, empty) characters of a `width`-wide bar for the window cache."""
+    if window_cells <= 0 or width <= 0:
+        return (0, max(0, width))
+    filled = round(width * window_cells_used(cells_used, window_cells) / window_cells)
+    return (filled, width - filled)

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
 from fractions import Fraction
 from math import ceil
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.ggml_types import CACHE_TYPES, QUANT_TYPES, cache_type
-from workbench.core.ledger_types import DOES_NOT_FIT, FITS, TIGHT, Ledger
+from workbench.core.kv_layers import CTX_PAD, n_ubatch_of, predicted_kv_layers, sliding_window
+from workbench.core.experts import expert_counts
+from workbench.core.ledger_fixes import propose_fixes
+from workbench.core.ledger_types import DOES_NOT_FIT, FITS, TIGHT, KVSplit, Ledger, ResidentMemory
+from workbench.core.llama_build import VERIFIED_ON, unverified_reason
 from workbench.core.ledger_weights import requantized_weights_bytes
 from workbench.core.model_info import ModelInfo
 from workbench.core.preset import DeviceProfile, Preset
 
 MB = 1024 * 1024
 TIGHT_HEADROOM = 0.10  # under 10% of the budget left is "tight"
-CTX_PAD = 256  # llama.cpp (llama-context.cpp) rounds n_ctx up to a multiple of 256
 MAX_CTX_TYPES = ("f16", "q8_0", "q4_0")  # the cache types the ledger offers a max context for
-TENSOR_ALIGNMENT = 32  # ggml CPU buffer alignment: every KV tensor starts on it
 
 # What the engine process costs beyond llama.cpp's weight, KV and compute buffers, measured
 # with benchmarks/ledger_accuracy.py (x86-64, CPython 3.11, llama-cpp-python 0.3.36):
@@ -42,9 +46,13 @@ def llama_n_ctx(model: ModelInfo, ctx_size: int) -> int:
     return -(-ctx // CTX_PAD) * CTX_PAD if ctx > 0 else 0
 
 
-def _layer_kv_heads(model: ModelInfo) -> list[int]:
-    per_layer = model.n_head_kv_per_layer
-    return [per_layer[i] if i < len(per_layer) else model.n_head_kv for i in range(model.n_layer)]
+def _kv_head_groups(model: ModelInfo) -> Counter[int]:
+    """KV heads -> how many layers have that many: as big as the per-layer array, never as n_layer."""
+    per_layer = model.n_head_kv_per_layer[: model.n_layer]
+    groups = Counter(per_layer)
+    if model.n_layer > len(per_layer):
+        groups[model.n_head_kv] += model.n_layer - len(per_layer)
+    return groups
 
 
 def kv_bytes_per_token(model: ModelInfo, type_k: str, type_v: str) -> int:
@@ -55,27 +63,52 @@ def kv_bytes_per_token(model: ModelInfo, type_k: str, type_v: str) -> int:
     """
     bpe_k, bpe_v = cache_type(type_k).bytes_per_element, cache_type(type_v).bytes_per_element
     total = Fraction(0)
-    for heads in _layer_kv_heads(model):
-        total += heads * (model.head_dim_k * bpe_k + model.head_dim_v * bpe_v)
+    for heads, n_layers in _kv_head_groups(model).items():
+        total += n_layers * heads * (model.head_dim_k * bpe_k + model.head_dim_v * bpe_v)
     return ceil(total)
 
 
-def predicted_kv_bytes(model: ModelInfo, n_ctx: int, type_k: str, type_v: str) -> int:
-    """The KV buffer llama.cpp allocates for `n_ctx` cells: one K and one V tensor per layer.
+def predicted_kv_bytes(model: ModelInfo, n_ctx: int, type_k: str, type_v: str, *, n_ubatch: int = 512,
+                       swa_full: bool = False, flash_attn: bool = False, n_seq: int = 1) -> int:
+    """The KV buffer llama.cpp allocates: one K and one V tensor per layer (kv_layers).
 
-    Each tensor is n_ctx rows (or columns, for the transposed V without flash attention) of
-    n_head_kv x head_dim values, its size rounded up to the buffer's alignment.
+    Global layers hold `n_ctx` cells; sliding-window layers hold their window plus one
+    ubatch, padded to 256 (all `n_ctx` with `swa_full`). Each tensor is rounded up to the
+    buffer's alignment.
     """
-    k_type, v_type = cache_type(type_k), cache_type(type_v)
-    total = 0
-    for heads in _layer_kv_heads(model):
-        if heads == 0:
-            continue  # a layer without attention (hybrid models) has no cache
-        for kind, head_dim in ((k_type, model.head_dim_k), (v_type, model.head_dim_v)):
-            values = heads * head_dim * n_ctx
-            n_bytes = values // kind.block_size * kind.type_size
-            total += -(-n_bytes // TENSOR_ALIGNMENT) * TENSOR_ALIGNMENT
-    return total
+    layers = predicted_kv_layers(model, n_ctx, type_k, type_v, n_ubatch=n_ubatch, swa_full=swa_full,
+                                 flash_attn=flash_attn, n_seq=n_seq)
+    return sum(layer.n_bytes for layer in layers)
+
+
+def preset_n_ubatch(preset: Preset, n_ctx: int) -> int:
+    """The n_ubatch llama.cpp will use for `preset` at context `n_ctx`."""
+    return n_ubatch_of(n_ctx, preset.batch_size, preset.ubatch_size)
+
+
+def preset_kv_bytes(model: ModelInfo, preset: Preset, n_ctx: int) -> int:
+    """predicted_kv_bytes with the preset's types, ubatch, swa_full and flash attention."""
+    return predicted_kv_bytes(model, n_ctx, preset.cache_type_k, preset.cache_type_v,
+                              n_ubatch=preset_n_ubatch(preset, n_ctx), swa_full=preset.swa_full,
+                              flash_attn=preset.flash_attn)
+
+
+def kv_split(model: ModelInfo, preset: Preset, n_ctx: int) -> KVSplit | None:
+    """The window cache and the full-context cache of a model with sliding-window layers."""
+    window = sliding_window(model)
+    if window is None:
+        return None
+    layers = predicted_kv_layers(model, n_ctx, preset.cache_type_k, preset.cache_type_v,
+                                 n_ubatch=preset_n_ubatch(preset, n_ctx), swa_full=preset.swa_full,
+                                 flash_attn=preset.flash_attn)
+    swa = [layer for layer in layers if layer.is_swa]
+    full = [layer for layer in layers if not layer.is_swa]
+    return KVSplit(
+        n_swa=window.n_swa, swa_layers=len(swa), global_layers=len(full),
+        swa_cells=swa[0].cells if swa else 0, global_cells=full[0].cells if full else n_ctx,
+        swa_bytes=sum(layer.n_bytes for layer in swa), global_bytes=sum(layer.n_bytes for layer in full),
+        swa_full=preset.swa_full, source=window.source,
+    )
 
 
 def predicted_weights_bytes(model: ModelInfo, weights: str) -> int:
@@ -153,8 +186,8 @@ def _compute_peak(model: ModelInfo, n_ctx: int, n_tokens: int, flash_attn: bool)
 def _fits_budget(model: ModelInfo, preset: Preset, weights_bytes: int, n_ctx: int, type_k: str, type_v: str,
                  flash_attn: bool, budget: int) -> bool:
     probe = Preset(name=preset.name, ctx_size=n_ctx, batch_size=preset.batch_size, ubatch_size=preset.ubatch_size,
-                   cache_type_k=type_k, cache_type_v=type_v, flash_attn=flash_attn)
-    total = (weights_bytes + predicted_kv_bytes(model, n_ctx, type_k, type_v)
+                   cache_type_k=type_k, cache_type_v=type_v, flash_attn=flash_attn, swa_full=preset.swa_full)
+    total = (weights_bytes + preset_kv_bytes(model, probe, n_ctx)
              + predicted_compute_bytes(model, probe, n_ctx) + predicted_overhead_bytes(model))
     return total <= budget
 
@@ -195,7 +228,7 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
                                  fix=f"Use one of {', '.join(CACHE_TYPES)}")
     n_ctx = llama_n_ctx(model, preset.ctx_size if ctx_size is None else ctx_size)
     weights_bytes = predicted_weights_bytes(model, preset.weights)
-    kv_bytes = predicted_kv_bytes(model, n_ctx, preset.cache_type_k, preset.cache_type_v)
+    kv_bytes = preset_kv_bytes(model, preset, n_ctx)
     compute_bytes = predicted_compute_bytes(model, preset, n_ctx)
     overhead_bytes = predicted_overhead_bytes(model)
     total = weights_bytes + kv_bytes + compute_bytes + overhead_bytes
@@ -228,6 +261,14 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
     for cache in MAX_CTX_TYPES:
         key = cache if preset.flash_attn or not cache_type(cache).quantized else f"{cache}+flash_attn"
         max_ctx.append((key, max_ctx_that_fits(model, preset, weights_bytes, cache, budget)))
+    experts = expert_counts(model, preset.weights)
+    read_per_token = experts.active_bytes_per_token if experts else weights_bytes
+    sized = dataclasses.replace(preset, ctx_size=n_ctx)
+    fixes = () if headroom >= 0 else propose_fixes(
+        model, sized, n_ctx, total, budget,
+        total_of=lambda changed: _predicted_total(model, changed, llama_n_ctx(model, changed.ctx_size)),
+        max_ctx_of=lambda changed: max_ctx_that_fits(
+            model, changed, predicted_weights_bytes(model, changed.weights), changed.cache_type_k, budget))
 
     return Ledger(
         model=model.name,
@@ -249,7 +290,38 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
         reason=reason,
         kv_bytes_per_token=kv_bytes_per_token(model, preset.cache_type_k, preset.cache_type_v),
         max_ctx_by_kv_type=tuple(max_ctx),
-        decode_tps_bound=decode_tps_bound(device.mem_bandwidth_gbs, weights_bytes, kv_bytes),
+        decode_tps_bound=decode_tps_bound(device.mem_bandwidth_gbs, read_per_token, kv_bytes),
+        kv_split=kv_split(model, preset, n_ctx),
+        resident=predicted_resident(weights_bytes, kv_bytes, compute_bytes, overhead_bytes, preset),
+        experts=experts,
+        fixes=fixes,
+        verified_on=VERIFIED_ON,
+        unverified=unverified_reason(),
+    )
+
+
+def _predicted_total(model: ModelInfo, preset: Preset, n_ctx: int) -> int:
+    return (predicted_weights_bytes(model, preset.weights) + preset_kv_bytes(model, preset, n_ctx)
+            + predicted_compute_bytes(model, preset, n_ctx) + predicted_overhead_bytes(model))
+
+
+def predicted_resident(weights_bytes: int, kv_bytes: int, compute_bytes: int, overhead_bytes: int,
+                       preset: Preset) -> ResidentMemory:
+    """What the engine's RSS shows after load and after a prompt that fills the context.
+
+    After load: the process and llama.cpp's host structures (the overhead line), the weights
+    (mmap: llama.cpp prefetches the mapping with MAP_POPULATE, so the pages are resident;
+    without mmap they are read into memory) and the KV cache (llama.cpp zeroes it at load).
+    The compute buffer is reserved but untouched until the first decode; a prompt that
+    fills the context writes all of it.
+    """
+    weights_how = "mmap, prefetched" if preset.mmap else "read into memory"
+    after_load = overhead_bytes + weights_bytes + kv_bytes
+    return ResidentMemory(
+        after_load_bytes=after_load,
+        after_load_source=f"overhead + weights ({weights_how}) + KV cache (zeroed at load)",
+        after_prompt_bytes=after_load + compute_bytes,
+        after_prompt_source="after load + compute buffer (written by the first full ubatch over a full context)",
     )
 
 

@@ -31,3 +31,56 @@ class Ledger:
     kv_bytes_per_token: int
     max_ctx_by_kv_type: tuple[tuple[str, int], ...]  # ("f16", 8192), ("q8_0", 15360), ...
     decode_tps_bound: tuple[float, float]  # (at empty context, at full context), 0 if no bandwidth known
+    kv_split: "KVSplit | None" = None  # set when the model has sliding-window layers
+    resident: "ResidentMemory | None" = None
+    experts: "ExpertCounts | None" = None  # set for a mixture-of-experts model
+    fixes: tuple["LedgerFix", ...] = ()  # cheapest first; empty when it fits
+    verified_on: str = ""  # the llama.cpp build the compute and overhead lines were checked against
+    unverified: str = ""  # why the installed llama.cpp build is not the verified one ("" when it is)
+
+
+@dataclass(frozen=True)
+class KVSplit:
+    """The KV cache of a model with sliding-window layers: a window cache and a full-context one."""
+
+    n_swa: int  # the window, tokens
+    swa_layers: int
+    global_layers: int
+    swa_cells: int  # cells of the window cache (llama.cpp pads window + ubatch to 256)
+    global_cells: int  # cells of the full-context cache
+    swa_bytes: int
+    global_bytes: int
+    swa_full: bool  # the preset keeps the whole context in the window layers too
+    source: str  # where the window and the layer pattern come from
+
+
+@dataclass(frozen=True)
+class ResidentMemory:
+    """What the engine process's RSS is expected to show, with where each figure comes from."""
+
+    after_load_bytes: int
+    after_load_source: str
+    after_prompt_bytes: int
+    after_prompt_source: str
+
+
+@dataclass(frozen=True)
+class ExpertCounts:
+    """A mixture-of-experts model's experts, from its GGUF header."""
+
+    total: int  # experts per layer
+    used: int  # experts each token is routed to
+    shared: int  # experts every token uses (0 = none)
+    expert_bytes: int  # all routed-expert weights (in memory)
+    active_bytes_per_token: int  # weights one decoded token reads: all but the unused experts
+
+
+@dataclass(frozen=True)
+class LedgerFix:
+    """One change to the preset that makes the ledger fit, what it saves and what it costs."""
+
+    change: str  # e.g. "ctx_size 8192 -> 4096"
+    preset_changes: tuple[tuple[str, object], ...]  # Preset fields to replace, e.g. (("ctx_size", 4096),)
+    saved_bytes: int
+    cost: str  # the known price, one sentence
+    fits: bool  # this change alone makes it fit

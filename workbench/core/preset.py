@@ -22,6 +22,8 @@ class Preset:
     mlock: bool = False
     mmap: bool = True
     draft_prompt_lookup: int = 0  # speculative decoding by prompt lookup: draft tokens, 0 = off
+    swa_full: bool = False  # sliding-window layers keep the whole context (llama-server --swa-full)
+    chat_template: str = ""  # "" = the model's own (or its family's); a llama.cpp built-in name; "completion"
     source: str = ""  # file it was loaded from ("" when built in code)
 
 

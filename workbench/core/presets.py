@@ -32,7 +32,8 @@ from workbench.core.toml_checks import (
 
 PRESET_KEYS = (
     "name", "description", "weights", "ctx_size", "batch_size", "ubatch_size", "threads",
-    "cache_type_k", "cache_type_v", "flash_attn", "mlock", "mmap", "draft_prompt_lookup",
+    "cache_type_k", "cache_type_v", "flash_attn", "mlock", "mmap", "draft_prompt_lookup", "swa_full",
+    "chat_template",
 )
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # llama.cpp's own ceilings are far above these; past them a value is a typo, not a plan.
@@ -84,6 +85,19 @@ def _normalise_cache_type(key: str, value: str, source: TomlSource) -> str:
                       fix=f"{hint}Use one of: {', '.join(ggml_types.CACHE_TYPES)}")
 
 
+def _checked_chat_template(value: str, source: TomlSource) -> str:
+    from workbench.core.chat_mode import BUILTIN_TEMPLATE_NAMES, COMPLETION
+
+    if value in ("", COMPLETION) or value in BUILTIN_TEMPLATE_NAMES:
+        return value
+    guess = closest(value, BUILTIN_TEMPLATE_NAMES + (COMPLETION,))
+    hint = f"Did you mean {guess}? " if guess else ""
+    raise PresetError(f'chat_template = "{value}" is not one of llama.cpp\'s built-in templates',
+                      where=source.where("chat_template"),
+                      fix=f'{hint}Use "" (the model\'s own), "completion" (no template) or one of: '
+                          f"{', '.join(BUILTIN_TEMPLATE_NAMES)}")
+
+
 def _preset_from_source(data: dict[str, Any], source: TomlSource, default_name: str = "") -> Preset:
     check_known_keys(data, PRESET_KEYS, source, "preset")
     name = get_str(data, "name", default_name, source, example='name = "my-preset"')
@@ -127,6 +141,9 @@ def _preset_from_source(data: dict[str, Any], source: TomlSource, default_name: 
         mmap=get_bool(data, "mmap", True, source),
         draft_prompt_lookup=get_int(data, "draft_prompt_lookup", 0, source, minimum=0, maximum=_MAX_DRAFT,
                                     example="draft_prompt_lookup = 10  (0 = off)", unit="draft tokens"),
+        swa_full=get_bool(data, "swa_full", False, source),
+        chat_template=_checked_chat_template(
+            get_str(data, "chat_template", "", source, example='chat_template = "chatml"'), source),
         source=source.label if source.text else "",
     )
 
@@ -231,6 +248,10 @@ def llama_server_args(preset: Preset, model_path: str | os.PathLike[str], *,
         args += [] if preset.mmap else ["--no-mmap"]
     else:
         args += ["-fa", "on" if preset.flash_attn else "off", "--load-mode", _load_mode(preset)]
+    if preset.chat_template and preset.chat_template != "completion":
+        args += ["--chat-template", preset.chat_template]  # llama-server takes llama.cpp's built-in names
+    if preset.swa_full:
+        args += ["--swa-full"]  # llama-server's default keeps sliding-window layers to their window
     if preset.draft_prompt_lookup:
         # Prompt-lookup drafting: after the last 2 tokens recur earlier in the text, the tokens
         # that followed them there are the draft. 2 is the engine's n-gram (llama-cpp-python's

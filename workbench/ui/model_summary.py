@@ -29,7 +29,7 @@ def model_summary(model: ModelInfo) -> Table:
         ("embedding", str(model.n_embd)),
         ("vocabulary", f"{model.n_vocab:,}"),
         ("trained context", f"{model.n_ctx_train:,}"),
-        ("chat template", "yes" if model.has_chat_template else "no: chat uses a plain fallback format"),
+        ("chat template", "yes" if model.has_chat_template else "no: llama.cpp's built-in template if its vocabulary has a family's turn tokens, else completion mode (the load notice says which)"),
         ("GGUF version", str(model.version)),
     ]
     for label, value in rows:

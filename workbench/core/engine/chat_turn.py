@@ -25,6 +25,32 @@ RESERVE_FRACTION = 4
 # 50 ms is the UI's own redraw batching, so a display sees no difference.
 TOKEN_SEND_INTERVAL_S = 0.05
 
+# stop_reason when the model wrote one of its template's turn markers as text instead of
+# ending the turn with an end-of-generation token (a template its training never saw).
+TEMPLATE_MARKER_STOP = "template marker"
+
+
+class _MarkerWatch:
+    """Watches generated text for the template's turn markers (which may arrive split over tokens)."""
+
+    def __init__(self, markers: tuple[str, ...], marker_ids: frozenset[int]) -> None:
+        self._markers = markers
+        self._ids = marker_ids  # markers that are one control token (detokenized as "" otherwise)
+        self._tail = ""
+        self._longest = max((len(m) for m in markers), default=0)
+
+    def hit(self, token: int, text: str) -> bool:
+        if token in self._ids:
+            return True
+        if not self._markers:
+            return False
+        self._tail = (self._tail + text)[-2 * self._longest:]
+        return any(marker in self._tail for marker in self._markers)
+
+    def cut(self, text: str) -> str:
+        """`text` up to the first marker."""
+        return text[: min((i for i in (text.find(m) for m in self._markers) if i >= 0), default=len(text))]
+
 
 class _TokenSender:
     """Groups generated tokens into TokenChunks, keeping every token's engine timestamp."""
@@ -140,6 +166,7 @@ class ChatTurn:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         sender = _TokenSender(self._send)
         eog = _eog_checker(llama)
+        markers = _MarkerWatch(self._template.markers, self._template.marker_ids)
         pieces: list[str] = []
         generated = 0
         first_token_at: float | None = None
@@ -174,6 +201,9 @@ class ChatTurn:
                 text = decoder.decode(llama.detokenize([token]))
                 pieces.append(text)
                 sender.add(text, now)
+                if markers.hit(token, text):
+                    stop_reason = TEMPLATE_MARKER_STOP  # the model wrote a turn marker, not its end token
+                    break
                 if self._cancel_requested():
                     stop_reason = "cancelled"
                     break
@@ -186,8 +216,9 @@ class ChatTurn:
         pieces.append(tail)
         sender.flush(tail)
         proposed = (self._draft_counter.proposed - proposed_before) if self._draft_counter else 0
+        text = markers.cut("".join(pieces)) if stop_reason == TEMPLATE_MARKER_STOP else "".join(pieces)
         return self._finished(
-            "".join(pieces), stop_reason, fitted, len(prompt), reused, generated, started_at,
+            text, stop_reason, fitted, len(prompt), reused, generated, started_at,
             first_token_at, after_prefill, (accepted, proposed),
         )
 

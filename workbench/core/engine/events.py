@@ -47,6 +47,8 @@ class Loaded:
     weights_type: str = ""  # file type of what was loaded ("Q4_1", ...)
     loaded_path: str = ""  # the file llama.cpp opened: the re-quantized cache file when the preset asked for other weights
     prediction: str = ""  # the ledger's prediction for this load, one line
+    chat_mode: str = "model"  # chat_mode.MODEL_TEMPLATE, BUILTIN_TEMPLATE or COMPLETION
+    chat_notice: str = ""  # the one message saying which chat path was taken ("" = the model's own template)
 
 
 @dataclass(frozen=True)

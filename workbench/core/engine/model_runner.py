@@ -36,6 +36,8 @@ def llama_kwargs(preset: Preset) -> dict[str, Any]:
         "type_k": getattr(llama_cpp, f"GGML_TYPE_{preset.cache_type_k.upper()}"),
         "type_v": getattr(llama_cpp, f"GGML_TYPE_{preset.cache_type_v.upper()}"),
         "flash_attn": preset.flash_attn,
+        # llama.cpp's own default is the full-size SWA cache; llama-server's (and ours) is the window
+        "swa_full": preset.swa_full,
         "use_mlock": preset.mlock,
         "use_mmap": preset.mmap,
     }
@@ -116,13 +118,19 @@ class ModelRunner:
         if draft is not None:
             draft.n_ctx = llama.n_ctx()
         self._llama, self._draft = llama, draft
-        self._template = ChatTemplate(llama)
+        try:
+            self._template = ChatTemplate(llama, request.preset.chat_template)
+        except ValueError as error:
+            llama.close()
+            self._llama = self._draft = None
+            self._send(EngineFailed("load", str(error)))
+            return
         sizes = parse_buffer_sizes(line for _, line in captured)
         warnings = list(request.warnings)
         if llama.n_ctx() != request.preset.ctx_size:
             warnings.append(f"llama.cpp gave a context of {llama.n_ctx()} tokens (the preset asked {request.preset.ctx_size})")
-        if self._template.is_fallback:
-            warnings.append("the model has no chat template; using ChatML")
+        if self._template.mode.notice:
+            warnings.append(self._template.mode.notice)
         if draft is not None:
             warnings.append("prompt-lookup drafting keeps logits for every position (llama-cpp-python's logits_all)")
         warnings += [line.strip() for level, line in captured if level == LOG_LEVEL_WARN]
@@ -145,6 +153,8 @@ class ModelRunner:
                 weights_type=request.quantize_to or _file_type(llama),
                 loaded_path=str(path),
                 prediction=request.prediction,
+                chat_mode=self._template.mode.kind,
+                chat_notice=self._template.mode.notice,
             )
         )
 

@@ -104,7 +104,10 @@ class EngineFlow:
         self.notify(f"{Path(loaded.model_path).name} with {loaded.preset_name}: n_ctx {loaded.n_ctx}, "
                     f"{loaded.load_seconds:.2f} s{note}", title="Model loaded")
         for warning in loaded.warnings:
-            self.notify(warning, title="llama.cpp warning", severity="warning", timeout=8)
+            if warning != loaded.chat_notice:
+                self.notify(warning, title="llama.cpp warning", severity="warning", timeout=8)
+        if loaded.chat_notice:  # which chat path the model takes: kept in the conversation, not a toast
+            self.run_worker(self.query_one(ChatView).add_notice(loaded.chat_notice, kind="info"))
 
     async def on_load_failed(self, message: LoadFailed) -> None:
         self.phase = IDLE

@@ -63,6 +63,13 @@ class PredictionFlow:
         kv = self.query_one(KvPanel)
         kv.bytes_per_token = ledger.kv_bytes_per_token
         kv.cache_types = f"K {ledger.cache_type_k} / V {ledger.cache_type_v}"
+        split = ledger.kv_split
+        if split is not None:  # the grid is the global layers' cache; the window cache gets its own line
+            kv.bytes_per_token = split.global_bytes // max(1, split.global_cells)
+            full = ", full-size: swa_full" if split.swa_full else ""
+            kv.window_layers = (f"{split.swa_layers} of {split.swa_layers + split.global_layers} layers "
+                                f"keep the last {split.n_swa:,} tokens{full}")
+        kv.window_cells = split.swa_cells if split is not None else 0
         self._update_bound()
 
     def on_prediction_failed(self, message: PredictionFailed) -> None:

@@ -9,12 +9,12 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from workbench.core.kv_blocks import choose_block_tokens, kv_block_map
+from workbench.core.kv_blocks import choose_block_tokens, kv_block_map, window_bar, window_cells_used
 from workbench.ui.units import mib
 from workbench.ui.widgets.colours import theme_colour
 
 BLOCK_STATES = ("system", "history", "reused", "current", "free")
-TEXT_LINES = 4  # cells line, legend, bytes-per-block line, context-shift line
+TEXT_LINES = 4  # cells line, legend, bytes-per-block line, context-shift line (+1 with a window cache)
 
 
 class KvPanel(Widget):
@@ -28,6 +28,9 @@ class KvPanel(Widget):
     bytes_per_token: reactive[int] = reactive(0)
     cache_types: reactive[str] = reactive("f16/f16")
     shift_notice: reactive[str] = reactive("")
+    # A model with sliding-window layers keeps a second, smaller cache: set from the ledger's KVSplit.
+    window_cells: reactive[int] = reactive(0)  # cells of the window cache (0 = no window layers)
+    window_layers: reactive[str] = reactive("")  # e.g. "5 of 6 layers keep the last 512 tokens"
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh())
@@ -42,7 +45,8 @@ class KvPanel(Widget):
         """Columns and rows of blocks that fit the panel (each block is drawn 2 cells wide)."""
         width = self.content_region.width or 40
         height = self.content_region.height or 12
-        return max(1, width // 2), max(1, height - TEXT_LINES)
+        text_lines = TEXT_LINES + (1 if self.window_cells else 0)
+        return max(1, width // 2), max(1, height - text_lines)
 
     def render(self) -> RenderableType:
         if self.n_ctx <= 0:
@@ -52,7 +56,8 @@ class KvPanel(Widget):
         n_blocks = math.ceil(self.n_ctx / block_tokens)
         labels = kv_block_map(self.segments, self.n_ctx, n_blocks)
         percent = 100 * self.cells_used / self.n_ctx
-        header = Text(f"cells used {self.cells_used:,} / {self.n_ctx:,} ({percent:.0f}%)", style="bold")
+        scope = "global layers: " if self.window_cells else ""
+        header = Text(f"{scope}cells used {self.cells_used:,} / {self.n_ctx:,} ({percent:.0f}%)", style="bold")
         grid = Text()
         # one span per run of equal blocks within a row: a few segments to draw, not hundreds
         for row_start in range(0, len(labels), columns):
@@ -72,6 +77,20 @@ class KvPanel(Widget):
         sizes = Text(f"1 block = {block_tokens} tokens = {mib(block_bytes) if block_bytes else 'n/a'}"
                      f" at {self.cache_types}", style="dim")
         parts: list[RenderableType] = [header, grid, legend, sizes]
+        if self.window_cells:
+            parts.append(self._window_line(columns))
         if self.shift_notice:
             parts.append(Text(f"⚠ {self.shift_notice}", style=f"bold {theme_colour(self.app, 'kv-current')}"))
         return Group(*parts)
+
+    def _window_line(self, columns: int) -> Text:
+        """The window cache: its own cells, full once the conversation passes the window."""
+        used = window_cells_used(self.cells_used, self.window_cells)
+        filled, empty = window_bar(self.cells_used, self.window_cells, max(4, min(columns, 16)))
+        line = Text("window cache ")
+        line.append("■" * filled, style=theme_colour(self.app, "kv-current"))
+        line.append("■" * empty, style=theme_colour(self.app, "kv-free"))
+        line.append(f" {used:,} / {self.window_cells:,} cells")
+        if self.window_layers:
+            line.append(f" ({self.window_layers})", style="dim")
+        return line
