@@ -17,6 +17,10 @@ TREES = Path(__file__).parent / "sysfs"
         ("raspberry-pi-5", "raspberry-pi", "Raspberry Pi 5 Model B Rev 1.0", "bcm2712", "raspberry-pi-5-8gb"),
         ("x86-laptop", "x86", "LENOVO ThinkPad X1 Carbon Gen 9", "", "x86-mini-pc-16gb"),
         ("empty-container", "unknown", "unknown board", "", "host"),
+        # the Orange Pi vendor device tree ends in "rockchip,rk3588", yet the board is an RK3588S
+        ("orange-pi-5", "rockchip", "Orange Pi 5", "rk3588s", "rk3588s-4gb"),
+        ("rk3588-mainline", "rockchip", "Radxa ROCK 5B", "rk3588", "rk3588-8gb"),
+        ("jetson-nano", "jetson", "NVIDIA Jetson Nano Developer Kit", "tegra210", "host"),
     ],
 )
 def test_recorded_boards(tree, kind, model, soc, profile):
@@ -56,3 +60,12 @@ def test_dmi_placeholder_names_are_dropped(tmp_path):
     (dmi / "sys_vendor").write_text("Default string\n")
     (dmi / "product_name").write_text("NUC12WSHi5\n")
     assert detect_board(tmp_path).model == "NUC12WSHi5"
+
+
+@pytest.mark.parametrize(("mem_total_kb", "profile"), [(3_880_000, "rk3588s-4gb"), (16_120_000, "host")])
+def test_rockchip_profile_only_when_the_ram_fits(tmp_path, mem_total_kb, profile):
+    # An Orange Pi 5 sold with 16 GB is not the 4 GB profile (MemTotal values written here by hand).
+    _device_tree(tmp_path, "Orange Pi 5", "rockchip,rk3588s-orangepi-5", "rockchip,rk3588")
+    (tmp_path / "proc/meminfo").write_text(f"MemTotal:       {mem_total_kb} kB\nMemFree:  1000 kB\n")
+    board = detect_board(tmp_path)
+    assert (board.soc, board.profile) == ("rk3588s", profile)

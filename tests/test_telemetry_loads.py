@@ -56,3 +56,13 @@ def test_jetson_gpu_load_through_devfreq_device(tmp_path):
     shutil.rmtree(tmp_path / "orin/sys/devices/gpu.0")  # JetPack 6 has no gpu.0 alias
     (tmp_path / "orin/sys/class/devfreq/17000000.ga10b/device/load").write_text("998\n")
     assert dict(LoadSampler(tmp_path / "orin").read().loads) == {"gpu": 99.8}
+
+
+def test_npu_load_over_100_percent_is_not_shown(tmp_path):
+    # The rknpu driver can print loads above 100%; the 126% here is written by hand in its format.
+    shutil.copytree(TREES / "rk3588", tmp_path / "rk")
+    (tmp_path / "rk/sys/kernel/debug/rknpu/load").write_text("NPU load:  Core0: 126%, Core1:  40%, Core2:   0%,\n")
+    reading = LoadSampler(tmp_path / "rk").read()
+    assert "npu0" not in dict(reading.loads)
+    assert (dict(reading.loads)["npu1"], dict(reading.loads)["npu2"]) == (40.0, 0.0)
+    assert [(item.what, item.why) for item in reading.unavailable] == [("npu0 load", "driver reported 126% (over 100%)")]

@@ -48,13 +48,14 @@ def test_empty_container_names_every_absent_source(capsys):
 
 
 def test_tegrastats_replay_stops_at_the_end_of_the_log(capsys):
-    log = TREES / "jetson-orin-nano/tegrastats-jetpack4.log"
+    log = TREES / "tegrastats/xavier-nx-and-nano.log"  # three captured lines (waggle-sensor/jetson-exporter)
     args = ["monitor", "--interval", "0.1", "--root", str(TREES / "empty-container"), "--tegrastats", str(log)]
     assert main(args) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2  # one per line of the log
-    assert "power 4.52 W [POM_5V_IN (tegrastats log tegrastats-jetpack4.log)]" in lines[0]
-    assert "power 2.54 W" in lines[1]
+    assert len(lines) == 3  # one per line of the log
+    assert "power 6.14 W [VDD_IN (tegrastats log xavier-nx-and-nano.log)]" in lines[0]  # VDD_IN 6140/5510
+    assert "power 2.76 W [VDD_IN" in lines[1]  # VDD_IN 2763mW/2846mW
+    assert "power 1.75 W [POM_5V_IN" in lines[2]  # POM_5V_IN 1750/1628
 
 
 @pytest.mark.parametrize(

@@ -121,3 +121,78 @@ def test_jetpack4_ina3221x_iio_rails(tmp_path):
         ("POM_5V_IN", 4.52), ("POM_5V_GPU", 0.0), ("POM_5V_CPU", 1.078)
     ]
     assert reading.total_w == 4.52
+
+
+def _agx_orin_ina3221(root):
+    """Two INA3221 chips as on an AGX Orin module: 0x40 VDD_GPU_SOC, VDD_CPU_CV, VIN_SYS_5V0; 0x41 NC,
+    VDDQ_VDD2_1V8AO, NC; in7 is the chip's "sum of shunt voltages". The rail names and the NC channels are
+    the module's (as tegrastats prints them in tests/sysfs/tegrastats/agx-orin-jetpack5-nc.log); the
+    millivolt and milliamp values are written here by hand."""
+    chips = {
+        "hwmon2": [("VDD_GPU_SOC", 5000, 468), ("VDD_CPU_CV", 5000, 78), ("VIN_SYS_5V0", 5000, 805),
+                   ("sum of shunt voltages", 5000, 9999)],
+        "hwmon3": [("NC", 0, 0), ("VDDQ_VDD2_1V8AO", 5000, 60), ("NC", 0, 0)],
+    }
+    for hwmon, channels in chips.items():
+        folder = root / "sys/class/hwmon" / hwmon
+        folder.mkdir(parents=True)
+        (folder / "name").write_text("ina3221\n")
+        for index, (label, millivolts, milliamps) in enumerate(channels, start=1):
+            number = 7 if label.startswith("sum of") else index
+            (folder / f"in{number}_label").write_text(label + "\n")
+            (folder / f"in{number}_input").write_text(f"{millivolts}\n")
+            (folder / f"curr{number}_input").write_text(f"{milliamps}\n")
+
+
+def test_agx_orin_total_is_the_sum_of_module_rails_not_vin_sys_5v0(tmp_path):
+    _agx_orin_ina3221(tmp_path)
+    reading = PowerSampler(tmp_path).read(1.0)
+    assert [rail.name for rail in reading.rails] == ["VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0", "VDDQ_VDD2_1V8AO"]
+    # 5000 mV x (468 + 78 + 805 + 60) mA = 5000 x 1411 = 7_055_000 µW = 7.055 W
+    assert reading.total_w == pytest.approx(7.055)
+    assert reading.total_source == "sum of VDD_GPU_SOC+VDD_CPU_CV+VIN_SYS_5V0+VDDQ_VDD2_1V8AO (ina3221 hwmon2, ina3221 hwmon3)"
+
+
+def test_vin_board_input_is_the_total_where_it_exists(tmp_path):
+    # Thor carrier boards report VIN (jetson_stats PR #900); the channel values are written here by hand.
+    folder = tmp_path / "sys/class/hwmon/hwmon1"
+    folder.mkdir(parents=True)
+    (folder / "name").write_text("ina3221\n")
+    for index, (label, millivolts, milliamps) in enumerate([("VIN_SYS_5V0", 5000, 1127), ("VIN", 19000, 1041)], 1):
+        (folder / f"in{index}_label").write_text(label + "\n")
+        (folder / f"in{index}_input").write_text(f"{millivolts}\n")
+        (folder / f"curr{index}_input").write_text(f"{milliamps}\n")
+    reading = PowerSampler(tmp_path).read(1.0)
+    assert (reading.total_w, reading.total_source) == (pytest.approx(19.779), "VIN (ina3221 hwmon1)")  # 19000 x 1041 µW
+
+
+@pytest.mark.parametrize(
+    ("failure", "why"),
+    [
+        (OSError(22, "Invalid argument"), "EINVAL (Invalid argument)"),
+        (OSError(61, "No data available"), "ENODATA (No data available)"),
+        (PermissionError(13, "Permission denied"), "permission denied (EACCES, needs root)"),
+        ("", "empty file"),
+        ("-", "no number in it ('-')"),
+        ("N/A", "no number in it ('N/A')"),
+    ],
+)
+def test_a_rail_that_cannot_be_read_is_named_not_zero(tmp_path, failure, why):
+    _agx_orin_ina3221(tmp_path)
+    bad = tmp_path / "sys/class/hwmon/hwmon2/curr3_input"  # VIN_SYS_5V0's current
+
+    def reader(path):
+        if path == bad:
+            if isinstance(failure, OSError):
+                raise failure
+            return failure
+        return read_text(path)
+
+    reading = PowerSampler(tmp_path, reader).read(1.0)
+    assert "VIN_SYS_5V0" not in [rail.name for rail in reading.rails]
+    assert ("power VIN_SYS_5V0", why) in [(item.what, item.why.split(": ")[0].split(" reading ")[0]) for item in reading.unavailable]
+    # a sum without one of its rails is no total: none is shown, and why
+    assert (reading.total_w, reading.energy_j) == (None, None)
+    assert ("power", "the total needs VIN_SYS_5V0, which could not be read") in [
+        (item.what, item.why) for item in reading.unavailable
+    ]

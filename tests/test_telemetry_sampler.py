@@ -80,23 +80,39 @@ def test_x86_laptop_energy_counter_and_needs_root(tmp_path):
 
 
 def test_tegrastats_log_fills_what_sysfs_lacks():
-    # Replaying an Orin log on a root with no sensors: temperatures, rails, loads and memory
-    # come from the log, with the log named as their source.
-    sampler = Sampler(TREES / "empty-container", tegrastats=TREES / "jetson-orin-nano/tegrastats.log")
+    # Replaying a captured AGX Orin log on a root with no sensors: temperatures, rails, loads,
+    # engine clocks and memory come from the log, with the log named as their source.
+    sampler = Sampler(TREES / "empty-container", tegrastats=TREES / "tegrastats/agx-orin-jetpack6.log")
     first = sampler.sample()
     assert first.memory_source == "tegrastats"
-    assert first.mem_total_bytes == 7620 * 1024 * 1024
-    assert first.mem_available_bytes == (7620 - 1343) * 1024 * 1024
-    assert first.cpu_percent == (0.0,) * 6
-    assert [t.name for t in first.temperatures] == ["cpu", "soc2", "soc0", "gpu", "junction", "soc1"]
-    assert first.total_power_w == pytest.approx(5.251)
-    assert first.total_power_source == "VDD_IN (tegrastats log tegrastats.log)"
-    assert dict(first.loads) == {"gpu": 0.0, "emc": 15.0}
-    assert dict(first.device_clocks_mhz) == {"gpu": 305.0, "emc": 204.0}
+    assert first.mem_total_bytes == 62841 * 1024 * 1024
+    assert first.mem_available_bytes == (62841 - 18207) * 1024 * 1024
+    assert first.cpu_percent == (14.0, 5.0, 8.0, 14.0, 46.0, 47.0, 2.0, 10.0, 4.0, 5.0, 6.0, 10.0)
+    assert [(t.name, t.celsius) for t in first.temperatures] == [
+        ("cpu", 52.562), ("soc2", 48.437), ("soc0", 49.093), ("junction", 52.562), ("soc1", 49.656)
+    ]
+    # 2412 + 1607 + 4707 mW = 8.726 W: the module rails, as there is no input rail
+    assert first.total_power_w == pytest.approx(8.726)
+    assert first.total_power_source == "sum of VDD_GPU_SOC+VDD_CPU_CV+VIN_SYS_5V0 (tegrastats log agx-orin-jetpack6.log)"
+    assert dict(first.loads) == {"gpu": 0.0, "emc": 3.0, "nvenc": 79.0, "vic": 36.0}
+    assert dict(first.device_clocks_mhz) == {"gpu": 0.0, "emc": 2133.0, "nvenc": 166.0, "vic": 115.0, "ape": 174.0}
+    assert dict(first.unit_sources)["nvenc"] == "tegrastats log agx-orin-jetpack6.log"
     second = sampler.sample()
-    assert second.energy_j == pytest.approx((5.251 + 11.021) / 2 * (second.timestamp - first.timestamp))
+    # second line: 2412 + 1607 + 4607 mW = 8.626 W; the energy is the trapezoid between the two
+    assert second.total_power_w == pytest.approx(8.626)
+    assert second.energy_j == pytest.approx((8.726 + 8.626) / 2 * (second.timestamp - first.timestamp))
     sampler.sample()
     assert sampler.finished
+
+
+def test_thor_log_says_the_gpu_load_is_not_printed():
+    sampler = Sampler(TREES / "empty-container", tegrastats=TREES / "tegrastats/thor-jetpack7.log")
+    sample = sampler.sample()
+    assert "gpu" not in dict(sample.loads) and dict(sample.device_clocks_mhz)["gpu"] == 314.0
+    assert _reasons(sample)["gpu load"] == "this tegrastats prints GPU clocks only (JetPack 7.0)"
+    assert (sample.total_power_w, sample.total_power_source) == (
+        pytest.approx(19.78), "VIN (tegrastats log thor-jetpack7.log)"
+    )
 
 
 def test_engine_pid_can_be_set_later():
@@ -111,11 +127,23 @@ def test_this_machine():
     assert sample.mem_total_bytes > 0 and sample.mem_available_bytes > 0
     assert len(sample.cpu_percent) == os.cpu_count()
     reasons = _reasons(sample)
-    # Whatever this machine lacks is named in words; whatever it has is a real reading.
-    if not sample.temperatures:
-        assert reasons["temperature"] == "no thermal sensors exposed"
-    if not sample.clocks:
-        assert reasons["clocks"] == "no cpufreq (no clocks exposed)"
-    if sample.total_power_w is None:
-        assert reasons["power"] in ("no power source here", "energy counter needs root")
+    # Each group is a real reading or named as unavailable in words; both sides are checked on
+    # every machine, whatever it has.
+    groups = {
+        "temperature": bool(sample.temperatures),
+        "clocks": bool(sample.clocks),
+        "throttle": sample.throttle is not None,
+        "power": sample.total_power_w is not None,
+    }
+    assert {group: group in reasons for group in groups} == {group: not present for group, present in groups.items()}
+    known = {
+        "temperature": ("no thermal sensors exposed",),
+        "clocks": ("no cpufreq (no clocks exposed)",),
+        "throttle": ("no throttle indicators exposed",),
+        "power": ("no power source here", "energy counter needs root"),
+    }
+    for group in groups:
+        why = reasons.get(group, known[group][0])
+        assert why in known[group] or why.startswith("every source failed to read ("), (group, why)
     assert all(item.why for item in sample.unavailable)
+    assert all(t.celsius > -100 for t in sample.temperatures)  # sentinels (-256 °C) are never readings

@@ -85,4 +85,7 @@ def test_unreadable_get_throttled_value_is_skipped(tmp_path):
     firmware.write_text("throttled=0x8\n")  # the vcgencmd spelling
     assert sampler.read().cause == "Pi: soft temperature limit now"
     firmware.write_text("garbage\n")
-    assert sampler.read().source == ""  # nothing read, nothing claimed
+    assert sampler.read() is None  # nothing read, nothing claimed: no state, and the reason
+    assert [(item.what, item.why) for item in sampler.unavailable] == [
+        ("throttle Pi firmware", f"not a hex value ('garbage'): {firmware}")
+    ]

@@ -5,8 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.core.telemetry.sample import Clock
-from workbench.core.telemetry.sysfs import Reader, cpu_list, read_int, read_optional, read_text, sorted_glob, under
+from workbench.core.telemetry.sample import Clock, Unavailable
+from workbench.core.telemetry.sysfs import (
+    Reader,
+    cpu_list,
+    read_int,
+    read_int_why,
+    read_word_why,
+    read_optional,
+    read_text,
+    sorted_glob,
+    under,
+)
 
 NO_CPUFREQ = "no cpufreq (no clocks exposed)"
 
@@ -34,6 +44,7 @@ class CpufreqSampler:
             cpus = read_optional(reader, path / "related_cpus") or read_optional(reader, path / "affected_cpus") or ""
             policies.append(CpufreqPolicy(path.name, path, cpu_list(cpus), hw_max))
         self.policies: tuple[CpufreqPolicy, ...] = tuple(policies)
+        self.unavailable: tuple[Unavailable, ...] = ()  # policies the last read() could not read, and why
 
     @property
     def available(self) -> bool:
@@ -41,12 +52,19 @@ class CpufreqSampler:
 
     def read(self) -> tuple[Clock, ...]:
         clocks = []
+        failed = []
         for policy in self.policies:
-            current = read_int(self._reader, policy.path / "scaling_cur_freq")
+            current, why = read_int_why(self._reader, policy.path / "scaling_cur_freq")
             if current is None:
-                continue  # an offline cluster: its policy stays but has no current clock
-            cap = read_int(self._reader, policy.path / "scaling_max_freq")
-            governor = read_optional(self._reader, policy.path / "scaling_governor") or "unknown"
+                # An offline cluster keeps its policy but has no current clock; say which and why.
+                failed.append(Unavailable(f"clock cpus {policy.cpus or policy.name}", why))
+                continue
+            cap, cap_why = read_int_why(self._reader, policy.path / "scaling_max_freq")
+            if cap is None:  # shown at the hardware maximum, and said so: the cap in force is unknown
+                failed.append(Unavailable(f"clock cap cpus {policy.cpus or policy.name}", cap_why))
+            governor, governor_why = read_word_why(self._reader, policy.path / "scaling_governor")
+            if governor is None:
+                failed.append(Unavailable(f"governor cpus {policy.cpus or policy.name}", governor_why))
             clocks.append(
                 Clock(
                     policy=policy.name,
@@ -54,7 +72,8 @@ class CpufreqSampler:
                     cur_khz=current,
                     max_khz=cap if cap is not None else policy.hw_max_khz,
                     hw_max_khz=policy.hw_max_khz,
-                    governor=governor,
+                    governor=governor or "unknown",
                 )
             )
+        self.unavailable = tuple(failed)
         return tuple(clocks)

@@ -29,7 +29,7 @@ def detect_board(root: str | Path = "/", reader: Reader = read_text) -> BoardInf
         if model is None:
             continue
         compatible = _compatible(base / "compatible")
-        return _from_device_tree(model, compatible, str(base / "model"))
+        return _from_device_tree(model, compatible, str(base / "model"), _ram_mib(root, reader))
     dmi = under(root, "/sys/class/dmi/id")
     vendor = read_optional(reader, dmi / "sys_vendor")
     product = read_optional(reader, dmi / "product_name")
@@ -53,7 +53,27 @@ def _compatible(path: Path) -> tuple[str, ...]:
     return tuple(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
 
 
-def _from_device_tree(model: str, compatible: tuple[str, ...], source: str) -> BoardInfo:
+def _ram_mib(root: Path, reader: Reader) -> int | None:
+    """MemTotal of the board in MiB from /proc/meminfo under the root; None when not there."""
+    text = read_optional(reader, under(root, "/proc/meminfo"))
+    for line in (text or "").splitlines():
+        if line.startswith("MemTotal:"):
+            try:
+                return int(line.split()[1]) // 1024
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+def _rockchip_soc(model: str, compatible: tuple[str, ...]) -> str:
+    """The SoC from the first (most specific) compatible entry that names a part: "rk3588s" for an
+    Orange Pi 5 whose vendor device tree lists "rockchip,rk3588s-orangepi-5", "rockchip,rk3588"."""
+    parts = [entry.split(",", 1)[1].split("-", 1)[0] for entry in compatible if entry.startswith("rockchip,")]
+    parts += [word for word in model.lower().split() if word.startswith("rk35")]
+    return next((part for part in parts if part.startswith("rk")), "")
+
+
+def _from_device_tree(model: str, compatible: tuple[str, ...], source: str, ram_mib: int | None = None) -> BoardInfo:
     lowered = model.lower()
     compatible_text = " ".join(compatible).lower()
     if "jetson" in lowered or "nvidia,tegra" in compatible_text:
@@ -63,9 +83,10 @@ def _from_device_tree(model: str, compatible: tuple[str, ...], source: str) -> B
     if "raspberry pi" in lowered:
         soc = next((entry.split(",", 1)[1] for entry in compatible if entry.startswith("brcm,bcm")), "")
         return BoardInfo("raspberry-pi", model, soc, "raspberry-pi-5-8gb" if "pi 5" in lowered else "host", source)
-    rockchip = [entry.split(",", 1)[1] for entry in compatible if entry.startswith("rockchip,")]
-    if rockchip or "rk35" in lowered:
-        soc = rockchip[-1] if rockchip else ""
-        profile = {"rk3588s": "rk3588s-4gb", "rk3588": "rk3588-8gb"}.get(soc, "host")
+    if any(entry.startswith("rockchip,") for entry in compatible) or "rk35" in lowered:
+        soc = _rockchip_soc(model, compatible)
+        profile, profile_mib = {"rk3588s": ("rk3588s-4gb", 4096), "rk3588": ("rk3588-8gb", 8192)}.get(soc, ("host", 0))
+        if ram_mib is not None and profile != "host" and not profile_mib * 0.75 <= ram_mib <= profile_mib:
+            profile = "host"  # a 16 GB board is not the 8 GB profile: the host's own figures fit it better
         return BoardInfo("rockchip", model, soc, profile, source)
     return BoardInfo("unknown", model, compatible[-1] if compatible else "", "host", source)

@@ -7,7 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.core.telemetry.sample import Unavailable
-from workbench.core.telemetry.sysfs import Reader, read_int, read_optional, read_text, sorted_glob, under
+from workbench.core.telemetry.sysfs import (
+    Reader,
+    os_error_text,
+    read_int,
+    read_int_why,
+    read_optional,
+    read_text,
+    sorted_glob,
+    under,
+)
 
 NO_LOADS = "no GPU/NPU load exposed"
 NPU_NEEDS_ROOT = "NPU load needs root (debugfs)"
@@ -44,6 +53,7 @@ class LoadReading:
     loads: tuple[tuple[str, float], ...]
     clocks_mhz: tuple[tuple[str, float], ...]
     unavailable: tuple[Unavailable, ...]
+    sources: tuple[tuple[str, str], ...] = ()  # (unit, the file its load or clock came from)
 
 
 class LoadSampler:
@@ -80,31 +90,69 @@ class LoadSampler:
     def read(self) -> LoadReading:
         loads: dict[str, float] = {}
         clocks: dict[str, float] = {}
+        sources: dict[str, str] = {}
+        unavailable: list[Unavailable] = []
+        if self.npu_needs_root:
+            unavailable.append(Unavailable("npu load", NPU_NEEDS_ROOT))
         if self.npu_file is not None:
-            text = read_optional(self._reader, self.npu_file)
-            loads.update(parse_rknpu_load(text or ""))
+            self._read_npu(loads, sources, unavailable)
         if self.gpu_load_file is not None:
-            per_mille = read_int(self._reader, self.gpu_load_file)
-            if per_mille is not None:
+            per_mille, why = read_int_why(self._reader, self.gpu_load_file)
+            if per_mille is None:
+                unavailable.append(Unavailable("gpu load", why))
+            else:
                 loads["gpu"] = per_mille / 10
+                sources["gpu"] = str(self.gpu_load_file)
         for device in self.devfreq:
-            hertz = read_int(self._reader, device.path / "cur_freq")
-            if hertz is not None:
-                clocks.setdefault(device.unit, hertz / 1e6)
+            hertz, why = read_int_why(self._reader, device.path / "cur_freq")
+            if hertz is None:
+                unavailable.append(Unavailable(f"{device.unit} clock", why))
+            elif device.unit not in clocks:
+                clocks[device.unit] = hertz / 1e6
+                sources.setdefault(device.unit, str(device.path))
             if device.unit in loads or (device.unit == "npu" and any(key.startswith("npu") for key in loads)):
                 continue
-            load = _devfreq_load(self._reader, device.path)
+            load, load_why = _devfreq_load(self._reader, device.path)
             if load is not None:
                 loads[device.unit] = load
-        unavailable = ()
-        if self.npu_needs_root:
-            unavailable = (Unavailable("npu load", NPU_NEEDS_ROOT),)
-        return LoadReading(tuple(loads.items()), tuple(clocks.items()), unavailable)
+            elif load_why:
+                unavailable.append(Unavailable(f"{device.unit} load", load_why))
+        return LoadReading(tuple(loads.items()), tuple(clocks.items()), tuple(unavailable), tuple(sources.items()))
+
+    def _read_npu(self, loads: dict[str, float], sources: dict[str, str], unavailable: list[Unavailable]) -> None:
+        assert self.npu_file is not None
+        try:
+            text = self._reader(self.npu_file)
+        except OSError as error:
+            unavailable.append(Unavailable("npu load", f"{os_error_text(error)} reading {self.npu_file}"))
+            return
+        cores = parse_rknpu_load(text)
+        if not cores:
+            unavailable.append(Unavailable("npu load", f"no load in {self.npu_file} ({text[:30]!r})"))
+        for core, percent in cores:
+            if percent > 100:
+                # The rknpu driver is known to print loads above 100% (its busy time counts
+                # more than the window); such a figure is no load at all, so it is not shown.
+                unavailable.append(Unavailable(f"{core} load", f"driver reported {percent:.0f}% (over 100%)"))
+                continue
+            loads[core] = percent
+            sources[core] = str(self.npu_file)
 
 
-def _devfreq_load(reader: Reader, device: Path) -> float | None:
-    text = read_optional(reader, device / "load")
-    if text is not None and (match := _DEVFREQ_LOAD.match(text)):
-        return float(match[1])
-    per_mille = read_int(reader, device / "device" / "load")  # Jetson: the GPU's own load file
-    return per_mille / 10 if per_mille is not None else None
+def _devfreq_load(reader: Reader, device: Path) -> tuple[float | None, str]:
+    """(load %, "") from Rockchip's `load` ("35@800000000Hz") or Jetson's device/load (per mille);
+    (None, why) when the file is there but gives no load; (None, "") when the unit has no load file."""
+    load_file = device / "load"
+    if load_file.exists():
+        try:
+            text = reader(load_file)
+        except OSError as error:
+            return None, f"{os_error_text(error)} reading {load_file}"
+        if match := _DEVFREQ_LOAD.match(text):
+            return float(match[1]), ""
+        return None, f"no load in it ({text[:20]!r}): {load_file}"
+    per_mille_file = device / "device" / "load"  # Jetson: the GPU's own load file
+    if not per_mille_file.exists():
+        return None, ""
+    per_mille, why = read_int_why(reader, per_mille_file)
+    return (per_mille / 10 if per_mille is not None else None), why

@@ -6,8 +6,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.core.telemetry.sample import PowerRail, Unavailable
-from workbench.core.telemetry.sysfs import Reader, read_int, read_optional, read_text, sorted_glob, under
-from workbench.core.telemetry.tegrastats import TOTAL_RAILS
+from workbench.core.telemetry.sysfs import (
+    Reader,
+    read_int,
+    read_int_why,
+    read_word_why,
+    read_optional,
+    read_text,
+    sorted_glob,
+    under,
+)
+from workbench.core.telemetry.tegrastats import INPUT_RAILS, is_rail, total_of_rails
 
 NEEDS_ROOT = "energy counter needs root"
 NO_POWER = "no power source here"
@@ -59,8 +68,9 @@ def energy_delta_uj(previous: int, current: int, max_range_uj: int) -> int:
 class PowerSampler:
     """Finds rails once and takes a baseline; each `read(now)` gives watts and energy since start.
 
-    The total is, in order of preference: the board input rail (VDD_IN), the RAPL counter
-    (package, or psys when present), a discharging battery. Energy comes from the RAPL counter
+    The total is, in order of preference: the input rail (VDD_IN, VIN, POM_5V_IN) or, on a
+    module without one (AGX Orin, AGX Xavier), the sum of its rails; the RAPL counter
+    (package, or psys when present); a discharging battery. Energy comes from the RAPL counter
     when that is the total; otherwise it is the total power integrated between samples.
     """
 
@@ -84,43 +94,59 @@ class PowerSampler:
     def read(self, now: float, extra_rails: tuple[PowerRail, ...] = ()) -> PowerReading:
         """`extra_rails`: rails from tegrastats, used when sysfs exposes none."""
         rails: list[PowerRail] = []
+        failed: list[Unavailable] = []
         total: tuple[float, str] | None = None
-        counter_joules = self._read_rapl(now, rails)
+        counter_joules = self._read_rapl(now, rails, failed)
+        unread: list[str] = []
         for channel in self.ina:
-            watts, volts = _channel_watts(self._reader, channel)
+            watts, volts, why = _channel_watts(self._reader, channel)
             if watts is None:
+                failed.append(Unavailable(f"power {channel.label}", why))
+                unread.append(channel.label)
                 continue
             rails.append(PowerRail(channel.label, watts, channel.source, volts))
-        rails.extend(rail for rail in extra_rails if not self.ina)
-        for name in TOTAL_RAILS:
-            match = next((rail for rail in rails if rail.name == name), None)
-            if match is not None and total is None:
-                total = (match.watts, f"{name} ({match.source})")
+        rails.extend(rail for rail in extra_rails if not self.ina and is_rail(rail.name))
+        board = [rail for rail in rails if not rail.source.startswith("intel-rapl")]
+        found = total_of_rails({rail.name: rail.watts for rail in board})
+        partial_why = ""
+        if found is not None and unread and (found[0].startswith("sum of") or set(unread) & set(INPUT_RAILS)):
+            # A sum without one of its rails, or the module rails without the input rail, is no total.
+            partial_why = f"the total needs {', '.join(unread)}, which could not be read"
+            found = None
+        if found is not None:
+            how, watts = found
+            sources = ", ".join(dict.fromkeys(rail.source for rail in board))
+            total = (watts, f"{how} ({sources})")
         rapl_rails = [rail for rail in rails if rail.source.startswith("intel-rapl")]
         if total is None and rapl_rails:
             psys = [rail for rail in rapl_rails if rail.name == "psys"]
             chosen = psys or rapl_rails
             total = (sum(rail.watts for rail in chosen), "+".join(rail.name for rail in chosen) + " (RAPL)")
         for battery in self.batteries:
-            watts, discharging = _battery_watts(self._reader, battery)
+            watts, discharging, why = _battery_watts(self._reader, battery)
             if watts is None:
+                failed.append(Unavailable(f"power {battery.name}", why))
                 continue
             rails.append(PowerRail(battery.name, watts, str(battery.path)))
             if total is None and discharging:
                 total = (watts, f"{battery.name} discharging")
         self._last_time = now
-        return self._finish(now, tuple(rails), total, counter_joules)
+        return self._finish(now, tuple(rails), total, counter_joules, failed, partial_why)
 
-    def _read_rapl(self, now: float, rails: list[PowerRail]) -> float | None:
+    def _read_rapl(self, now: float, rails: list[PowerRail], failed: list[Unavailable]) -> float | None:
         """Append RAPL rails; return the joules the counter total measured since the last read."""
         if not self.rapl:
             return None
         elapsed = now - self._last_time
         joules: dict[str, float] = {}
         for domain in self.rapl:
-            current = read_int(self._reader, domain.energy_path)
+            current, why = read_int_why(self._reader, domain.energy_path)
             previous = self._rapl_last.get(domain.zone)
-            if current is None or previous is None:
+            if current is None:
+                failed.append(Unavailable(f"energy {domain.name}", why))
+                continue
+            if previous is None:
+                self._rapl_last[domain.zone] = current  # the baseline read failed: this one starts it
                 continue
             self._rapl_last[domain.zone] = current
             delta_uj = energy_delta_uj(previous, current, domain.max_range_uj)
@@ -141,10 +167,12 @@ class PowerSampler:
         rails: tuple[PowerRail, ...],
         total: tuple[float, str] | None,
         counter_joules: float | None,
+        failed: list[Unavailable],
+        partial_why: str = "",
     ) -> PowerReading:
-        unavailable: list[Unavailable] = []
+        unavailable: list[Unavailable] = list(failed)
         if total is None:
-            why = NEEDS_ROOT if self.rapl_needs_root else NO_POWER
+            why = partial_why or (NEEDS_ROOT if self.rapl_needs_root else NO_POWER)
             unavailable += [Unavailable("power", why), Unavailable("energy", why)]
             return PowerReading(rails, None, "", None, "", tuple(unavailable))
         total_w, total_source = total
@@ -188,8 +216,8 @@ def _ina3221_channels(root: Path, reader: Reader) -> list[InaChannel]:
         for label_path in sorted_glob(hwmon, "in*_label"):
             index = label_path.name[2 : -len("_label")]
             label = read_optional(reader, label_path)
-            if not label or label.upper() == "NC":
-                continue  # an unconnected channel
+            if not label or not is_rail(label):
+                continue  # an unconnected channel ("NC"), or in7 "sum of shunt voltages"
             channels.append(
                 InaChannel(label, f"ina3221 {hwmon.name}", hwmon / f"in{index}_input", hwmon / f"curr{index}_input")
             )
@@ -198,21 +226,22 @@ def _ina3221_channels(root: Path, reader: Reader) -> list[InaChannel]:
         for name_path in sorted_glob(device, "rail_name_*"):
             index = name_path.name.rsplit("_", 1)[1]
             label = read_optional(reader, name_path)
-            if label:
+            if label and is_rail(label):
                 channels.append(InaChannel(label, "ina3221x iio", None, None, device / f"in_power{index}_input"))
     return channels
 
 
-def _channel_watts(reader: Reader, channel: InaChannel) -> tuple[float | None, float | None]:
+def _channel_watts(reader: Reader, channel: InaChannel) -> tuple[float | None, float | None, str]:
+    """(watts, volts, why): why names the file and its error when the channel gives no reading."""
     if channel.milliwatts_path is not None:
-        milliwatts = read_int(reader, channel.milliwatts_path)
-        return (milliwatts / 1000 if milliwatts is not None else None), None
+        milliwatts, why = read_int_why(reader, channel.milliwatts_path)
+        return (milliwatts / 1000 if milliwatts is not None else None), None, why
     assert channel.volts_path is not None and channel.amps_path is not None
-    millivolts = read_int(reader, channel.volts_path)
-    milliamps = read_int(reader, channel.amps_path)
+    millivolts, volts_why = read_int_why(reader, channel.volts_path)
+    milliamps, amps_why = read_int_why(reader, channel.amps_path)
     if millivolts is None or milliamps is None:
-        return None, None
-    return millivolts * milliamps / 1e6, millivolts / 1000  # mV × mA = µW
+        return None, None, volts_why or amps_why
+    return millivolts * milliamps / 1e6, millivolts / 1000, ""  # mV × mA = µW
 
 
 def _batteries(root: Path, reader: Reader) -> list[Battery]:
@@ -223,14 +252,17 @@ def _batteries(root: Path, reader: Reader) -> list[Battery]:
     ]
 
 
-def _battery_watts(reader: Reader, battery: Battery) -> tuple[float | None, bool]:
+def _battery_watts(reader: Reader, battery: Battery) -> tuple[float | None, bool, str]:
     """The same files psutil.sensors_battery() reads, read under the root so tests can point here."""
-    discharging = read_optional(reader, battery.path / "status") == "Discharging"
-    microwatts = read_int(reader, battery.path / "power_now")
+    status, status_why = read_word_why(reader, battery.path / "status")
+    if status is None:
+        return None, False, status_why
+    discharging = status == "Discharging"
+    microwatts, power_why = read_int_why(reader, battery.path / "power_now")
     if microwatts is not None:
-        return abs(microwatts) / 1e6, discharging
-    microvolts = read_int(reader, battery.path / "voltage_now")
-    microamps = read_int(reader, battery.path / "current_now")
+        return abs(microwatts) / 1e6, discharging, ""
+    microvolts, volts_why = read_int_why(reader, battery.path / "voltage_now")
+    microamps, amps_why = read_int_why(reader, battery.path / "current_now")
     if microvolts is None or microamps is None:
-        return None, discharging
-    return abs(microvolts * microamps) / 1e12, discharging
+        return None, discharging, f"{power_why}; {volts_why or amps_why}"  # neither way gave a reading
+    return abs(microvolts * microamps) / 1e12, discharging, ""

@@ -73,3 +73,4 @@ class TelemetrySample:
     energy_source: str = ""  # "counter: intel-rapl:0" (measured) or "integrated: VDD_IN"
     device_clocks_mhz: tuple[tuple[str, float], ...] = ()  # ("gpu", 624.75), ("emc", 2133.0)
     memory_source: str = "psutil"  # "tegrastats" when a tegrastats source replaces psutil
+    unit_sources: tuple[tuple[str, str], ...] = ()  # ("gpu", "/sys/devices/gpu.0/load"): where loads/clocks came from

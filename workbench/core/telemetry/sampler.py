@@ -76,18 +76,21 @@ class Sampler:
         unavailable: list[Unavailable] = list(memory.unavailable)
 
         temperatures = self._thermal.read()
+        unavailable.extend(self._thermal.unavailable)
         if not temperatures and tegra is not None:
             temperatures = _tegrastats_temperatures(tegra, self.tegrastats.source)  # type: ignore[union-attr]
         if not temperatures:
-            unavailable.append(Unavailable("temperature", NO_SENSORS))
+            unavailable.append(Unavailable("temperature", _group_why(NO_SENSORS, self._thermal.unavailable)))
 
         clocks = self._cpufreq.read()
+        unavailable.extend(self._cpufreq.unavailable)
         if not clocks:
-            unavailable.append(Unavailable("clocks", NO_CPUFREQ))
+            unavailable.append(Unavailable("clocks", _group_why(NO_CPUFREQ, self._cpufreq.unavailable)))
 
         throttle = self._throttle.read(clocks)
+        unavailable.extend(self._throttle.unavailable)
         if throttle is None:
-            unavailable.append(Unavailable("throttle", NO_THROTTLE))
+            unavailable.append(Unavailable("throttle", _group_why(NO_THROTTLE, self._throttle.unavailable)))
 
         tegra_rails = _tegrastats_rails(tegra, self.tegrastats.source) if tegra else ()  # type: ignore[union-attr]
         power = self._power.read(now, tegra_rails)
@@ -96,8 +99,11 @@ class Sampler:
         loads = self._loads.read()
         unavailable.extend(loads.unavailable)
         load_values, unit_clocks = dict(loads.loads), dict(loads.clocks_mhz)
+        unit_sources = dict(loads.sources)
         if tegra is not None:
-            _fill_tegrastats_loads(tegra, load_values, unit_clocks)
+            _fill_tegrastats_loads(tegra, load_values, unit_clocks, unit_sources, self.tegrastats.source)  # type: ignore[union-attr]
+            if tegra.gpu_percent is None and tegra.gpu_mhz is not None and "gpu" not in load_values:
+                unavailable.append(Unavailable("gpu load", "this tegrastats prints GPU clocks only (JetPack 7.0)"))
         if not load_values and not loads.unavailable:
             unavailable.append(Unavailable("loads", NO_LOADS))
 
@@ -126,6 +132,7 @@ class Sampler:
             total_power_source=power.total_source,
             energy_source=power.energy_source,
             device_clocks_mhz=tuple(unit_clocks.items()),
+            unit_sources=tuple(unit_sources.items()),
             **fields,  # type: ignore[arg-type]
         )
 
@@ -142,15 +149,33 @@ def _tegrastats_rails(reading: TegrastatsReading, source: str) -> tuple[PowerRai
     return tuple(PowerRail(name, now_mw / 1000, source) for name, now_mw, _ in reading.rails_mw)
 
 
-def _fill_tegrastats_loads(reading: TegrastatsReading, loads: dict[str, float], clocks: dict[str, float]) -> None:
-    if reading.gpu_percent is not None:
-        loads.setdefault("gpu", reading.gpu_percent)
-    if reading.gpu_mhz is not None:
-        clocks.setdefault("gpu", float(reading.gpu_mhz))
-    if reading.emc_percent is not None:
-        loads.setdefault("emc", reading.emc_percent)
-    if reading.emc_mhz is not None:
-        clocks.setdefault("emc", float(reading.emc_mhz))
+def _fill_tegrastats_loads(
+    reading: TegrastatsReading,
+    loads: dict[str, float],
+    clocks: dict[str, float],
+    sources: dict[str, str],
+    source: str,
+) -> None:
+    """GPU, memory controller and engine (NVENC, NVDEC, VIC, APE, ...) figures sysfs did not give."""
+    found: list[tuple[str, float | None, float | None]] = [
+        ("gpu", reading.gpu_percent, reading.gpu_mhz),
+        ("emc", reading.emc_percent, reading.emc_mhz),
+        *reading.engines,
+    ]
+    for unit, percent, mhz in found:
+        if percent is not None and unit not in loads:
+            loads[unit] = percent
+            sources.setdefault(unit, source)
+        if mhz is not None and unit not in clocks:
+            clocks[unit] = float(mhz)
+            sources.setdefault(unit, source)
+
+
+def _group_why(none_exposed: str, failures: tuple[Unavailable, ...]) -> str:
+    """Why a whole group is empty: nothing exposed, or every source failed (the first reason)."""
+    if not failures:
+        return none_exposed
+    return f"every source failed to read ({failures[0].why})"
 
 
 def _tegrastats_memory(reading: TegrastatsReading) -> dict[str, object]:

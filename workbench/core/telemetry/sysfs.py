@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -30,6 +31,49 @@ def read_int(reader: Reader, path: Path) -> int | None:
         return int(reader(path))
     except (OSError, ValueError):
         return None
+
+
+def read_int_why(reader: Reader, path: Path) -> tuple[int | None, str]:
+    """(value, "") or (None, why): a live reading that fails is named with its reason, never 0.
+
+    Drivers answer a read they cannot serve with EINVAL (a sensor not ready), ENODATA (no
+    reading yet), EIO, EAGAIN; an unprivileged user gets EACCES; some files hold "-", "N/A"
+    or nothing at all.
+    """
+    try:
+        text = reader(path)
+    except OSError as error:
+        return None, f"{os_error_text(error)} reading {path}"
+    try:
+        return int(text), ""
+    except ValueError:
+        shown = "empty file" if not text else f"no number in it ({text[:20]!r})"
+        return None, f"{shown}: {path}"
+
+
+_NO_VALUE = ("", "-", "N/A", "n/a")
+
+
+def read_word_why(reader: Reader, path: Path) -> tuple[str | None, str]:
+    """A text attribute (a governor, a status): (text, "") or (None, why) for an error, "", "-" or "N/A"."""
+    try:
+        text = reader(path)
+    except OSError as error:
+        return None, f"{os_error_text(error)} reading {path}"
+    if text in _NO_VALUE:
+        return None, f"{'empty file' if not text else f'no value in it ({text!r})'}: {path}"
+    return text, ""
+
+
+def os_error_text(error: OSError) -> str:
+    """"EINVAL (Invalid argument)", "permission denied (EACCES)", "missing"."""
+    if isinstance(error, FileNotFoundError):
+        return "missing"
+    if isinstance(error, PermissionError):
+        return "permission denied (EACCES, needs root)"
+    code = errno.errorcode.get(error.errno or 0, "")
+    reason = error.strerror or os.strerror(error.errno or 0)
+    return f"{code} ({reason})" if code else reason
 
 
 def read_optional(reader: Reader, path: Path) -> str | None:

@@ -1,4 +1,4 @@
-"""Jetson `tegrastats` lines (JetPack 4, 5 and 6) parsed; sources replay a log or run the tool."""
+"""Jetson `tegrastats` lines (JetPack 4 to 7) parsed; sources replay a log or run the tool."""
 
 from __future__ import annotations
 
@@ -16,14 +16,51 @@ _RAM = re.compile(r"\bRAM (\d+)/(\d+)MB")
 _SWAP = re.compile(r"\bSWAP (\d+)/(\d+)MB(?: \(cached (\d+)MB\))?")
 _CPU = re.compile(r"\bCPU \[([^\]]*)\]")
 _CPU_CORE = re.compile(r"(\d+)%(?:@(\d+))?")
-_EMC = re.compile(r"\bEMC_FREQ (\d+)%(?:@(\d+))?")
-# GR3D_FREQ 0%@76 (JetPack 4), 0%@[305] (Orin JetPack 5/6), 0%@[0,0] (two GPCs), 0%.
-_GPU = re.compile(r"\bGR3D_FREQ (\d+)%(?:@\[?([\d,]+)\]?)?")
+# EMC_FREQ 15%@204, EMC_FREQ 0% (JetPack 4), EMC_FREQ @2133 (DriveOS: no load).
+_EMC = re.compile(r"\bEMC_FREQ (?:(\d+)%)?(?:@(\d+))?")
+# GR3D_FREQ 0%@76 (JetPack 4), 0%@[305] (Orin JetPack 5/6), 0%@[0,0] (two GPCs), 0%,
+# @[314,314,314] (Thor, JetPack 7.0: clocks of three GPCs and no load at all).
+_GPU = re.compile(r"\bGR3D_FREQ (?:(\d+)%)?(?:@\[?([\d,]+)\]?)?")
+# Codec and helper engines: NVENC 79%@166, NVENC0_FREQ @314, NVDEC off, VIC_FREQ 115, VIC 36%@115,
+# APE 174 (MHz), OFA_FREQ @315, NVDLA0 off, PVA0_FREQ off, NVENC 716 (JetPack 4: MHz).
+_ENGINE = re.compile(
+    r"\b(NVENC\d*|NVDEC\d*|NVJPG\d*|VIC|OFA|APE|NVDLA\d*|PVA\d*)(?:_FREQ)? (off\b|(?:(\d+)%)?@?(\d+)\b)"
+)
 _TEMPERATURE = re.compile(r"\b([A-Za-z][A-Za-z0-9_]*)@(-?\d+(?:\.\d+)?)C\b")
-_RAIL_MW = re.compile(r"\b([A-Z][A-Z0-9_]*) (\d+)mW/(\d+)mW")  # JetPack 5/6
-_RAIL_BARE = re.compile(r"\b((?:POM|VDD|VIN)_[A-Z0-9_]*) (\d+)/(\d+)\b")  # JetPack 4: mW implied
-TOTAL_RAILS = ("VDD_IN", "POM_5V_IN", "VIN_SYS_5V0")
+# JetPack 5/6: "VDD_IN 5251mW/8535mW"; JetPack 7.2 adds a third figure ("5139mW/5139mW/5139mW").
+_RAIL_MW = re.compile(r"\b([A-Z][A-Z0-9_]*) (\d+)mW/(\d+)mW")
+# JetPack 4: mW implied, names with a prefix (POM_5V_IN, VDD_IN) or without one on Xavier
+# (GPU 463/463 CPU 618/618 SOC 2936/2936 CV 0/0 VDDRQ 309/309 SYS5V 3306/3306). The lookahead
+# keeps RAM 1343/7620MB and IRAM 0/252kB out.
+_RAIL_BARE = re.compile(r"\b([A-Z][A-Z0-9_]*) (\d+)/(\d+)(?![\w/])")
+# The board or module input, in order of preference: it is the total where it exists.
+INPUT_RAILS = ("VDD_IN", "VIN", "POM_5V_IN")
+# Channels that are no rail at all: unconnected INA3221 inputs and its summing channel.
+NOT_RAILS = ("NC", "SUM OF SHUNT VOLTAGES")
+# Fixed placeholders, not measurements: PMIC@100C (Nano, TX1/TX2), PMIC@50C (Xavier).
+_PLACEHOLDER_SENSORS = ("PMIC",)
 _DEAD_BELOW_C = -100.0  # tegrastats prints -256C for a sensor that is off
+
+
+def is_rail(name: str) -> bool:
+    return name.strip().upper() not in NOT_RAILS
+
+
+def total_of_rails(rails: dict[str, float]) -> tuple[str, float] | None:
+    """(how it was found, mW or W) for the rails of one reading.
+
+    The input rail (VDD_IN, VIN, POM_5V_IN) is the total where it exists. Otherwise
+    (AGX Orin, AGX Xavier) the module has no input monitor, and the total is the sum of
+    its rails: VIN_SYS_5V0 is the 5 V system rail, one of them, not the total
+    (jetson_stats issue #344).
+    """
+    connected = {name: value for name, value in rails.items() if is_rail(name)}
+    for name in INPUT_RAILS:
+        if name in connected:
+            return name, connected[name]
+    if not connected:
+        return None
+    return "sum of " + "+".join(connected), sum(connected.values())
 
 
 @dataclass(frozen=True)
@@ -31,8 +68,8 @@ class TegrastatsReading:
     """One tegrastats line. Anything the line does not carry is None or empty."""
 
     line: str
-    format: str  # "jetpack4" (bare rail numbers) or "jetpack5/6" (mW units)
-    timestamp: str | None = None  # JetPack 5.1+/6 prefix "05-09-2026 18:42:06"
+    format: str  # "jetpack4" (bare rail numbers) or "jetpack5+" (mW units)
+    timestamp: str | None = None  # JetPack 5.1+/6/7 prefix "05-09-2026 18:42:06"
     ram_used_mb: int | None = None
     ram_total_mb: int | None = None
     swap_used_mb: int | None = None
@@ -42,19 +79,18 @@ class TegrastatsReading:
     cpu_mhz: tuple[int | None, ...] = ()
     emc_percent: float | None = None
     emc_mhz: int | None = None
-    gpu_percent: float | None = None
+    gpu_percent: float | None = None  # None on Thor (JetPack 7.0 prints no GPU load)
     gpu_mhz: int | None = None
+    gpc_mhz: tuple[int, ...] = ()  # each GPC's clock where the line lists them
     temperatures: tuple[tuple[str, float], ...] = ()  # as tegrastats names them
-    rails_mw: tuple[tuple[str, float, float], ...] = ()  # (name, now, running average)
+    rails_mw: tuple[tuple[str, float, float], ...] = ()  # (name, now, running average); NC dropped
+    engines: tuple[tuple[str, float | None, int | None], ...] = ()  # ("nvenc", 79.0, 166); off ones left out
+    engines_off: tuple[str, ...] = ()  # engines the line shows as "off"
 
     @property
     def total_rail(self) -> tuple[str, float] | None:
-        """The board input rail (VDD_IN, POM_5V_IN, VIN_SYS_5V0) and its mW now."""
-        rails = {name: now for name, now, _ in self.rails_mw}
-        for name in TOTAL_RAILS:
-            if name in rails:
-                return name, rails[name]
-        return None
+        """The total in mW and where it came from: the input rail, else the sum of the rails."""
+        return total_of_rails({name: now for name, now, _ in self.rails_mw})
 
 
 def parse_tegrastats_line(line: str) -> TegrastatsReading:
@@ -78,23 +114,32 @@ def parse_tegrastats_line(line: str) -> TegrastatsReading:
             clocks.append(int(core[2]) if core and core[2] else None)
         values["cpu_load_percent"], values["cpu_mhz"] = tuple(loads), tuple(clocks)
     if emc := _EMC.search(line):
-        values["emc_percent"] = float(emc[1])
+        values["emc_percent"] = float(emc[1]) if emc[1] is not None else None
         values["emc_mhz"] = int(emc[2]) if emc[2] else None
     if gpu := _GPU.search(line):
-        values["gpu_percent"] = float(gpu[1])
-        values["gpu_mhz"] = max(int(part) for part in gpu[2].split(",")) if gpu[2] else None
+        values["gpu_percent"] = float(gpu[1]) if gpu[1] is not None else None
+        if gpu[2]:
+            gpcs = tuple(int(part) for part in gpu[2].split(",") if part)
+            values["gpc_mhz"] = gpcs if len(gpcs) > 1 else ()
+            values["gpu_mhz"] = max(gpcs)
+    engines, engines_off = [], []
+    for name, state, percent, mhz in _ENGINE.findall(line):
+        if state == "off":
+            engines_off.append(name.lower())
+        else:
+            engines.append((name.lower(), float(percent) if percent else None, int(mhz)))
+    values["engines"], values["engines_off"] = tuple(engines), tuple(engines_off)
     values["temperatures"] = tuple(
         (name, float(celsius))
         for name, celsius in _TEMPERATURE.findall(line)
-        # PMIC@100C on JetPack 4 is a fixed placeholder, not a measurement.
-        if float(celsius) > _DEAD_BELOW_C and name != "PMIC"
+        if float(celsius) > _DEAD_BELOW_C and name.upper() not in _PLACEHOLDER_SENSORS
     )
     rails = _RAIL_MW.findall(line)
-    line_format = "jetpack5/6"
+    line_format = "jetpack5+"
     if not rails:
         rails = _RAIL_BARE.findall(line)
-        line_format = "jetpack4" if rails else ("jetpack5/6" if "@[" in line else "jetpack4")
-    values["rails_mw"] = tuple((name, float(now), float(average)) for name, now, average in rails)
+        line_format = "jetpack4" if rails else ("jetpack5+" if _TIMESTAMP.match(line) or "@[" in line else "jetpack4")
+    values["rails_mw"] = tuple((name, float(now), float(average)) for name, now, average in rails if is_rail(name))
     return TegrastatsReading(line=line, format=line_format, **values)  # type: ignore[arg-type]
 
 

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.core.telemetry.sample import Temperature
-from workbench.core.telemetry.sysfs import Reader, read_int, read_optional, read_text, sorted_glob, under
+from workbench.core.telemetry.sample import Temperature, Unavailable
+from workbench.core.telemetry.sysfs import Reader, read_int, read_int_why, read_optional, read_text, sorted_glob, under
 
 NO_SENSORS = "no thermal sensors exposed"
 
@@ -32,12 +32,23 @@ _CATEGORIES: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset({"acpitz", "board", "tboard", "tdiode", "thermal", "pch", "skin", "ambient"}), "board"),
 )
 
-# A reading at or below this is a sensor's "absent" sentinel (Orin reports -256 °C).
+# A reading at or below this is a sensor's "absent" sentinel (Orin reports -256 °C). Anything
+# above is a reading, negative ones included: a board outdoors in winter reads -20 °C.
 _DEAD_BELOW_C = -100.0
+# Zones that hold a fixed value, not a measurement: the Jetson Nano/TX1/TX2 "PMIC-Die" zone
+# always reads 100 °C (tegrastats prints it as PMIC@100C).
+_PLACEHOLDER_ZONES = ("pmic-die",)
+# Trip points outside this range are a driver's "no limit" filler, not a limit: NVMe sensors
+# without a threshold report temp*_max = 65261850 m°C (65261.85 °C) and temp*_min = -273150.
+_PLAUSIBLE_TRIP_C = (-55.0, 200.0)
 
 
 def sensor_category(raw_name: str) -> str:
     """"soc0-thermal" -> "soc", "coretemp Package id 0" -> "cpu", "x" -> "x"."""
+    if raw_name.lower().replace("_", "-") == "package-thermal":
+        # Rockchip mainline names the sensor at the SoC centre "package-thermal" (the vendor
+        # kernel's "soc-thermal"); x86's package sensor is "coretemp Package id 0" or x86_pkg_temp.
+        return "soc"
     words = [re.sub(r"\d+$", "", word) for word in re.split(r"[^a-z0-9]+", raw_name.lower()) if word]
     words = [word for word in words if word and word not in ("temp", "id", "sensor")]
     if len(words) > 1:
@@ -95,6 +106,7 @@ class ThermalSampler:
         sensors = hwmons + zones
         names = sensor_names([sensor.label for sensor in sensors])
         self.sensors: tuple[tuple[str, ThermalSensor], ...] = tuple(zip(names, sensors))
+        self.unavailable: tuple[Unavailable, ...] = ()  # the sensors the last read() could not read, and why
 
     @property
     def available(self) -> bool:
@@ -102,10 +114,14 @@ class ThermalSampler:
 
     def read(self) -> tuple[Temperature, ...]:
         readings = []
+        failed = []
         for name, sensor in self.sensors:
-            millidegrees = read_int(self._reader, sensor.path)
-            if millidegrees is None or millidegrees / 1000 <= _DEAD_BELOW_C:
-                continue  # a zone that errors (EINVAL/ENODATA) or reports its sentinel
+            millidegrees, why = read_int_why(self._reader, sensor.path)
+            if millidegrees is None:
+                failed.append(Unavailable(f"temperature {name}", why))  # EINVAL/ENODATA/EACCES, "-", ...
+                continue
+            if millidegrees / 1000 <= _DEAD_BELOW_C:
+                continue  # the sensor's "off" sentinel: a powered-down unit, not a failure
             readings.append(
                 Temperature(
                     name=name,
@@ -116,6 +132,7 @@ class ThermalSampler:
                     label=sensor.label,
                 )
             )
+        self.unavailable = tuple(failed)
         return tuple(readings)
 
 
@@ -128,13 +145,13 @@ def _thermal_zones(root: Path, reader: Reader) -> list[ThermalSensor]:
     sensors = []
     for zone in sorted_glob(under(root, "/sys/class/thermal"), "thermal_zone*"):
         zone_type = read_optional(reader, zone / "type")
-        if zone_type is None or not (zone / "temp").exists():
+        if zone_type is None or not (zone / "temp").exists() or zone_type.lower() in _PLACEHOLDER_ZONES:
             continue
         critical, passive = None, None
         for trip_type_path in sorted_glob(zone, "trip_point_*_type"):
             trip_type = read_optional(reader, trip_type_path)
             millidegrees = read_int(reader, trip_type_path.with_name(trip_type_path.name[: -len("type")] + "temp"))
-            if millidegrees is None or trip_type is None:
+            if millidegrees is None or trip_type is None or not _plausible_trip(millidegrees):
                 continue
             celsius = millidegrees / 1000
             if trip_type == "critical":
@@ -163,8 +180,13 @@ def _hwmon_sensors(root: Path, reader: Reader, zone_keys: set[str]) -> list[Ther
                     full_label,
                     sensor_category(full_label),
                     path,
-                    critical / 1000 if critical else None,
-                    high / 1000 if high else None,
+                    critical / 1000 if critical is not None and _plausible_trip(critical) else None,
+                    high / 1000 if high is not None and _plausible_trip(high) else None,
                 )
             )
     return sensors
+
+
+def _plausible_trip(millidegrees: int) -> bool:
+    low, high = _PLAUSIBLE_TRIP_C
+    return low < millidegrees / 1000 <= high and millidegrees != 0

@@ -5,8 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.core.telemetry.sample import Clock, Throttle
-from workbench.core.telemetry.sysfs import Reader, read_int, read_optional, read_text, sorted_glob, under
+from workbench.core.telemetry.sample import Clock, Throttle, Unavailable
+from workbench.core.telemetry.sysfs import (
+    Reader,
+    os_error_text,
+    read_int,
+    read_int_why,
+    read_optional,
+    read_text,
+    sorted_glob,
+    under,
+)
 
 NO_THROTTLE = "no throttle indicators exposed"
 
@@ -62,6 +71,7 @@ class ThrottleSampler:
         pi_files = sorted_glob(under(root, "/sys/devices/platform"), "*/*firmware*/get_throttled")
         self.pi_file: Path | None = pi_files[0] if pi_files else None
         self.uses_clocks = uses_clocks  # cpufreq present: caps are a throttle source
+        self.unavailable: tuple[Unavailable, ...] = ()  # what the last read() could not read, and why
 
     @property
     def available(self) -> bool:
@@ -73,12 +83,15 @@ class ThrottleSampler:
         causes: list[str] = []
         history = ""
         sources: list[str] = []
+        failed: list[Unavailable] = []
         if self.counters:
             sources.append("thermal_throttle counters")
-            causes.extend(self._intel_causes())
+            causes.extend(self._intel_causes(failed))
         if self.pi_file is not None:
-            value = _hex_value(read_optional(self._reader, self.pi_file))
-            if value is not None:
+            value, why = self._pi_value()
+            if value is None:
+                failed.append(Unavailable("throttle Pi firmware", why))
+            else:
                 sources.append(str(self.pi_file))
                 _, cause, history = describe_pi_throttled(value)
                 if cause:
@@ -86,12 +99,27 @@ class ThrottleSampler:
         if self.uses_clocks:
             sources.append("cpufreq caps")
             causes.extend(describe_caps(clocks))
+        self.unavailable = tuple(failed)
+        if not sources:
+            return None  # every source failed this time: no state, the reasons say why
         return Throttle(active=bool(causes), cause="; ".join(causes), source=", ".join(sources), history=history)
 
-    def _intel_causes(self) -> list[str]:
+    def _pi_value(self) -> tuple[int | None, str]:
+        assert self.pi_file is not None
+        try:
+            text = self._reader(self.pi_file)
+        except OSError as error:
+            return None, f"{os_error_text(error)} reading {self.pi_file}"
+        value = _hex_value(text)
+        return (value, "") if value is not None else (None, f"not a hex value ({text[:20]!r}): {self.pi_file}")
+
+    def _intel_causes(self, failed: list[Unavailable]) -> list[str]:
         grew: dict[str, list[tuple[str, int]]] = {"core": [], "package": []}
         for counter in self.counters:
-            count = read_int(self._reader, counter.path)
+            count, why = read_int_why(self._reader, counter.path)
+            if count is None:
+                failed.append(Unavailable(f"throttle counter {counter.owner}", why))
+                continue  # the previous count stays the baseline
             previous = self._previous.get(counter.path)
             self._previous[counter.path] = count
             if count is not None and previous is not None and count > previous:
