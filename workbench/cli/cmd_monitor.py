@@ -34,13 +34,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tegrastats", metavar="FILE",
                         help="a recorded tegrastats log to replay, or 'live' to run tegrastats")
     parser.add_argument("--pid", type=int, help="also show this process's RSS/USS (e.g. llama-server)")
+    parser.add_argument("--log", metavar="FILE", help="append one row per sample to FILE.csv (a spreadsheet: header "
+                        "once, a column per figure and its source) or FILE.jsonl")
+    parser.add_argument("--log-max-mb", type=float, default=10.0, metavar="MB",
+                        help="start a new log file past this size; the old one becomes FILE.1.csv (default 10)")
+    parser.add_argument("--log-keep", type=int, default=5, metavar="N",
+                        help="rotated log files to keep (default 5)")
+    parser.add_argument("--prometheus", type=int, metavar="PORT",
+                        help="serve the figures as Prometheus metrics on http://127.0.0.1:PORT/metrics")
+    parser.add_argument("--prometheus-host", default="127.0.0.1", metavar="HOST",
+                        help="address to serve metrics on (default 127.0.0.1; another needs --allow-remote)")
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="allow --prometheus-host to be reachable from other machines (no authentication)")
+    parser.add_argument("--quiet", action="store_true", help="print nothing per sample (with --log or --prometheus)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
-
-    from workbench.core.telemetry.sampler import Sampler
 
     if not args.interval >= 0.1:
         raise WorkbenchError(f"--interval {args.interval} is too short", fix="give 0.1 seconds or more (0.5 = 2 Hz)")
@@ -57,6 +68,42 @@ def run(args: argparse.Namespace) -> int:
                                  fix="give the PID of a running process, e.g. from `pgrep llama-server`")
     count = 1 if args.once else args.count
     block = sys.stdout.isatty() and not args.json and not args.once
+    log = _open_log(args)
+    metrics = _serve_metrics(args)
+    try:
+        _monitor(args, count, block, log, metrics)
+    finally:
+        if metrics is not None:
+            metrics.close()
+    return 0
+
+
+def _open_log(args: argparse.Namespace):
+    if not args.log:
+        return None
+    from workbench.core.telemetry.sample_log import SampleLog
+
+    if not args.log_max_mb > 0:
+        raise WorkbenchError(f"--log-max-mb {args.log_max_mb} must be more than 0", fix="e.g. --log-max-mb 10")
+    return SampleLog(args.log, max_bytes=int(args.log_max_mb * 2**20), keep=args.log_keep)
+
+
+def _serve_metrics(args: argparse.Namespace):
+    if args.prometheus is None:
+        return None
+    from workbench.core.telemetry.metrics import MetricsServer
+
+    server = MetricsServer(args.prometheus, args.prometheus_host, allow_remote=args.allow_remote)
+    if server.remote:
+        print(f"workbench: WARNING: metrics on {server.url} are readable by any machine that reaches this address "
+              "(no authentication)", file=sys.stderr)
+    print(f"workbench: Prometheus metrics on {server.url}", file=sys.stderr, flush=True)
+    return server
+
+
+def _monitor(args: argparse.Namespace, count: int | None, block: bool, log, metrics) -> None:
+    from workbench.core.telemetry.sampler import Sampler
+
     with Sampler(args.root, args.pid, tegrastats=args.tegrastats) as sampler:
         try:
             # CPU load and RAPL power are differences: give the first sample a window to measure.
@@ -65,20 +112,24 @@ def run(args: argparse.Namespace) -> int:
             while count is None or shown < count:
                 started = time.monotonic()
                 sample = sampler.sample()
-                if args.json:
-                    text = sample_json(sample, sampler.board)
-                elif block:
-                    text = _CLEAR + format_block(sample, sampler.board)
-                else:
-                    text = format_line(sample)
-                print(text, flush=True)
+                if log is not None:
+                    log.write(sample)
+                if metrics is not None:
+                    metrics.update(sample)
+                if not args.quiet:
+                    if args.json:
+                        text = sample_json(sample, sampler.board)
+                    elif block:
+                        text = _CLEAR + format_block(sample, sampler.board)
+                    else:
+                        text = format_line(sample)
+                    print(text, flush=True)
                 shown += 1
                 if sampler.finished or (count is not None and shown >= count):
                     break
                 time.sleep(max(0.0, args.interval - (time.monotonic() - started)))
         except KeyboardInterrupt:
             pass  # Ctrl-C is how a monitor is stopped
-    return 0
 
 
 def sample_json(sample: TelemetrySample, board: BoardInfo) -> str:

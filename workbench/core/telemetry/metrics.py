@@ -130,3 +130,49 @@ def exposition_text(points: Iterable[MetricPoint]) -> str:
     registry = CollectorRegistry()
     registry.register(collector)  # type: ignore[arg-type]
     return generate_latest(registry).decode("utf-8")
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
+class MetricsServer:
+    """Prometheus metrics of the newest sample over HTTP (prometheus_client's server, its own thread).
+
+    Loopback unless the caller explicitly allows another address: the figures name the machine's
+    sensors and processes, and the endpoint has no authentication.
+    """
+
+    def __init__(self, port: int, host: str = "127.0.0.1", *, allow_remote: bool = False) -> None:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        from workbench.core.errors import WorkbenchError
+
+        if not 0 <= port <= 65535:
+            raise WorkbenchError(f"port {port} is not a TCP port", fix="give a port from 1 to 65535, e.g. 9101")
+        if host not in LOOPBACK_HOSTS and not allow_remote:
+            raise WorkbenchError(f"serving metrics on {host} lets other machines read them (no authentication)",
+                                 fix="add --allow-remote to mean it, or leave out --prometheus-host (127.0.0.1)")
+        self.collector = SampleCollector()
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self.collector)  # type: ignore[arg-type]
+        try:
+            self._server, self._thread = start_http_server(port, addr=host, registry=registry)
+        except OSError as error:
+            raise WorkbenchError(f"cannot serve metrics on {host}:{port} ({error.strerror})",
+                                 fix="choose another --prometheus port") from error
+        self.host = host
+        self.port = int(self._server.server_port)
+        self.remote = host not in LOOPBACK_HOSTS
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    def update(self, sample: TelemetrySample) -> None:
+        self.collector.update(sample)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
