@@ -7,7 +7,10 @@ import json
 
 import pytest
 
+from pathlib import Path
+
 from workbench.core.bench.compare import compare_files, comparison_markdown, merge_results
+from workbench.core.bench.llama_bench import FIELD_TYPES
 from workbench.core.bench.machine import Machine, cpu_model, describe_machine
 from workbench.core.bench.report import (
     FORMATS,
@@ -37,6 +40,8 @@ def _row(preset: str, model_size: int, decode: float, ppl: float | None, **chang
         peak_rss_bytes=200_000_000, predicted_bytes=190_000_000, prediction_error_pct=100 / 19,
         kv_bytes=47_185_920, power_w=None, joules_per_token=None, peak_temp_c=61.5, throttled=False,
         pct_of_bandwidth_bound=41.2, ppl=ppl, ppl_ctx=512, ppl_tokens=3000,
+        prefill_samples_ts=(896.0, 904.0), n_gpu_layers=0, split_mode="layer", main_gpu=0, tensor_split="0.00",
+        use_mmap=True, test_time="2026-11-30T09:00:00Z",
         unavailable=(("power_w", "energy counter needs root; run as root: sudo"),
                      ("joules_per_token", "energy counter needs root; run as root: sudo")),
     )
@@ -76,9 +81,32 @@ def test_json_jsonl_and_csv_round_trip_every_field():
     assert parse_json(render(results, "json")) == results
     assert parse_jsonl(render(results, "jsonl")) == results
     assert parse_csv(render(results, "csv")) == tuple((results.machine.label, row) for row in results.rows)
-    document = json.loads(render(results, "json"))
-    assert set(document) == {"format", "machine", "rows"}
-    assert document["rows"][0]["power_w"] is None  # unavailable is null, never 0
+    tests = json.loads(render(results, "json"))
+    assert len(tests) == 2 * 3  # a pp and a tg test per preset, as llama-bench writes them
+    assert tests[0]["power_w"] is None  # unavailable is null, never 0
+
+
+def test_json_rows_follow_llama_bench_schema_and_types():
+    tests = json.loads(render(_results(), "json"))
+    pp, tg = tests[0], tests[1]
+    for test in (pp, tg):
+        assert list(test)[: len(FIELD_TYPES)] == list(FIELD_TYPES)  # llama-bench's fields first, in its order
+        for name, kind in FIELD_TYPES.items():
+            value = test[name]
+            assert value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))), name
+        assert test["preset"] == "quality-q8" and test["machine"]["label"] == "pi (pi5)"  # ours beside
+    # pp256: two runs at 896 and 904 prompt tokens/s. 256 / 896 s = 285_714_286 ns, 256 / 904 s = 283_185_841 ns.
+    assert (pp["n_prompt"], pp["n_gen"], pp["n_depth"]) == (256, 0, 0)
+    assert pp["samples_ns"] == [285_714_286, 283_185_841]
+    assert pp["avg_ns"] == 284_450_064  # (285_714_286 + 283_185_841) / 2 = 284_450_063.5, rounded
+    assert (pp["avg_ts"], pp["stddev_ts"], pp["samples_ts"]) == (900.0, 3.0, [896.0, 904.0])
+    # tg128 after the 256-token prompt: depth 256. 128 / 19.75 s = 6_481_012_658 ns, 128 / 20.25 s = 6_320_987_654 ns.
+    assert (tg["n_prompt"], tg["n_gen"], tg["n_depth"]) == (0, 128, 256)
+    assert tg["samples_ns"] == [6_481_012_658, 6_320_987_654]
+    assert (tg["avg_ts"], tg["samples_ts"]) == (20.0, [19.75, 20.25])
+    assert (pp["flash_attn"], pp["use_mmap"], pp["n_gpu_layers"], pp["build_commit"]) == (0, True, 0, None)
+    lines = render(_results(), "jsonl").splitlines()
+    assert [json.loads(line) for line in lines] == tests
 
 
 def test_markdown_says_n_a_with_the_reason_in_a_footnote():
@@ -114,14 +142,82 @@ def test_compare_merges_files_from_two_machines_side_by_side(tmp_path):
     jetson = write_results(_results("jetson (orin-nano)"), "jsonl", tmp_path / "jetson.jsonl")
     comparison = compare_files([pi, jetson])
     assert [label for label, _ in comparison.machines] == ["pi (pi5)", "jetson (orin-nano)"]
-    # the same preset from both machines next to each other, in the first file's preset order
-    assert [(m.machine, m.row.preset) for m in comparison.rows[:4]] == [
-        ("pi (pi5)", "quality-q8"), ("jetson (orin-nano)", "quality-q8"),
-        ("pi (pi5)", "balanced-q4km"), ("jetson (orin-nano)", "balanced-q4km"),
+    # the same model and test from both machines next to each other
+    assert [(line.machine, line.run, line.test.test) for line in comparison.lines[:4]] == [
+        ("pi (pi5)", "quality-q8", "pp256"), ("pi (pi5)", "balanced-q4km", "pp256"),
+        ("pi (pi5)", "no-ppl", "pp256"), ("jetson (orin-nano)", "quality-q8", "pp256"),
     ]
     text = comparison_markdown(comparison)
-    assert "| pi (pi5) | quality-q8 |" in text and "| jetson (orin-nano) | quality-q8 |" in text
+    assert "| pi (pi5) | quality-q8 | llama 135M Q8_0 |" in text and "| jetson (orin-nano) | quality-q8 |" in text
     assert "- jetson (orin-nano): Cortex-A76" in text
+
+
+LLAMA_BENCH = Path(__file__).parent / "llama_bench"  # ggml-org/llama.cpp tools/llama-bench/README.md (see its README)
+
+
+@pytest.mark.parametrize("name", ["qwen2.5-7b-rtx4080.json", "qwen2.5-7b-rtx4080.jsonl"])
+def test_compare_reads_llama_bench_output_beside_ours(tmp_path, name):
+    ours = write_results(_results("pi (pi5)"), "json", tmp_path / "pi.json")
+    comparison = compare_files([ours, LLAMA_BENCH / name])
+    theirs = [line for line in comparison.lines if line.run == "llama-bench"]
+    assert [(line.test.test, line.test.avg_ts, line.test.stddev_ts) for line in theirs] == [
+        ("pp512", 7100.002165, 140.341520), ("tg128", 118.881588, 1.041811)
+    ]
+    label = "AMD Ryzen 7 7800X3D 8-Core Processor + NVIDIA GeForce RTX 4080 (llama-bench)"
+    assert [machine for machine, _ in comparison.machines] == ["pi (pi5)", label]
+    text = comparison_markdown(comparison)
+    row = next(line for line in text.splitlines() if "| llama-bench |" in line and "tg128" in line)
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    # 4677120000 / 2**20 = 4460.4 MiB, 7615616512 / 1e6 = 7615.6 M params; flash_attn -1 is "auto"
+    assert cells[:12] == [label, "llama-bench", "qwen2 7B Q4_K - Medium", "4460.4", "7615.6", "CUDA", "8",
+                          "2048/512", "f16/f16", "auto", "tg128", "118.88 ± 1.04"]
+    assert cells[12].startswith("n/a [")  # power: llama-bench does not measure it
+    assert "llama-bench does not measure it" in text
+
+
+def test_compare_reads_older_llama_bench_bool_flash_attn(tmp_path):
+    tests = json.loads((LLAMA_BENCH / "qwen2.5-7b-rtx4080.json").read_text())
+    for test in tests:
+        test["flash_attn"] = True  # llama-bench wrote a bool before its auto mode (changed here by hand)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(tests))
+    comparison = compare_files([LLAMA_BENCH / "qwen2.5-7b-rtx4080.json", old])
+    assert [line.test.flash_attn for line in comparison.lines] == ["auto", "on", "auto", "on"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('[{"model_type": "x", "n_prompt": "many", "n_gen": 0, "avg_ts": 1, "stddev_ts": 0}]', "n_prompt = 'many' is not an integer"),
+        ('[{"model_type": "x", "n_prompt": 1, "n_gen": 0, "avg_ts": -5, "stddev_ts": 0}]', "avg_ts = '-5' is not a rate"),
+        ('[{"model_type": "x", "n_prompt": 1, "n_gen": 0}]', "a test row lacks avg_ts, stddev_ts"),
+        ('[{"model_type": "x", "n_prompt": 1, "n_gen": 0, "avg_ts": 1, "stddev_ts": 0, "flash_attn": "yes"}]', "flash_attn"),
+        ("[1, 2]", "a test row is not a JSON object"),
+        ('"text"', "not a bench result file"),
+    ],
+)
+def test_hostile_llama_bench_files_are_one_line_errors(tmp_path, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    with pytest.raises(WorkbenchError, match=message) as error:
+        compare_files([LLAMA_BENCH / "qwen2.5-7b-rtx4080.json", bad])
+    assert "\n" not in str(error.value) and str(bad) in str(error.value)
+
+
+def test_an_oversized_results_file_is_refused_before_reading(tmp_path):
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as handle:
+        handle.truncate(65 * 2**20)  # sparse: 65 MiB of nothing
+    with pytest.raises(WorkbenchError, match="too large for a results file"):
+        read_results(huge)
+
+
+def test_older_workbench_files_are_still_read(tmp_path):
+    results = _results()
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"format": "workbench-bench/1", "machine": dataclasses.asdict(results.machine),
+                               "rows": [json.loads(json.dumps(dataclasses.asdict(row))) for row in results.rows]}))
+    assert [row.preset for row in read_results(old).rows] == ["quality-q8", "balanced-q4km", "no-ppl"]
 
 
 def test_compare_keeps_two_runs_of_one_machine_apart_by_file_name():
@@ -142,6 +238,8 @@ def test_compare_refuses_one_file_and_files_that_are_not_results(tmp_path):
         read_results(csv_file)
     with pytest.raises(WorkbenchError, match="cannot read"):
         read_results(tmp_path / "absent.json")
+    with pytest.raises(WorkbenchError, match="holds no workbench rows"):
+        read_results(LLAMA_BENCH / "qwen2.5-7b-rtx4080.json")
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("10m", 600), ("1h", 3600), ("1m30s", 90), ("45", 45)])

@@ -12,7 +12,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "bench",
         help="sweep presets: speed, memory, energy, temperature and perplexity side by side",
         description="Run each preset in a fresh engine process and print one row per preset. "
-        "`workbench bench compare A.json B.json` merges result files from several machines.",
+        "`workbench bench compare A.json B.json` merges result files from several machines, "
+        "llama-bench's own -o json/jsonl output among them.",
     )
     parser.add_argument("--model", default="bundled", help="GGUF path or 'bundled' (default)")
     parser.add_argument("--presets", help="comma-separated preset names or TOML paths, e.g. quality-q8,balanced-q4km")
@@ -20,7 +21,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("-p", "--n-prompt", type=int, default=256, help="prompt tokens per run (default 256)")
     parser.add_argument("-n", "--n-gen", type=int, default=128, help="generated tokens per run (default 128)")
     parser.add_argument("-r", "--repetitions", type=int, default=3, help="timed runs per preset (default 3)")
-    parser.add_argument("--output", choices=("md", "csv", "json", "jsonl"), default="md", help="format (default md)")
+    parser.add_argument("--output", choices=("md", "csv", "json", "jsonl"), default="md",
+                        help="format (default md); json/jsonl are llama-bench's test rows (a pp and a tg row per "
+                        "preset) with our figures beside them")
     parser.add_argument("--out", help="write the results to this file (the table still goes to stdout)")
     parser.add_argument("--soak", metavar="DURATION", help="after the sweep, generate for DURATION (30s, 10m) "
                         "per preset and report decode tok/s and temperature over time")
@@ -30,7 +33,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
     sub = parser.add_subparsers(dest="bench_command", metavar="{compare}")
     compare = sub.add_parser("compare", help="merge result files from several machines side by side")
-    compare.add_argument("files", nargs="+", help="json or jsonl files written by `workbench bench`")
+    compare.add_argument("files", nargs="+",
+                         help="json or jsonl files written by `workbench bench` or by `llama-bench -o json|jsonl`")
     compare.set_defaults(func=run_compare)
 
 

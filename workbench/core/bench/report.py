@@ -1,4 +1,4 @@
-"""Bench result files and tables: md, csv, json ({machine, rows}) and jsonl, and reading them back."""
+"""Bench result files and tables: md, csv, json and jsonl (llama-bench's test rows), and reading them back."""
 
 from __future__ import annotations
 
@@ -11,20 +11,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.core.bench.machine import Machine, machine_from_dict, machine_to_dict
-from workbench.core.bench.rows import ROW_FIELDS, BenchRow, row_from_dict, row_to_dict
+from workbench.core.bench.llama_bench import MAX_TESTS, LlamaBenchTest, is_ours, pair_tests, parse_test, test_rows
+from workbench.core.bench.machine import Machine, machine_from_dict
+from workbench.core.bench.rows import ROW_FIELDS, BenchRow, row_from_dict
 from workbench.core.errors import WorkbenchError
 
 FORMATS = ("md", "csv", "json", "jsonl")
-FILE_FORMAT = "workbench-bench/1"
+OLD_FILE_FORMAT = "workbench-bench/1"  # {format, machine, rows}: still read
 NOT_AVAILABLE = "n/a"
 MIB = 1024 * 1024
+MAX_RESULTS_BYTES = 64 * MIB  # larger is no bench result file: refused before it is read
 
 
 @dataclass(frozen=True)
 class BenchResults:
     machine: Machine
     rows: tuple[BenchRow, ...]
+
+
+@dataclass(frozen=True)
+class BenchFile:
+    """What one results file holds: our rows (with their machine) and/or llama-bench's own tests."""
+
+    name: str
+    results: BenchResults | None
+    llama_bench: tuple[LlamaBenchTest, ...] = ()
 
 
 def render(results: BenchResults, fmt: str) -> str:
@@ -40,19 +51,16 @@ def render(results: BenchResults, fmt: str) -> str:
 
 
 def to_json(results: BenchResults) -> str:
-    document = {
-        "format": FILE_FORMAT,
-        "machine": machine_to_dict(results.machine),
-        "rows": [row_to_dict(row) for row in results.rows],
-    }
-    return json.dumps(document, indent=2) + "\n"
+    """llama-bench's `-o json`: an array of test rows, a prompt-processing and a generation row per
+    preset, each with our own fields (and the machine) beside llama-bench's."""
+    tests = [test for row in results.rows for test in test_rows(row, results.machine)]
+    return json.dumps(tests, indent=2) + "\n"
 
 
 def to_jsonl(results: BenchResults) -> str:
-    # every line stands alone, like llama-bench's jsonl: the row plus the machine it ran on
-    machine = machine_to_dict(results.machine)
-    lines = [json.dumps({**row_to_dict(row), "machine": machine}) for row in results.rows]
-    return "".join(line + "\n" for line in lines)
+    """llama-bench's `-o jsonl`: the same test rows, one JSON object per line."""
+    tests = [test for row in results.rows for test in test_rows(row, results.machine)]
+    return "".join(json.dumps(test) + "\n" for test in tests)
 
 
 def to_csv(results: BenchResults) -> str:
@@ -67,7 +75,7 @@ def to_csv(results: BenchResults) -> str:
 def _csv_cell(name: str, value: Any) -> str:
     if value is None:
         return NOT_AVAILABLE
-    if name == "samples_ts":
+    if name in ("samples_ts", "prefill_samples_ts"):
         return ";".join(repr(x) for x in value)
     if name == "unavailable":
         return json.dumps(dict(value)) if value else ""  # reasons may hold any punctuation
@@ -187,31 +195,72 @@ def write_results(results: BenchResults, fmt: str, path: str | Path) -> Path:
 
 
 def read_results(path: str | Path) -> BenchResults:
-    """Read a json, jsonl or csv result file written by the bench (format told by its content)."""
+    """Our rows from a json or jsonl file written by the bench (format told by its content)."""
+    bench_file = read_bench_file(path)
+    if bench_file.results is None:
+        raise WorkbenchError("llama-bench's own output holds no workbench rows", where=str(path),
+                             fix="compare it with ours: `workbench bench compare ours.json llama-bench.json`")
+    return bench_file.results
+
+
+def read_bench_file(path: str | Path) -> BenchFile:
+    """A json or jsonl file written by the bench or by llama-bench (`-o json` / `-o jsonl`)."""
     source = Path(path)
     try:
+        if source.stat().st_size > MAX_RESULTS_BYTES:
+            raise WorkbenchError(f"{source.stat().st_size // MIB} MiB is too large for a results file",
+                                 where=str(source), fix="give a file written by `workbench bench` or llama-bench")
         text = source.read_text(encoding="utf-8")
-    except OSError as error:
-        raise WorkbenchError(f"cannot read results: {error.strerror}", where=str(source),
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+        raise WorkbenchError(f"cannot read results: {reason}", where=str(source),
                              fix="give the path of a file written by `workbench bench --output json`") from error
+    if text.startswith("machine,"):
+        raise WorkbenchError("a csv result file has no machine record", where=str(source),
+                             fix="compare json or jsonl files (`--output json`)")
     try:
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError:
-            if text.startswith("machine,"):
-                raise WorkbenchError("a csv result file has no machine record", where=str(source),
-                                     fix="compare json or jsonl files (`--output json`)") from None
-            return parse_jsonl(text)  # one json document per line
-        if not isinstance(document, dict):
-            raise ValueError("the top level is not an object")
-        return _results_from_document(document) if "rows" in document else parse_jsonl(text)
+        return parse_bench_text(text, str(source), source.name)
     except (ValueError, KeyError, TypeError) as error:
-        raise WorkbenchError(f"not a bench result file ({error})", where=str(source),
-                             fix="give a file written by `workbench bench --output json`") from error
+        raise WorkbenchError(f"not a bench result file ({str(error)[:120]})", where=str(source),
+                             fix="give a file written by `workbench bench --output json` or `llama-bench -o json`") from error
+
+
+def parse_bench_text(text: str, where: str = "<text>", name: str = "") -> BenchFile:
+    """Our test rows, llama-bench's, or our older {format, machine, rows} document."""
+    records = _records(text)
+    if isinstance(records, dict):
+        return BenchFile(name, _results_from_document(records))
+    ours = [record for record in records if isinstance(record, dict) and is_ours(record)]
+    theirs = [record for record in records if not (isinstance(record, dict) and is_ours(record))]
+    results = BenchResults(*pair_tests(ours, where)) if ours else None
+    tests = tuple(parse_test(record, f"{where}: test row {number}") for number, record in enumerate(theirs, 1))
+    return BenchFile(name, results, tests)
+
+
+def _records(text: str) -> list[Any] | dict[str, Any]:
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) > MAX_TESTS:
+            raise ValueError(f"more than {MAX_TESTS} lines") from None
+        return [json.loads(line) for line in lines]  # one json document per line
+    if isinstance(document, dict):
+        if "rows" not in document:
+            raise ValueError("an object without rows")
+        return document
+    if isinstance(document, list):
+        if len(document) > MAX_TESTS:
+            raise ValueError(f"more than {MAX_TESTS} test rows")
+        return document
+    raise ValueError("the top level is neither an array of test rows nor an object")
 
 
 def parse_json(text: str) -> BenchResults:
-    return _results_from_document(json.loads(text))
+    results = parse_bench_text(text).results
+    if results is None:
+        raise ValueError("no workbench rows")
+    return results
 
 
 def _results_from_document(document: dict[str, Any]) -> BenchResults:
@@ -222,10 +271,7 @@ def _results_from_document(document: dict[str, Any]) -> BenchResults:
 
 
 def parse_jsonl(text: str) -> BenchResults:
-    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise ValueError("no rows")
-    return BenchResults(machine=machine_from_dict(lines[0]["machine"]), rows=tuple(row_from_dict(x) for x in lines))
+    return parse_json(text)
 
 
 def parse_csv(text: str) -> tuple[tuple[str, BenchRow], ...]:
@@ -242,7 +288,7 @@ def parse_csv(text: str) -> tuple[tuple[str, BenchRow], ...]:
 
 
 def _parse_cell(name: str, cell: str, hint: Any) -> Any:
-    if name == "samples_ts":
+    if name in ("samples_ts", "prefill_samples_ts"):
         return tuple(float(x) for x in cell.split(";") if x)
     if name == "unavailable":
         return tuple(json.loads(cell).items()) if cell else ()

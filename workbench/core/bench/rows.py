@@ -54,6 +54,14 @@ class BenchRow:
     speedup: float | None = None  # decode tok/s over that row's
     reference: str = ""  # the preset the deltas are against
     unavailable: tuple[tuple[str, str], ...] = ()  # (field, why)
+    # What llama-bench's schema also records (None/"" in rows written before they were kept)
+    prefill_samples_ts: tuple[float, ...] = ()  # prompt tokens per second of each timed run
+    n_gpu_layers: int | None = None
+    split_mode: str = ""
+    main_gpu: int | None = None
+    tensor_split: str = ""  # "0.00" when not split, as llama-bench prints it
+    use_mmap: bool | None = None
+    test_time: str = ""  # UTC, "2025-04-24T11:58:50Z", when the timed runs started
 
     def why_unavailable(self, field_name: str) -> str:
         return dict(self.unavailable).get(field_name, "")
@@ -100,6 +108,7 @@ def _kv_precision(row: BenchRow) -> int:
 def row_to_dict(row: BenchRow) -> dict[str, Any]:
     data = dataclasses.asdict(row)
     data["samples_ts"] = list(row.samples_ts)
+    data["prefill_samples_ts"] = list(row.prefill_samples_ts)
     data["unavailable"] = {name: why for name, why in row.unavailable}
     return data
 
@@ -108,6 +117,7 @@ def row_from_dict(data: dict[str, Any]) -> BenchRow:
     """Inverse of row_to_dict; unknown keys (from a newer writer) are ignored."""
     values = {name: data[name] for name in ROW_FIELDS if name in data}
     values["samples_ts"] = tuple(float(x) for x in values.get("samples_ts", ()))
+    values["prefill_samples_ts"] = tuple(float(x) for x in values.get("prefill_samples_ts", ()))
     notes = values.get("unavailable", {})
     values["unavailable"] = tuple(notes.items()) if isinstance(notes, dict) else tuple(tuple(x) for x in notes)
     return BenchRow(**values)

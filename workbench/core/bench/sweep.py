@@ -241,6 +241,8 @@ def build_row(
     ledger_error: str,
 ) -> BenchRow:
     """One row from what the engine measured, the watch saw and the ledger predicted."""
+    from workbench.core.bench.llama_bench import preset_placement, utc_at_monotonic
+
     assert run.loaded is not None and run.facts is not None and run.watch is not None
     loaded, facts, speeds, watch = run.loaded, run.facts, run.speeds, run.watch
     notes: dict[str, str] = {}
@@ -307,6 +309,9 @@ def build_row(
         avg_ts=decode_tps,
         stddev_ts=statistics.stdev(decode) if len(decode) > 1 else 0.0,  # llama-bench: 0 for one sample
         samples_ts=tuple(decode),
+        prefill_samples_ts=tuple(prefill),  # llama-bench's pp test: its per-run rates (issue 12)
+        test_time=utc_at_monotonic(run.runs_started_at),
+        **preset_placement(preset),
         load_s=loaded.load_seconds,
         ttft_ms=statistics.fmean(s.ttft_seconds for s in speeds) * 1000,
         prefill_tps=statistics.fmean(prefill),
