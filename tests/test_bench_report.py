@@ -144,9 +144,10 @@ def test_compare_merges_files_from_two_machines_side_by_side(tmp_path):
     assert [label for label, _ in comparison.machines] == ["pi (pi5)", "jetson (orin-nano)"]
     # the same model and test from both machines next to each other
     assert [(line.machine, line.run, line.test.test) for line in comparison.lines[:4]] == [
-        ("pi (pi5)", "quality-q8", "pp256"), ("pi (pi5)", "balanced-q4km", "pp256"),
-        ("pi (pi5)", "no-ppl", "pp256"), ("jetson (orin-nano)", "quality-q8", "pp256"),
+        ("pi (pi5)", "quality-q8", "pp256"), ("jetson (orin-nano)", "quality-q8", "pp256"),
+        ("pi (pi5)", "balanced-q4km", "pp256"), ("jetson (orin-nano)", "balanced-q4km", "pp256"),
     ]
+    assert len(comparison.lines) == 2 * 2 * 3  # two machines, three presets, a pp and a tg test each
     text = comparison_markdown(comparison)
     assert "| pi (pi5) | quality-q8 | llama 135M Q8_0 |" in text and "| jetson (orin-nano) | quality-q8 |" in text
     assert "- jetson (orin-nano): Cortex-A76" in text

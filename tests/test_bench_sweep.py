@@ -106,7 +106,9 @@ def test_every_output_format_parses_back(sweep, fmt):
         assert parse_json(text) == results
     elif fmt == "jsonl":
         assert parse_jsonl(text) == results
-        assert len(text.splitlines()) == 3 and all("machine" in json.loads(line) for line in text.splitlines())
+        # llama-bench's jsonl: a pp and a tg test row per preset, each with the machine beside (issue 12)
+        lines = text.splitlines()
+        assert len(lines) == 2 * len(results.rows) and all("machine" in json.loads(line) for line in lines)
     elif fmt == "csv":
         assert [row for _, row in parse_csv(text)] == list(results.rows)
     else:
@@ -129,7 +131,7 @@ def test_compare_merges_result_files_from_two_machines(sweep, bench_env):
     assert code == 0
     assert results.machine.label in stdout and "jetson (orin-nano): ARMv8" in stdout
     table = [line for line in stdout.splitlines() if line.startswith("| ")]
-    assert len(table) == 1 + 2 * len(results.rows)
+    assert len(table) == 1 + 2 * 2 * len(results.rows)  # two machines, a pp and a tg test per preset (issue 12)
     assert table[1].startswith(f"| {results.machine.label} | keep-f16 |")
     assert table[2].startswith("| jetson (orin-nano) | keep-f16 |")
 

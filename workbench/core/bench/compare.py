@@ -70,12 +70,11 @@ def merge_files(files: Sequence[BenchFile]) -> Comparison:
                 commit = f" build {first.build_commit}" if first.build_commit else ""
                 machines.append((label, f"{label}: llama-bench{commit}, {first.backends or 'backend not named'}"))
             lines += [TestLine(label, "llama-bench", test) for test in bench_file.llama_bench]
-    groups: list[tuple[str, str]] = []
-    for line in lines:
-        key = (line.test.model_type, line.test.test)
-        if key not in groups:
-            groups.append(key)
-    ordered = sorted(lines, key=lambda line: groups.index((line.test.model_type, line.test.test)))  # stable
+    # Grouped by model and test, then by run (the same preset of every machine together), then file order.
+    groups = list(dict.fromkeys((line.test.model_type, line.test.test) for line in lines))
+    runs = list(dict.fromkeys(line.run for line in lines))
+    ordered = sorted(lines, key=lambda line: (groups.index((line.test.model_type, line.test.test)),
+                                              runs.index(line.run)))  # stable: file order within
     return Comparison(tuple(machines), tuple(ordered))
 
 
