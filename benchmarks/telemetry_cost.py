@@ -1,13 +1,17 @@
-"""CPU cost of one full telemetry sample on this machine and on each recorded tree (target < 1 ms)."""
+"""CPU cost of one full telemetry sample on this machine and on each recorded tree (target < 1 ms), and of
+writing it as a CSV log row and as Prometheus text (what `monitor --log` / `--prometheus` add per sample)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
 from pathlib import Path
 
 from workbench.core.telemetry.memory import MemorySampler
+from workbench.core.telemetry.metrics import exposition_text, sample_metrics
+from workbench.core.telemetry.sample_log import SampleLog
 from workbench.core.telemetry.sampler import Sampler
 
 TREES = Path(__file__).resolve().parent.parent / "tests" / "sysfs"
@@ -31,7 +35,7 @@ def main() -> None:
         ("this machine (/)", Path("/"), None),
         ("/ + engine RSS/USS", Path("/"), os.getpid()),  # this process stands in for the engine
     ]
-    roots += [(tree.name, tree, None) for tree in sorted(TREES.iterdir()) if tree.is_dir()]
+    roots += [(tree.name, tree, None) for tree in sorted(TREES.iterdir()) if (tree / "sys").is_dir()]
     psutil_ms = cpu_ms_per_call(MemorySampler().read, args.repeats)
     print(f"{args.repeats} samples per root; CPU time from time.process_time()")
     print(f"memory, swap and per-core CPU alone (this machine): {psutil_ms:.3f} ms")
@@ -47,6 +51,17 @@ def main() -> None:
         print(f"{label:<22}{full_ms:>10.3f}{full_ms - psutil_ms:>15.3f}{full_ms / TARGET_MS:>10.2f}  {sources}")
         sampler.close()
     print(f"target: < {TARGET_MS} ms per sample (x target < 1.00); at 2 Hz that is < 0.2% of one core")
+    sample = Sampler(TREES / "jetson-orin-nano").sample()
+    with tempfile.TemporaryDirectory() as folder:
+        csv_log = SampleLog(Path(folder) / "monitor.csv", keep=1)
+        jsonl_log = SampleLog(Path(folder) / "monitor.jsonl", keep=1)
+        costs = [
+            ("CSV log row", cpu_ms_per_call(lambda: csv_log.write(sample), args.repeats)),
+            ("JSON-lines log row", cpu_ms_per_call(lambda: jsonl_log.write(sample), args.repeats)),
+            ("Prometheus scrape", cpu_ms_per_call(lambda: exposition_text(sample_metrics(sample)), args.repeats)),
+        ]
+    for label, ms in costs:
+        print(f"{label:<22}{ms:>10.3f} ms (jetson-orin-nano tree sample), {ms / TARGET_MS:.2f} x the sample target")
 
 
 if __name__ == "__main__":
