@@ -66,3 +66,24 @@ def test_npu_load_over_100_percent_is_not_shown(tmp_path):
     assert "npu0" not in dict(reading.loads)
     assert (dict(reading.loads)["npu1"], dict(reading.loads)["npu2"]) == (40.0, 0.0)
     assert [(item.what, item.why) for item in reading.unavailable] == [("npu0 load", "driver reported 126% (over 100%)")]
+
+
+def test_jetson_engine_clocks_from_debugfs_and_off_engines_left_out():
+    # jtop's engine reader (rbonghi/jetson_stats jtop/core/engine.py) reads clk_enable_count and clk_rate (Hz) under
+    # /sys/kernel/debug/clk; the Nano tree's values are written by hand: NVENC off (enable 0 at 716.8 MHz), NVDEC on
+    # at 716800000 Hz, APE at 25500000 Hz, VIC (vic03 on a Nano) at 192000000 Hz.
+    reading = LoadSampler(TREES / "jetson-nano").read()
+    assert dict(reading.clocks_mhz) == {"ape": 25.5, "nvdec": 716.8, "vic03": 192.0}
+    assert reading.unavailable == ()
+
+
+def test_engine_clocks_without_root_are_named():
+    def unprivileged(path):
+        if "debug" in path.parts:
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_text(path)
+
+    reading = LoadSampler(TREES / "jetson-nano", unprivileged).read()
+    assert reading.clocks_mhz == ()
+    assert {item.what for item in reading.unavailable} == {"ape clock", "nvdec clock", "nvenc clock", "vic03 clock"}
+    assert all("permission denied (EACCES, needs root)" in item.why for item in reading.unavailable)

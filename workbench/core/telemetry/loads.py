@@ -22,6 +22,9 @@ NO_LOADS = "no GPU/NPU load exposed"
 NPU_NEEDS_ROOT = "NPU load needs root (debugfs)"
 
 _NPU_CORE = re.compile(r"Core(\d+):\s*(\d+)%")
+# Jetson codec and helper engines in debugfs (root only), as jtop reads them: clk_enable_count and clk_rate (Hz).
+_ENGINE_CLOCKS = "/sys/kernel/debug/clk"
+_ENGINE_NAME = re.compile(r"^(ape|vic\d*|nvenc\d*|nvdec\d*|nvjpg\d*|ofa|msenc|nvdla\d+|pva\d+)$")
 _NPU_SINGLE = re.compile(r"NPU load:\s*(\d+)%")
 _DEVFREQ_LOAD = re.compile(r"^(\d+)@(\d+)Hz$")  # Rockchip devfreq `load`: "35@800000000Hz"
 _JETSON_GPU_LOADS = ("/sys/devices/gpu.0/load", "/sys/devices/platform/gpu.0/load")
@@ -64,17 +67,8 @@ class LoadSampler:
         root = Path(root)
         self.npu_file: Path | None = None
         self.npu_needs_root = False
+        self.engines_need_root = False
         npu_file = under(root, "/sys/kernel/debug/rknpu/load")
-        try:
-            reader(npu_file)
-            self.npu_file = npu_file
-        except PermissionError:
-            self.npu_needs_root = True
-        except OSError:
-            pass
-        self.gpu_load_file = next(
-            (path for path in (under(root, name) for name in _JETSON_GPU_LOADS) if path.exists()), None
-        )
         units = []
         for device in sorted_glob(under(root, "/sys/class/devfreq"), "*"):
             name = device.name.lower()
@@ -82,10 +76,29 @@ class LoadSampler:
             if unit is not None and (device / "cur_freq").exists():
                 units.append(DevfreqUnit(unit, device))
         self.devfreq = tuple(units)
+        try:
+            reader(npu_file)
+            self.npu_file = npu_file
+        except PermissionError:
+            # debugfs is closed to users as a whole: say "needs root" only where an NPU is known to be.
+            self.npu_needs_root = any(unit.unit == "npu" for unit in units) or under(root, "/sys/module/rknpu").exists()
+        except OSError:
+            pass
+        self.gpu_load_file = next(
+            (path for path in (under(root, name) for name in _JETSON_GPU_LOADS) if path.exists()), None
+        )
+        self.engines: tuple[Path, ...] = ()
+        clk = under(root, _ENGINE_CLOCKS)
+        try:
+            self.engines = tuple(sorted(path for path in clk.iterdir() if _ENGINE_NAME.match(path.name)))
+        except PermissionError:
+            self.engines_need_root = self.gpu_load_file is not None  # a Jetson (its GPU load file is there)
+        except OSError:
+            pass
 
     @property
     def available(self) -> bool:
-        return self.npu_file is not None or self.gpu_load_file is not None or bool(self.devfreq)
+        return self.npu_file is not None or self.gpu_load_file is not None or bool(self.devfreq) or bool(self.engines)
 
     def read(self) -> LoadReading:
         loads: dict[str, float] = {}
@@ -117,7 +130,24 @@ class LoadSampler:
                 loads[device.unit] = load
             elif load_why:
                 unavailable.append(Unavailable(f"{device.unit} load", load_why))
+        if self.engines_need_root:
+            unavailable.append(Unavailable("engine clocks", "engine clocks need root (debugfs)"))
+        for engine in self.engines:
+            self._read_engine(engine, clocks, sources, unavailable)
         return LoadReading(tuple(loads.items()), tuple(clocks.items()), tuple(unavailable), tuple(sources.items()))
+
+    def _read_engine(self, engine: Path, clocks: dict[str, float], sources: dict[str, str],
+                     unavailable: list[Unavailable]) -> None:
+        """NVENC/NVDEC/VIC/APE...: the clock while the engine is on; an engine that is off has no clock."""
+        enabled, enabled_why = read_int_why(self._reader, engine / "clk_enable_count")
+        hertz, rate_why = read_int_why(self._reader, engine / "clk_rate")
+        if enabled is None or hertz is None:
+            unavailable.append(Unavailable(f"{engine.name} clock", enabled_why or rate_why))
+            return
+        if enabled == 0 or hertz == 0:
+            return  # gated or not enabled: the engine is off, which is no clock of 0 (jtop shows "off")
+        clocks.setdefault(engine.name, hertz / 1e6)
+        sources.setdefault(engine.name, str(engine))
 
     def _read_npu(self, loads: dict[str, float], sources: dict[str, str], unavailable: list[Unavailable]) -> None:
         assert self.npu_file is not None
