@@ -30,10 +30,11 @@ from workbench.core.engine.protocol import (
     UnloadRequest,
 )
 from workbench.core.engine.sampling_checks import validate_sampling
+from workbench.core.engine.sequence_events import SamplesFinished, SamplesRequest, SequenceRequest, SequencesOpen, SequencesOpened
 from workbench.core.errors import EngineError, WorkbenchError
 from workbench.core.preset import DeviceProfile, Preset
 
-_TERMINAL = (Loaded, TurnFinished, EngineFailed, Unloaded, OpFinished)
+_TERMINAL = (Loaded, TurnFinished, EngineFailed, Unloaded, OpFinished, SamplesFinished)
 _LOG_TAIL_LINES = 30
 _BUSY = "the engine is busy with another request (it runs one at a time); wait for it to finish or cancel it"
 
@@ -245,6 +246,66 @@ class EngineClient:
             raise EngineError(f"the engine ended {name!r} without a result")
         finally:
             self._busy.release()
+
+    def sample_n(
+        self, messages_or_prompt: Sequence[ChatMessage] | str, n: int, sampling: Sampling, *, stop: Sequence[str] = (),
+    ) -> SamplesFinished:
+        """N samples of one prompt decoded together in llama.cpp (see sequences.run_samples).
+
+        The prompt (chat messages rendered with the model's template, or a raw string) is
+        evaluated once; its cells are shared by the N sequences. Each sample gets at most
+        sampling.max_tokens, fewer when N answers would not fit the context (the result's
+        max_tokens says). EngineError when it cannot run.
+        """
+        if isinstance(messages_or_prompt, str):
+            request = SequenceRequest(prompt=messages_or_prompt, sampling=sampling, stop=tuple(stop))
+        else:
+            request = SequenceRequest(messages=tuple(messages_or_prompt), sampling=sampling, stop=tuple(stop))
+        validate_sampling(sampling)
+        if not self._busy.acquire(blocking=False):
+            raise EngineError(_BUSY)
+        try:
+            if not self.alive or self._loaded is None:
+                raise EngineError("no model is loaded to sample from", fix="Load a model first")
+            for event in self._exchange(SamplesRequest(request, n), f"sampling {n} answers"):
+                if isinstance(event, SamplesFinished):
+                    return event
+                if isinstance(event, EngineFailed):
+                    raise _engine_error(event)
+            raise EngineError("the engine ended sampling without a result")
+        finally:
+            self._busy.release()
+
+    def open_sequences(self, n_slots: int, on_status: Any = None) -> Any:
+        """Serving mode: a SequenceSession with `n_slots` sequences decoded together (continuous batching).
+
+        The engine is the session's until `session.close()` (or the engine's death); other
+        requests meanwhile get the "busy" failure. EngineError when it cannot open.
+        """
+        from workbench.core.engine.sequence_session import SequenceSession
+
+        if not self._busy.acquire(blocking=False):
+            raise EngineError(_BUSY)
+        handed_over = False
+        try:
+            if not self.alive or self._loaded is None:
+                raise EngineError("no model is loaded to serve", fix="Load a model first")
+            self._cancel_flag.value = False
+            try:
+                self._conn.send(SequencesOpen(n_slots))
+            except (OSError, ValueError):
+                raise _engine_error(self._died("opening the slots")) from None
+            event = self._receive("opening the slots")
+            if isinstance(event, EngineFailed):
+                raise _engine_error(event)
+            if not isinstance(event, SequencesOpened):
+                raise EngineError(f"the engine answered {type(event).__name__} to opening the slots")
+            session = SequenceSession(self, event, self._busy.release, on_status)
+            handed_over = True
+            return session
+        finally:
+            if not handed_over:
+                self._busy.release()
 
     # -- the pipe ----------------------------------------------------------------------------
     def _exchange(self, request: object, doing: str) -> Iterator[object]:

@@ -242,6 +242,65 @@ class ModelRunner:
             self._forget_kv()  # an op may have used the context freely; the next chat starts clean
         self._send(OpFinished(result))
 
+    def sample_n(self, request: Any) -> None:
+        """N samples of one prompt decoded together (sequences.run_samples); SamplesFinished or EngineFailed."""
+        from workbench.core.engine.sequences import SequencesUnavailable, run_samples
+
+        if self._llama is None:
+            self._send(EngineFailed("request", "no model is loaded; load one before sampling"))
+            return
+        try:
+            self._open_sequences(request.n)
+            self._send(run_samples(self._llama, self._template, request.request, request.n, self._cancel_requested))
+        except SequencesUnavailable as unavailable:
+            self._send(EngineFailed("request", str(unavailable)))
+        except Exception as error:  # noqa: BLE001 - the engine stays up
+            self._send(EngineFailed("request", f"sampling failed: {error}", self._log.tail()))
+        finally:
+            self._forget_kv()
+
+    def serve_sequences(self, request: Any, receive: Callable[[], object], poll: Callable[[], bool]) -> object | None:
+        """Continuous batching in `request.n_slots` sequences until the client closes the session.
+
+        Returns a request that arrived during the session and ended it (a shutdown), else None.
+        """
+        from workbench.core.engine.sequence_events import SequencesOpened
+        from workbench.core.engine.sequence_context import context_sequences
+        from workbench.core.engine.sequences import SequencesUnavailable, serve_sequences
+
+        if self._llama is None:
+            self._send(EngineFailed("request", "no model is loaded; load one before serving"))
+            return None
+        if not 1 <= request.n_slots <= 256 or self._llama.n_ctx() // request.n_slots < 1:
+            self._send(EngineFailed("request", f"{request.n_slots} slots: choose 1 to 256, and no more than the context's {self._llama.n_ctx()} tokens"))
+            return None
+        try:
+            recreated, sizes = self._open_sequences(request.n_slots)
+            n_seq_max, unified = context_sequences(self._llama)
+            n_ctx = self._llama.n_ctx()
+            self._send(SequencesOpened(request.n_slots, n_ctx, n_ctx // request.n_slots, n_seq_max, unified, recreated,
+                                       sizes.kv_bytes if sizes else 0, sizes.compute_bytes if sizes else 0))
+            return serve_sequences(self._llama, self._template, request.n_slots, self._send, receive, poll,
+                                   self._cancel_requested)
+        except SequencesUnavailable as unavailable:
+            self._send(EngineFailed("request", str(unavailable)))
+            return None
+        finally:
+            self._forget_kv()
+
+    def _open_sequences(self, n_sequences: int) -> tuple[bool, Any]:
+        """Make the context hold `n_sequences` (sequence_context); (re-created?, llama.cpp's buffer sizes then)."""
+        from workbench.core.engine.sequence_context import ensure_sequences
+
+        self._forget_kv()
+        self._log.start_capture()
+        try:
+            recreated = ensure_sequences(self._llama, n_sequences)
+        finally:
+            captured = self._log.stop_capture()
+        self._dropped = ()
+        return recreated, parse_buffer_sizes(line for _, line in captured) if recreated else None
+
     def _forget_kv(self) -> None:
         if self._llama is not None:
             clear_kv_cache(self._llama)

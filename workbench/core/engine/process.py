@@ -10,6 +10,7 @@ from typing import Any
 from workbench.core.engine.events import EngineFailed
 from workbench.core.engine.log_capture import LlamaLog
 from workbench.core.engine.protocol import ChatRequest, LoadRequest, RunOpRequest, ShutdownRequest, UnloadRequest
+from workbench.core.engine.sequence_events import SamplesRequest, SequencesOpen
 
 
 def child_main(argv: list[str]) -> None:
@@ -46,7 +47,8 @@ def serve(conn: Connection, cancel_flag: Any, log_path: str) -> None:
             if isinstance(request, ShutdownRequest):
                 break
             try:
-                _dispatch(runner, request)
+                if isinstance(_dispatch(runner, request, conn), ShutdownRequest):
+                    break  # it arrived while serving sequences
             except (BrokenPipeError, EOFError):
                 break
             except Exception as error:  # noqa: BLE001 - one bad request must not end the engine
@@ -56,7 +58,7 @@ def serve(conn: Connection, cancel_flag: Any, log_path: str) -> None:
         runner.unload(quiet=True)
 
 
-def _dispatch(runner: Any, request: object) -> None:
+def _dispatch(runner: Any, request: object, conn: Connection) -> object | None:
     if isinstance(request, LoadRequest):
         runner.load(request)
     elif isinstance(request, ChatRequest):
@@ -65,5 +67,10 @@ def _dispatch(runner: Any, request: object) -> None:
         runner.unload()
     elif isinstance(request, RunOpRequest):
         runner.run_op(request)
+    elif isinstance(request, SamplesRequest):
+        runner.sample_n(request)
+    elif isinstance(request, SequencesOpen):
+        # Serving mode reads its own requests (submit, cancel, close) from the pipe between steps.
+        return runner.serve_sequences(request, conn.recv, lambda: conn.poll(0))
     else:
         raise TypeError(f"unknown request {type(request).__name__}")

@@ -1,0 +1,606 @@
+"""Several llama.cpp sequences decoded together: one llama_batch per step, a sampler chain per sequence.
+
+Used inside the engine process only. Two ways in: independent requests admitted into free
+slots as they come (continuous batching, `serve_sequences`), and N samples of one prompt
+whose KV cells are evaluated once and shared (`run_samples`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from workbench.core.engine.chat_template import ChatTemplate
+from workbench.core.engine.events import EngineFailed
+from workbench.core.engine.sampling_checks import sampling_problems
+from workbench.core.engine.sequence_events import (
+    Sample,
+    SamplesFinished,
+    SequenceAccepted,
+    SequenceCancel,
+    SequenceFinished,
+    SequenceRejected,
+    SequenceRequest,
+    SequencesClose,
+    SequencesClosed,
+    SequencesStatus,
+    SequenceStarted,
+    SequenceSubmit,
+    SequenceTokens,
+    SlotState,
+)
+from workbench.core.engine.stop_strings import StopStringFilter
+
+# Token events are grouped like a chat turn's (see chat_turn.TOKEN_SEND_INTERVAL_S): a send
+# per token would wake the client per token.
+TOKEN_SEND_INTERVAL_S = 0.05
+STATUS_INTERVAL_S = 0.25
+# llama-server's --repeat-last-n default: the penalties look at the last 64 tokens.
+PENALTY_LAST_N = 64
+
+
+class SequencesUnavailable(Exception):
+    """The request cannot run at all (e.g. N answers do not fit the context); one line for the user."""
+
+
+class _SamplerChain:
+    """llama.cpp's own sampler chain for one sequence (the order llama-server uses)."""
+
+    def __init__(self, llama: Any, request: SequenceRequest, seed: int, history: list[int]) -> None:
+        import llama_cpp
+
+        sampling = request.sampling
+        self._chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        add = lambda sampler: llama_cpp.llama_sampler_chain_add(self._chain, sampler)  # noqa: E731
+        if sampling.repeat_penalty != 1.0 or request.frequency_penalty or request.presence_penalty:
+            add(llama_cpp.llama_sampler_init_penalties(
+                llama.n_vocab(), PENALTY_LAST_N, sampling.repeat_penalty,
+                request.frequency_penalty, request.presence_penalty,
+            ))
+        if sampling.temperature <= 0:
+            add(llama_cpp.llama_sampler_init_greedy())
+        else:
+            if sampling.top_k > 0:
+                add(llama_cpp.llama_sampler_init_top_k(sampling.top_k))
+            add(llama_cpp.llama_sampler_init_top_p(sampling.top_p, 1))
+            add(llama_cpp.llama_sampler_init_min_p(sampling.min_p, 1))
+            add(llama_cpp.llama_sampler_init_temp(sampling.temperature))
+            add(llama_cpp.llama_sampler_init_dist(seed))
+        for token in history[-PENALTY_LAST_N:]:
+            llama_cpp.llama_sampler_accept(self._chain, token)
+
+    def sample(self, ctx: Any, batch_index: int) -> int:
+        import llama_cpp
+
+        return int(llama_cpp.llama_sampler_sample(self._chain, ctx, batch_index))  # also accepts the token
+
+    def free(self) -> None:
+        import llama_cpp
+
+        if self._chain is not None:
+            llama_cpp.llama_sampler_free(self._chain)
+            self._chain = None
+
+
+class _Sequence:
+    """One generation's state: prompt progress, position, sampler, text, timings."""
+
+    def __init__(self, request_id: int, request: SequenceRequest, prompt: list[int], max_tokens: int, now: float) -> None:
+        self.request_id = request_id
+        self.request = request
+        self.prompt = prompt
+        self.max_tokens = max_tokens
+        self.submitted_at = now
+        self.started_at = 0.0
+        self.first_token_at: float | None = None
+        self.last_token_at: float | None = None
+        self.slot = -1
+        self.prefilled = 0  # prompt tokens already decoded
+        self.position = 0  # next position in this sequence
+        self.pending: int | None = None  # sampled, to be decoded next step
+        self.parent: _Sequence | None = None  # a fork waits for its parent's prompt
+        self.children: list[_Sequence] = []
+        self.sampler: _SamplerChain | None = None
+        self.generated = 0
+        self.logprob_sum = 0.0
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.stops = StopStringFilter(request.stop)
+        self.pieces: list[str] = []
+        self.unsent: list[str] = []
+        self.unsent_stamps: list[float] = []
+        self.last_sent_at: float | None = None
+        self.stop_reason = ""
+        self.is_sample = False  # one of N samples of a prompt (its request_id is its index)
+
+    @property
+    def phase(self) -> str:
+        if self.parent is not None:
+            return "prefill"
+        return "prefill" if self.prefilled < len(self.prompt) else "decode"
+
+
+class SequenceScheduler:
+    """Active sequences in `n_slots` slots of one context; `step()` decodes one batch for all of them.
+
+    Each step's llama_batch holds the next token of every decoding sequence, then prompt
+    tokens of newly admitted ones up to one micro-batch (so a long prompt is taken in
+    chunks and never stalls the others for more than a step). A finished or cancelled
+    sequence frees its slot and its KV cells (llama_memory_seq_rm) at once.
+    """
+
+    def __init__(self, llama: Any, n_slots: int, slot_ctx: int, emit: Callable[[object], None] | None,
+                 template: ChatTemplate | None = None) -> None:
+        import llama_cpp
+
+        n_batch = int(llama.context_params.n_batch)
+        if n_slots > n_batch:
+            raise SequencesUnavailable(f"{n_slots} sequences need a batch of at least {n_slots} tokens; the preset's batch_size is {n_batch}")
+        self._llama = llama
+        self._ctx = llama.ctx
+        self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self._vocab = llama_cpp.llama_model_get_vocab(llama.model)
+        self._n_vocab = llama.n_vocab()
+        self._template = template
+        self._emit = emit  # None: nothing streamed (samples are collected instead)
+        self.n_slots = n_slots
+        self.n_ctx = llama.n_ctx()
+        self.slot_ctx = slot_ctx
+        self._n_batch = n_batch
+        self._prefill_budget = max(1, min(n_batch, int(llama.context_params.n_ubatch)))
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self._free_slots = list(range(n_slots))
+        self._waiting: deque[_Sequence] = deque()
+        self._active: dict[int, _Sequence] = {}
+        self._admitted_order: list[_Sequence] = []
+        self.finished: list[_Sequence] = []
+        self.decode_calls = 0
+        self.last_batch_tokens = 0
+        self.last_batch_sequences = 0
+        self.max_batch_sequences = 0
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.prompt_done_at: float | None = None
+
+    # -- requests ------------------------------------------------------------------------------
+    def tokenize(self, request: SequenceRequest) -> list[int]:
+        if request.prompt is not None:
+            return self._llama.tokenize(request.prompt.encode("utf-8"), add_bos=True, special=True)
+        if self._template is None:
+            raise SequencesUnavailable("chat messages need the model's chat template")
+        return self._template.tokenize(request.messages)
+
+    def submit(self, request_id: int, request: SequenceRequest) -> bool:
+        """Tokenize and queue a request; Accepted or Rejected is emitted at once."""
+        problem = _request_problem(request)
+        prompt: list[int] = []
+        if not problem:
+            prompt = self.tokenize(request)
+            problem = _length_problem(len(prompt), request.max_tokens, self.slot_ctx)
+        if problem:
+            kind, message = problem
+            self._send(SequenceRejected(request_id, kind, message))
+            return False
+        max_tokens = request.max_tokens if request.max_tokens is not None else self.slot_ctx - len(prompt)
+        sequence = _Sequence(request_id, request, prompt, max_tokens, time.monotonic())
+        ahead = max(0, len(self._waiting) + 1 - len(self._free_slots))
+        self._send(SequenceAccepted(request_id, len(prompt), max_tokens, ahead))
+        self._waiting.append(sequence)
+        return True
+
+    def submit_samples(self, request: SequenceRequest, prompt: list[int], n: int, max_tokens: int) -> None:
+        """N sequences of one prompt: the first evaluates it, the others are forks of its cells."""
+        now = time.monotonic()
+        parent = _Sequence(0, request, prompt, max_tokens, now)
+        parent.children = [_Sequence(i, request, prompt, max_tokens, now) for i in range(1, n)]
+        for sequence in (parent, *parent.children):
+            sequence.is_sample = True
+        for child in parent.children:
+            child.parent = parent
+        self._waiting.extend([parent, *parent.children])
+
+    def cancel(self, request_id: int, reason: str = "cancelled") -> None:
+        for sequence in list(self._waiting):
+            if sequence.request_id == request_id:
+                self._waiting.remove(sequence)
+                sequence.stop_reason = reason
+                self._report_finished(sequence, time.monotonic())
+                return
+        for sequence in list(self._active.values()):
+            if sequence.request_id == request_id:
+                self._finish(sequence, reason)
+                return
+
+    def cancel_all(self, reason: str = "cancelled") -> None:
+        for sequence in [*self._waiting, *self._active.values()]:
+            self.cancel(sequence.request_id, reason)
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self._waiting or self._active)
+
+    # -- one step ------------------------------------------------------------------------------
+    def step(self) -> None:
+        import llama_cpp
+
+        self._admit()
+        entries: list[tuple[_Sequence, int, int, bool]] = []  # (sequence, token, position, wants logits)
+        decoding = [s for s in self._active.values() if s.pending is not None]
+        for sequence in decoding:
+            entries.append((sequence, sequence.pending, sequence.position, True))
+        budget = self._prefill_budget - len(entries)
+        prefilling = 0
+        for sequence in self._admitted_order:
+            if budget <= 0:
+                break
+            if sequence.parent is not None or sequence.prefilled >= len(sequence.prompt):
+                continue
+            chunk = sequence.prompt[sequence.prefilled : sequence.prefilled + budget]
+            last = sequence.prefilled + len(chunk) == len(sequence.prompt)
+            for offset, token in enumerate(chunk):
+                entries.append((sequence, token, sequence.prefilled + offset, last and offset == len(chunk) - 1))
+            budget -= len(chunk)
+            prefilling += 1
+        if not entries:
+            return
+        batch = self._batch
+        for index, (sequence, token, position, logits) in enumerate(entries):
+            batch.token[index] = token
+            batch.pos[index] = position
+            batch.n_seq_id[index] = 1
+            batch.seq_id[index][0] = sequence.slot
+            batch.logits[index] = 1 if logits else 0
+        batch.n_tokens = len(entries)
+        code = llama_cpp.llama_decode(self._ctx, batch)
+        if code != 0:
+            raise RuntimeError(f"llama_decode returned {code} for a batch of {len(entries)} tokens"
+                               + (" (no room left in the KV cache)" if code == 1 else ""))
+        now = time.monotonic()
+        self.decode_calls += 1
+        self.last_batch_tokens = len(entries)
+        self.last_batch_sequences = len({id(entry[0]) for entry in entries})
+        self.max_batch_sequences = max(self.max_batch_sequences, self.last_batch_sequences)
+        for index, (sequence, token, position, logits) in enumerate(entries):
+            if sequence.phase == "prefill":
+                sequence.prefilled = position + 1
+                self.tokens_in += 1
+            sequence.position = position + 1
+            if logits:
+                if sequence.children:
+                    self._fork(sequence, now)
+                    for child in sequence.children:
+                        self._sample(child, index, now)
+                self._sample(sequence, index, now)
+
+    def _admit(self) -> None:
+        now = time.monotonic()
+        while self._waiting and self._free_slots:
+            sequence = self._waiting.popleft()
+            sequence.slot = self._free_slots.pop(0)
+            sequence.started_at = now
+            sequence.sampler = _SamplerChain(self._llama, sequence.request, _seed(sequence), sequence.prompt)
+            self._active[sequence.slot] = sequence
+            self._admitted_order.append(sequence)
+            self._send(SequenceStarted(sequence.request_id, sequence.slot, now - sequence.submitted_at))
+
+    def _fork(self, parent: _Sequence, now: float) -> None:
+        import llama_cpp
+
+        self.prompt_done_at = now
+        for child in parent.children:
+            llama_cpp.llama_memory_seq_cp(self._memory, parent.slot, child.slot, -1, -1)
+            child.parent = None
+            child.prefilled = len(child.prompt)
+            child.position = parent.position
+
+    def _sample(self, sequence: _Sequence, batch_index: int, now: float) -> None:
+        import llama_cpp
+        import numpy as np
+
+        if self.prompt_done_at is None:
+            self.prompt_done_at = now
+        assert sequence.sampler is not None
+        token = sequence.sampler.sample(self._ctx, batch_index)
+        row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, batch_index), shape=(self._n_vocab,))
+        peak = float(row.max())
+        sequence.logprob_sum += float(row[token]) - (peak + math.log(float(np.exp(row - peak).sum())))
+        if sequence.first_token_at is None:
+            sequence.first_token_at = now
+        sequence.last_token_at = now
+        if llama_cpp.llama_vocab_is_eog(self._vocab, token):
+            self._finish(sequence, "stop")
+            return
+        sequence.generated += 1
+        self.tokens_out += 1
+        text = sequence.decoder.decode(self._llama.detokenize([token]))
+        self._add_text(sequence, sequence.stops.feed(text), now)
+        if sequence.stops.stopped:
+            self._finish(sequence, "stop")
+        elif sequence.generated >= sequence.max_tokens:
+            self._finish(sequence, "length")
+        else:
+            sequence.pending = token
+
+    def _add_text(self, sequence: _Sequence, text: str, stamp: float, *, force: bool = False) -> None:
+        if text:
+            sequence.pieces.append(text)
+        if self._emit is None:
+            return
+        sequence.unsent.append(text)
+        sequence.unsent_stamps.append(stamp)
+        if force or sequence.last_sent_at is None or stamp - sequence.last_sent_at >= TOKEN_SEND_INTERVAL_S:
+            joined = "".join(sequence.unsent)
+            if joined or force:
+                self._emit(SequenceTokens(sequence.request_id, joined, len(sequence.unsent_stamps), tuple(sequence.unsent_stamps)))
+            sequence.unsent, sequence.unsent_stamps = [], []
+            sequence.last_sent_at = stamp
+
+    def _finish(self, sequence: _Sequence, reason: str) -> None:
+        import llama_cpp
+
+        now = time.monotonic()
+        tail = sequence.decoder.decode(b"", final=True)
+        tail = sequence.stops.feed(tail) + sequence.stops.flush() if reason != "stop" or not sequence.stops.stopped else ""
+        if tail:
+            sequence.pieces.append(tail)
+        if self._emit is not None and (sequence.unsent_stamps or tail):
+            joined = "".join(sequence.unsent) + tail
+            self._emit(SequenceTokens(sequence.request_id, joined, len(sequence.unsent_stamps), tuple(sequence.unsent_stamps)))
+        sequence.unsent, sequence.unsent_stamps = [], []
+        sequence.stop_reason = reason
+        sequence.pending = None
+        if sequence.sampler is not None:
+            sequence.sampler.free()
+            sequence.sampler = None
+        if sequence.slot >= 0:
+            llama_cpp.llama_memory_seq_rm(self._memory, sequence.slot, -1, -1)
+            self._active.pop(sequence.slot, None)
+            self._free_slots.append(sequence.slot)
+            self._free_slots.sort()
+        if sequence in self._admitted_order:
+            self._admitted_order.remove(sequence)
+        for child in sequence.children:
+            if child.parent is sequence:  # the prompt never finished: its forks end with it
+                child.parent = None
+                child.prefilled = len(child.prompt)
+                self._finish_unstarted(child, reason)
+        self._report_finished(sequence, now)
+
+    def _finish_unstarted(self, sequence: _Sequence, reason: str) -> None:
+        if sequence in self._waiting:
+            self._waiting.remove(sequence)
+        if sequence.slot in self._active:
+            self._finish(sequence, reason)
+        else:
+            sequence.stop_reason = reason
+            self._report_finished(sequence, time.monotonic())
+
+    def _report_finished(self, sequence: _Sequence, now: float) -> None:
+        self.finished.append(sequence)
+        if self._emit is None:
+            return
+        started = sequence.started_at or now
+        self._emit(SequenceFinished(
+            request_id=sequence.request_id,
+            slot=sequence.slot,
+            text="".join(sequence.pieces),
+            stop_reason=sequence.stop_reason,
+            prompt_tokens=len(sequence.prompt),
+            generated_tokens=sequence.generated,
+            logprob_sum=sequence.logprob_sum,
+            queued_s=started - sequence.submitted_at,
+            ttft_s=(sequence.first_token_at - sequence.submitted_at) if sequence.first_token_at else 0.0,
+            submitted_at=sequence.submitted_at,
+            started_at=started,
+            finished_at=now,
+        ))
+
+    def _send(self, event: object) -> None:
+        if self._emit is not None:
+            self._emit(event)
+
+    def emit(self, event: object) -> None:
+        self._send(event)
+
+    def mute_if_unheard(self) -> None:
+        """From now on a send that fails (the client went away) is dropped instead of raised."""
+        emit = self._emit
+        if emit is None:
+            return
+
+        def tolerant(event: object) -> None:
+            try:
+                emit(event)
+            except (OSError, ValueError):
+                pass
+
+        self._emit = tolerant
+
+    # -- observation ---------------------------------------------------------------------------
+    def slot_cells(self, slot: int) -> int:
+        """Cells of one sequence, as llama.cpp's memory module reports its positions."""
+        import llama_cpp
+
+        return max(0, int(llama_cpp.llama_memory_seq_pos_max(self._memory, slot)) + 1)
+
+    def status(self) -> SequencesStatus:
+        now = time.monotonic()
+        slots = []
+        for slot in range(self.n_slots):
+            sequence = self._active.get(slot)
+            if sequence is None:
+                slots.append(SlotState(slot, None, "idle", 0, 0, 0, None, None))
+                continue
+            ttft = (sequence.first_token_at - sequence.submitted_at) if sequence.first_token_at else None
+            tps = None
+            if sequence.first_token_at is not None and sequence.generated > 1 and sequence.last_token_at:
+                span = sequence.last_token_at - sequence.first_token_at
+                tps = (sequence.generated - 1) / span if span > 0 else None
+            slots.append(SlotState(slot, sequence.request_id, sequence.phase, self.slot_cells(slot),
+                                   len(sequence.prompt), sequence.generated, ttft, tps))
+        return SequencesStatus(
+            at=now, slots=tuple(slots), waiting=len(self._waiting), n_ctx=self.n_ctx, slot_ctx=self.slot_ctx,
+            kv_cells_used=sum(state.kv_cells for state in slots), decode_calls=self.decode_calls,
+            last_batch_tokens=self.last_batch_tokens, last_batch_sequences=self.last_batch_sequences,
+            max_batch_sequences=self.max_batch_sequences, tokens_in=self.tokens_in, tokens_out=self.tokens_out,
+        )
+
+    def clear_cache(self) -> None:
+        """Empty every sequence's cells (a chat may have left sequence 0's) and tell llama-cpp-python so."""
+        import llama_cpp
+
+        llama_cpp.llama_memory_clear(self._memory, True)
+        self._llama.n_tokens = 0
+
+    def close(self, reason: str = "cancelled") -> None:
+        """End what is left (stop_reason `reason`), free the samplers, the batch and every sequence's cells."""
+        import llama_cpp
+
+        self.cancel_all(reason)
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+        self.clear_cache()
+
+
+def _seed(sequence: _Sequence) -> int:
+    """The sequence's sampling seed: samples of one prompt get seed + their index, so they differ."""
+    seed = sequence.request.sampling.seed
+    if seed < 0:
+        return 0xFFFFFFFF  # llama.cpp's LLAMA_DEFAULT_SEED: a random one
+    return (seed + sequence.request_id) % 2**32 if sequence.is_sample else seed
+
+
+def _request_problem(request: SequenceRequest) -> tuple[str, str] | None:
+    problems = sampling_problems(request.sampling)
+    if problems:
+        return "bad_request", "; ".join(text for _field, text in problems)
+    if request.prompt is None and not request.messages:
+        return "bad_request", "the request has neither a prompt nor messages"
+    if request.max_tokens is not None and request.max_tokens < 1:
+        return "bad_request", f"max_tokens {request.max_tokens} must be at least 1"
+    for name, value in (("frequency_penalty", request.frequency_penalty), ("presence_penalty", request.presence_penalty)):
+        if not (math.isfinite(value) and -2.0 <= value <= 2.0):
+            return "bad_request", f"{name} {value} must be between -2 and 2"
+    return None
+
+
+def _length_problem(prompt_tokens: int, max_tokens: int | None, slot_ctx: int) -> tuple[str, str] | None:
+    if prompt_tokens == 0:
+        return "bad_request", "the prompt is empty"
+    if prompt_tokens >= slot_ctx:
+        return "too_long", (f"the prompt takes {prompt_tokens} tokens; a slot's context holds {slot_ctx} "
+                            "(with room for at least one answer token): shorten it")
+    if max_tokens is not None and prompt_tokens + max_tokens > slot_ctx:
+        return "too_long", (f"a slot's context holds {slot_ctx} tokens, but {prompt_tokens + max_tokens} were asked "
+                            f"({prompt_tokens} in the prompt, {max_tokens} for the answer): "
+                            f"lower max_tokens to {slot_ctx - prompt_tokens} or shorten the prompt")
+    return None
+
+
+# -- the two ways in ---------------------------------------------------------------------------
+def run_samples(llama: Any, template: ChatTemplate | None, request: SequenceRequest, n: int,
+                cancel_requested: Callable[[], bool]) -> SamplesFinished:
+    """N samples of one prompt decoded together; the prompt is evaluated once (sequence 0)."""
+    import llama_cpp
+
+    if not 1 <= n <= 256:
+        raise SequencesUnavailable(f"{n} samples: the number of samples must be from 1 to 256 (llama.cpp's LLAMA_MAX_SEQ)")
+    problem = _request_problem(request)
+    if problem:
+        raise SequencesUnavailable(problem[1])
+    started_at = time.monotonic()
+    scheduler = SequenceScheduler(llama, n, llama.n_ctx(), None, template)
+    try:
+        prompt = scheduler.tokenize(request)
+        if not prompt:
+            raise SequencesUnavailable("the prompt is empty")
+        room = (llama.n_ctx() - len(prompt)) // n
+        if room < 1:
+            raise SequencesUnavailable(
+                f"the prompt takes {len(prompt)} tokens; {n} answers need room beside it in a context of "
+                f"{llama.n_ctx()}: shorten the prompt, take fewer samples or load a larger ctx_size")
+        wanted = request.max_tokens if request.max_tokens is not None else request.sampling.max_tokens
+        max_tokens = min(wanted, room)
+        scheduler.clear_cache()
+        llama_cpp.llama_perf_context_reset(llama.ctx)
+        scheduler.submit_samples(request, prompt, n, max_tokens)
+        while scheduler.has_work:
+            if cancel_requested():
+                scheduler.cancel_all()
+                break
+            scheduler.step()
+        perf = llama_cpp.llama_perf_context(llama.ctx)
+        finished_at = time.monotonic()
+        by_index = sorted(scheduler.finished, key=lambda s: s.request_id)
+        samples = tuple(Sample("".join(s.pieces), s.stop_reason, s.generated, s.logprob_sum) for s in by_index)
+        return SamplesFinished(
+            samples=samples,
+            prompt_tokens=len(prompt),
+            max_tokens=max_tokens,
+            decode_calls=scheduler.decode_calls,
+            max_batch_sequences=scheduler.max_batch_sequences,
+            # llama.cpp reports max(1, count) for each counter; a counter of 1 may be a 0.
+            llama_tokens_evaluated=int(perf.n_p_eval) + int(perf.n_eval),
+            llama_eval_s=(perf.t_p_eval_ms + perf.t_eval_ms) / 1000.0,
+            prompt_s=(scheduler.prompt_done_at or finished_at) - started_at,
+            wall_s=finished_at - started_at,
+            started_at=started_at,
+            finished_at=finished_at,
+        )
+    finally:
+        scheduler.close()
+
+
+def serve_sequences(llama: Any, template: ChatTemplate | None, n_slots: int, send: Callable[[object], None],
+                    receive: Callable[[], object], poll: Callable[[], bool],
+                    cancel_requested: Callable[[], bool]) -> object | None:
+    """Continuous batching until the client sends SequencesClose (or its pipe closes).
+
+    Returns a request that ended the session without being a session message (a
+    ShutdownRequest from a closing client), for the engine's main loop to handle; else None.
+
+    Between steps the pipe is drained: new requests queue for a slot, cancels free theirs.
+    With nothing to do the loop blocks on the pipe, so an idle server costs no CPU.
+    """
+    scheduler = SequenceScheduler(llama, n_slots, llama.n_ctx() // n_slots, send, template)
+    scheduler.clear_cache()
+    last_status = 0.0
+    error = ""
+    try:
+        while True:
+            while not scheduler.has_work or poll():
+                try:
+                    message = receive()
+                except (EOFError, OSError):
+                    return None
+                if isinstance(message, SequencesClose):
+                    return None
+                if isinstance(message, SequenceSubmit):
+                    try:
+                        scheduler.submit(message.request_id, message.request)
+                    except Exception as failure:  # noqa: BLE001 - one bad request must not end the session
+                        send(SequenceRejected(message.request_id, "bad_request", f"the engine could not take it: {failure}"))
+                elif isinstance(message, SequenceCancel):
+                    scheduler.cancel(message.request_id)
+                else:
+                    return message  # not a session message (a shutdown): the session ends, the caller handles it
+            if cancel_requested():
+                return None  # the client's cancel-everything flag (set by close()): the session ends
+            scheduler.step()
+            now = time.monotonic()
+            if now - last_status >= STATUS_INTERVAL_S or not scheduler.has_work:
+                send(scheduler.status())
+                last_status = now
+    except (BrokenPipeError, EOFError):
+        return None
+    except Exception as failure:  # noqa: BLE001 - reported in SequencesClosed; the engine stays up
+        error = f"decoding failed: {failure}"
+    finally:
+        # The client may be gone: the cells and samplers are freed whether or not it hears of it.
+        scheduler.mute_if_unheard()
+        scheduler.close("error" if error else "cancelled")
+        scheduler.emit(SequencesClosed(scheduler.decode_calls, scheduler.max_batch_sequences, error))
