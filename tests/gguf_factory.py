@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,9 +47,9 @@ class TinyModel:
     vocab_in_tokenizer: bool = True
 
 
-def _tensor_shape(model: TinyModel, role: str) -> tuple[int, ...]:
-    """ggml shape (ne0 first) of a layer tensor."""
-    n_head_kv = max(model.n_head_kv) if isinstance(model.n_head_kv, tuple) else model.n_head_kv
+def _tensor_shape(model: TinyModel, role: str, layer: int = 0) -> tuple[int, ...]:
+    """ggml shape (ne0 first) of a layer tensor (K and V follow the layer's own KV head count)."""
+    n_head_kv = model.n_head_kv[layer] if isinstance(model.n_head_kv, tuple) else model.n_head_kv
     head_k = model.key_length or model.n_embd // model.n_head
     head_v = model.value_length or model.n_embd // model.n_head
     return {
@@ -128,7 +129,7 @@ def write_tiny_gguf(path: Path, model: TinyModel = TinyModel(), *, seed: int = 0
     _add_tensor(writer, "token_embd.weight", model.token_embd_type, (model.n_embd, model.n_vocab), rng)
     for layer in range(model.n_layer):
         for role, type_name in model.layer_types.items():
-            _add_tensor(writer, f"blk.{layer}.{role}.weight", type_name, _tensor_shape(model, role), rng)
+            _add_tensor(writer, f"blk.{layer}.{role}.weight", type_name, _tensor_shape(model, role, layer), rng)
     _add_tensor(writer, "output_norm.weight", "F32", (model.n_embd,), rng)
     if model.output_type:
         _add_tensor(writer, "output.weight", model.output_type, (model.n_embd, model.n_vocab), rng)
@@ -153,3 +154,45 @@ FUZZ_MODEL = TinyModel(
     output_type=None,
     layer_types={"attn_norm": "F32", "attn_q": "Q8_0", "attn_k": "F16", "attn_v": "Q4_0", "ffn_down": "Q8_0"},
 )
+
+
+# -- hostile files, packed by hand where the gguf writer would refuse or be slow -------------
+
+def field_offset(path: Path, key: str, part: int) -> int:
+    """Byte offset of part `part` of metadata field `key` (0 key length, 1 key, 2 type, 3 value...),
+    found by the gguf package's own reader."""
+    found = gguf.GGUFReader(path).fields[key]
+    return found.offset + sum(p.nbytes for p in found.parts[:part])
+
+
+def patched_copy(path: Path, offset: int, data: bytes, name: str) -> Path:
+    """A copy of `path` named `name` beside it, with `data` written over the bytes at `offset`."""
+    raw = bytearray(path.read_bytes())
+    raw[offset : offset + len(data)] = data
+    out = path.with_name(name)
+    out.write_bytes(bytes(raw))
+    return out
+
+
+def with_u32_field(path: Path, key: str, value: int, name: str) -> Path:
+    """A copy of a tiny GGUF with the UINT32 metadata `key` set to `value` (e.g. block_count = 2**32 - 1)."""
+    return patched_copy(path, field_offset(path, key, 3), struct.pack("<I", value), name)
+
+
+def gguf_string(text: bytes) -> bytes:
+    return struct.pack("<Q", len(text)) + text
+
+
+def packed_gguf(path: Path, n_tensors: int, n_kv: int, body: bytes = b"", *, size: int | None = None) -> Path:
+    """A GGUF v3 header claiming `n_tensors` and `n_kv`, then `body`; `size` makes the file that
+    long (sparse: no disk is used) so the counts pass the file-size check and hit the limits."""
+    with open(path, "wb") as stream:
+        stream.write(b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_kv) + body)
+        if size is not None:
+            stream.truncate(size)
+    return path
+
+
+def string_array_kv(key: bytes, items: list[bytes]) -> bytes:
+    """One metadata pair holding an array of strings (GGUF type 9 of type 8)."""
+    return gguf_string(key) + struct.pack("<IIQ", 9, 8, len(items)) + b"".join(gguf_string(item) for item in items)

@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 import io
+import os
 import random
 import struct
+import subprocess
+import sys
+import tracemalloc
 from pathlib import Path
 
 import gguf
 import pytest
 
-from gguf_factory import FUZZ_MODEL, TinyModel, write_tiny_gguf
+from gguf_factory import (
+    FUZZ_MODEL,
+    TinyModel,
+    field_offset,
+    gguf_string,
+    packed_gguf,
+    patched_copy,
+    with_u32_field,
+    write_tiny_gguf,
+)
 from workbench.core.errors import GGUFError
-from workbench.core.gguf_reader import LongArray, read_gguf
+from workbench.core.gguf_reader import MAX_ARRAY_STRINGS, MAX_HEADER_BYTES, LongArray, read_gguf
 from workbench.core.paths import bundled_model_path
 
 
-def _field_offset(path: Path, key: str, part: int) -> int:
-    """Byte offset of part `part` of metadata field `key`, found by the gguf package's own reader."""
-    field = gguf.GGUFReader(path).fields[key]
-    return field.offset + sum(p.nbytes for p in field.parts[:part])
 
 
 def _tensor_field_offset(path: Path, tensor_name: str, part: int) -> int:
@@ -28,11 +37,7 @@ def _tensor_field_offset(path: Path, tensor_name: str, part: int) -> int:
 
 
 def _patched(path: Path, offset: int, data: bytes) -> Path:
-    raw = bytearray(path.read_bytes())
-    raw[offset : offset + len(data)] = data
-    out = path.with_name("broken-" + path.name)
-    out.write_bytes(bytes(raw))
-    return out
+    return patched_copy(path, offset, data, "broken-" + path.name)
 
 
 @pytest.fixture()
@@ -114,10 +119,10 @@ def test_version_2_and_big_endian_files(tiny: Path, tmp_path: Path):
 
 
 def test_long_arrays_are_summarised(tmp_path: Path):
-    path = write_tiny_gguf(tmp_path / "big-vocab.gguf", TinyModel(n_vocab=512))
+    path = write_tiny_gguf(tmp_path / "big-vocab.gguf", TinyModel(n_vocab=600))
     info = read_gguf(path)
-    assert info.n_vocab == 512
-    assert info.metadata["tokenizer.ggml.tokens"] == LongArray("STRING", 512)
+    assert info.n_vocab == 600
+    assert info.metadata["tokenizer.ggml.tokens"] == LongArray("STRING", 600)
 
 
 def test_vocabulary_across_many_buffer_refills(tmp_path: Path):
@@ -214,25 +219,25 @@ def test_absurd_kv_count(tiny: Path):
 
 
 def test_string_length_past_the_end(tiny: Path):
-    offset = _field_offset(tiny, "general.name", 0)
+    offset = field_offset(tiny, "general.name", 0)
     message = _error(_patched(tiny, offset, struct.pack("<Q", 1 << 33)))
     assert "past the end of the file" in message and f"byte {offset}" in message
 
 
 def test_absurd_array_length(tiny: Path):
-    offset = _field_offset(tiny, "tokenizer.ggml.tokens", 4)
+    offset = field_offset(tiny, "tokenizer.ggml.tokens", 4)
     message = _error(_patched(tiny, offset, struct.pack("<Q", 1 << 50)))
     assert "'tokenizer.ggml.tokens' length" in message and f"byte {offset}" in message
 
 
 def test_unknown_value_type(tiny: Path):
-    offset = _field_offset(tiny, "llama.block_count", 2)
+    offset = field_offset(tiny, "llama.block_count", 2)
     message = _error(_patched(tiny, offset, struct.pack("<I", 99)))
     assert "unknown value type 99" in message and "llama.block_count" in message
 
 
 def test_hyperparameter_of_wrong_type(tiny: Path):
-    offset = _field_offset(tiny, "llama.block_count", 2)
+    offset = field_offset(tiny, "llama.block_count", 2)
     message = _error(_patched(tiny, offset, struct.pack("<I", 6)))  # FLOAT32 instead of UINT32
     assert "llama.block_count" in message and "integer" in message
 
@@ -308,3 +313,143 @@ def test_fuzzed_files_end_in_gguf_error_or_a_read(tmp_path: Path):
             assert "\n" not in str(error) and str(error).startswith("fuzz.gguf")
             outcomes["error"] += 1
     assert outcomes["read"] > 0 and outcomes["error"] > 0
+
+
+# -- hostile headers: counts and sizes checked against what the file holds (issue 10, items 2 and 7)
+
+def _peak_bytes_while(action) -> int:
+    """Peak Python memory allocated while `action()` runs, in bytes (tracemalloc: deterministic)."""
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        action()
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+def _refused(path: Path) -> str:
+    """read_gguf's one-line refusal of a hostile file, checked to cost under 2 MB of memory."""
+    messages = []
+
+    def read() -> None:
+        messages.append(_error(path))
+
+    peak = _peak_bytes_while(read)
+    assert peak < 2 * 1024 * 1024, f"reading {path.name} took {peak / 1e6:.1f} MB before refusing it"
+    return messages[0]
+
+
+def test_forged_block_count_is_refused_in_bounded_memory(tiny: Path):
+    # A 2-layer file claiming 2**32 - 1 layers: `workbench ledger` used to build a list per
+    # layer and grow by ~110 MB/s until killed.
+    forged = with_u32_field(tiny, "llama.block_count", 2**32 - 1, "forged-layers.gguf")
+    message = _refused(forged)
+    assert "llama.block_count is 4,294,967,295" in message and "at most 512 layers" in message
+    # Under llama.cpp's limit, the count must still match the blk.N tensors in the file.
+    message = _refused(with_u32_field(tiny, "llama.block_count", 300, "more-layers.gguf"))
+    assert "llama.block_count is 300 but the file holds the tensors of 2 layers (blk.0 to blk.1)" in message
+    assert "download it again" in message.lower()
+    message = _refused(with_u32_field(tiny, "llama.block_count", 1, "fewer-layers.gguf"))
+    assert "llama.block_count is 1 but the file holds the tensors of 2 layers" in message
+
+
+def test_cli_ledger_of_a_forged_block_count_is_one_line(tiny: Path, tmp_path: Path):
+    # In a child capped at 1 GiB of address space: the old per-layer list ate 21 GB of this
+    # machine before it was killed; a regression now ends in a MemoryError, not a dead box.
+    forged = with_u32_field(tiny, "llama.block_count", 2**32 - 1, "forged-layers.gguf")
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
+    run = "import sys; from workbench.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "WORKBENCH_CONFIG_DIR": str(tmp_path / "config")}
+    result = subprocess.run([sys.executable, "-c", limit + run, "ledger", str(forged), "--preset", "balanced-q4km",
+                             "--device", "raspberry-pi-5-8gb"], capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "at most 512 layers" in result.stderr and result.stdout == ""
+
+
+def test_per_layer_array_must_have_one_entry_per_layer(tmp_path: Path):
+    # llama-model-loader.cpp get_key_or_arr: "key %s has wrong array length; expected %u, got %u"
+    path = write_tiny_gguf(tmp_path / "three-entries.gguf", TinyModel(n_layer=2, n_head_kv=(2, 2, 2)))
+    message = _refused(path)
+    assert "'llama.attention.head_count_kv' has 3 entries but the model has 2 layers" in message
+
+
+def test_too_many_metadata_pairs_are_refused_before_reading_them(tmp_path: Path):
+    # 100,000 distinct keys (2.1 MB); the adversarial run used 3 million: 16 s and 385 MB.
+    pairs = b"".join(gguf_string(b"k%07d" % index) + struct.pack("<IB", 0, 0) for index in range(100_000))
+    path = packed_gguf(tmp_path / "many-keys.gguf", 0, 100_000, pairs)
+    message = _refused(path)
+    assert "metadata key/value count is 100,000; the workbench reads at most 65,536" in message
+    assert "byte 16" in message
+
+
+def test_too_many_tensors_are_refused(tmp_path: Path):
+    path = packed_gguf(tmp_path / "many-tensors.gguf", 70_000, 0, size=70_000 * 32 + 1024)  # sparse
+    assert "tensor count is 70,000; the workbench reads at most 65,536" in _refused(path)
+
+
+def test_header_over_the_size_limit_is_refused_before_reading_it(tmp_path: Path):
+    # One 65 MiB string in a sparse 66 MiB file: the reader used to read it all into memory.
+    body = gguf_string(b"general.name") + struct.pack("<IQ", 8, 65 << 20)
+    path = packed_gguf(tmp_path / "huge-header.gguf", 0, 1, body, size=66 << 20)
+    message = _refused(path)
+    assert f"the header would be larger than {MAX_HEADER_BYTES >> 20} MiB" in message
+
+
+def test_too_many_strings_in_arrays_are_refused(tmp_path: Path):
+    # 2,000,001 empty tokens claimed in a sparse file: walking them took ~1.5 s on a loaded
+    # 2-core machine, and a longer list would take longer still.
+    body = gguf_string(b"tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, MAX_ARRAY_STRINGS + 1)
+    path = packed_gguf(tmp_path / "many-strings.gguf", 0, 1, body, size=(MAX_ARRAY_STRINGS + 1) * 8 + 1024)
+    message = _refused(path)
+    assert "'tokenizer.ggml.tokens' takes the header past 2,000,000 strings in arrays" in message
+
+
+def test_tensor_name_longer_than_llama_cpp_allows(tmp_path: Path):
+    name = "blk.0." + "x" * 60 + ".weight"  # 73 bytes; ggml's GGML_MAX_NAME is 64 with the NUL
+    body = gguf_string(name.encode()) + struct.pack("<IQIQ", 1, 32, 0, 0)
+    path = packed_gguf(tmp_path / "long-name.gguf", 1, 0, body, size=4096)
+    assert "tensor #0 name length is 73 bytes, longer than 63 bytes" in _refused(path)
+
+
+def test_head_count_kv_zero_names_the_field_and_the_tensor(tiny: Path):
+    # Used to give "KV 0 B/token ... FITS" while llama.cpp refuses the file.
+    message = _refused(with_u32_field(tiny, "llama.attention.head_count_kv", 0, "no-kv-heads.gguf"))
+    assert "llama.attention.head_count_kv is 0 (no key/value heads) but tensor blk.0.attn_k.weight projects to 128" in message
+
+
+def test_head_count_that_does_not_divide_the_embedding(tiny: Path):
+    # n_embd 256 / 7 heads = 36.57: llama.cpp rounds the head dimension down to 36, so 7 x 36
+    # = 252 query values, but attn_q was written with 256 (4 heads of 64).
+    message = _refused(with_u32_field(tiny, "llama.attention.head_count", 7, "seven-heads.gguf"))
+    assert "llama.attention.head_count = 7 x head dimension 36" in message
+    assert "rounded down" in message and "= 252 values per token, but tensor blk.0.attn_q.weight projects to 256" in message
+
+
+def test_wrong_head_count_kv_is_checked_per_layer(tmp_path: Path):
+    # Layer 1 really has 1 KV head (64 values); the header is patched to say 2 for it.
+    model = TinyModel(n_head_kv=(2, 1), layer_types={"attn_norm": "F32", "attn_k": "F16", "attn_v": "F16"})
+    path = write_tiny_gguf(tmp_path / "per-layer.gguf", model)
+    offset = field_offset(path, "llama.attention.head_count_kv", 5) + 4  # the second UINT32 item
+    message = _refused(patched_copy(path, offset, struct.pack("<I", 2), "per-layer-forged.gguf"))
+    assert "llama.attention.head_count_kv[1] = 2 x head dimension 64" in message
+    assert "= 128 values per token, but tensor blk.1.attn_k.weight projects to 64" in message
+
+
+def test_vocabulary_size_against_the_token_embedding(tmp_path: Path):
+    path = write_tiny_gguf(tmp_path / "vocab-size.gguf", TinyModel(vocab_in_tokenizer=False))
+    forged = with_u32_field(path, "llama.vocab_size", 4_000_000_000, "forged-vocab.gguf")
+    message = _refused(forged)
+    assert "llama.vocab_size gives 4,000,000,000 tokens but tensor token_embd.weight holds 96" in message
+
+
+def test_hyperparameter_beyond_32_bits(tiny: Path):
+    offset = field_offset(tiny, "llama.context_length", 2)
+    raw = bytearray(tiny.read_bytes())
+    # UINT32 -> UINT64 grows the value by 4 bytes: rebuild the pair instead of patching in place
+    value_at = offset + 4
+    raw[offset:value_at + 4] = struct.pack("<IQ", 10, 1 << 40)
+    path = tiny.with_name("wide-context.gguf")
+    path.write_bytes(bytes(raw))
+    assert "'llama.context_length' is 1,099,511,627,776, beyond the 32-bit range" in _refused(path)

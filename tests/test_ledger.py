@@ -312,3 +312,29 @@ def test_an_installed_build_outside_the_verified_range_is_named():
     assert unverified_reason("0.3.36") == ""
     assert "unverified" in unverified_reason("0.3.99") and "0.3.99" in unverified_reason("0.3.99")
     assert "0c1e570" in VERIFIED_ON
+
+
+def test_a_forged_model_info_costs_the_ledger_no_memory(tiny: Path):
+    # read_gguf refuses a forged block_count; a ModelInfo made in code must not get through
+    # either: the per-layer KV sums used to build a list of n_layer entries (2**32 - 1 of them
+    # grew memory by ~110 MB/s). 10 million layers would take ~400 MB that way.
+    import tracemalloc
+
+    forged = dataclasses.replace(read_gguf(tiny), n_layer=10_000_000)
+    preset, device = Preset(name="p", ctx_size=512), DeviceProfile(name="d", ram_total_mb=8192)
+    tracemalloc.start()
+    try:
+        with pytest.raises(WorkbenchError) as caught:
+            predict_ledger(forged, preset, device)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "block_count is 10,000,000; llama.cpp runs at most 512 layers" in str(caught.value)
+    assert peak < 1024 * 1024
+
+
+def test_kv_per_token_groups_identical_layers(tmp_path: Path):
+    # 3 layers with 2, 1 and 2 KV heads of 64: (2 + 1 + 2) x 64 x (2 + 2) bytes at f16, by hand.
+    model = TinyModel(n_layer=3, n_head_kv=(2, 1, 2), layer_types={"attn_norm": "F32", "attn_k": "F16", "attn_v": "F16"})
+    info = read_gguf(write_tiny_gguf(tmp_path / "three.gguf", model))
+    assert kv_bytes_per_token(info, "f16", "f16") == 5 * 64 * 4 == 1280

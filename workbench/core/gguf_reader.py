@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
+from workbench.core import gguf_checks
 from workbench.core.errors import GGUFError
 from workbench.core.ggml_types import FILE_TYPES, GGML_TYPES
 from workbench.core.model_info import ModelInfo, TensorInfo
@@ -16,9 +17,21 @@ GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4  # GGML_MAX_DIMS
-MAX_NAME_BYTES = 65535  # llama.cpp's tensor names are 64 bytes; anything near this is garbage
-ARRAYS_KEPT_WHOLE = 256
-PLAUSIBLE_COUNT = 4_000_000  # more tensors, keys or array items than any real model has  # longer arrays (the vocabulary) are summarised in `metadata`
+MAX_KEY_BYTES = 65535  # metadata keys are short dotted names; anything near this is garbage
+MAX_TENSOR_NAME_BYTES = 63  # GGML_MAX_NAME is 64 with the terminating NUL: gguf.cpp refuses longer names
+# Longer arrays (the vocabulary) are summarised in `metadata`; per-layer arrays (at most
+# LLAMA_MAX_LAYERS = 512 entries) are kept whole.
+ARRAYS_KEPT_WHOLE = 512
+PLAUSIBLE_COUNT = 4_000_000  # a count under this in a file cut short is called truncated, not absurd
+
+# What the reader reads at most. A header is a few MiB at most (the largest vocabularies,
+# 256k tokens with scores and merges, take about 10 MiB; a tensor table a few thousand
+# entries), so a bigger one is forged or broken, and refusing it early keeps both the time
+# and the memory of reading a hostile header small.
+MAX_HEADER_BYTES = 64 * 1024 * 1024
+MAX_METADATA_KEYS = 65_536  # real models carry under 100 keys
+MAX_TENSORS = 65_536  # the largest models llama.cpp runs have a few thousand tensors
+MAX_ARRAY_STRINGS = 2_000_000  # tokens and merges together: about 700k in the largest vocabularies
 
 # GGUF value types: id -> (name, struct code or None for string/array, fixed size).
 _VALUE_TYPES: dict[int, tuple[str, str | None, int]] = {
@@ -97,6 +110,7 @@ class _HeaderStream:
         self._stream_pos = 0
         self._chunk = 64 * 1024
         self.bytes_fetched = 0
+        self.limit = MAX_HEADER_BYTES  # no read or skip goes past this offset
 
     @property
     def offset(self) -> int:
@@ -109,6 +123,7 @@ class _HeaderStream:
     def read(self, size: int, field: str) -> bytes:
         if size > self.remaining:
             self.fail_truncated(field, self._cursor + size)
+        self.check_limit(field, self._cursor + size)
         start = self._cursor - self._buffer_start
         if start + size > len(self._buffer):
             self._fill(size)
@@ -119,6 +134,7 @@ class _HeaderStream:
     def skip(self, size: int, field: str) -> None:
         if size > self.remaining:
             self.fail_truncated(field, self._cursor + size)
+        self.check_limit(field, self._cursor + size)
         self._cursor += size
 
     def buffered(self) -> tuple[bytes, int]:
@@ -153,6 +169,16 @@ class _HeaderStream:
         if len(self._buffer) < needed:
             self.fail_truncated("data", self._cursor + needed)
 
+    def check_limit(self, field: str, end: int) -> None:
+        """Refuse to go past MAX_HEADER_BYTES: no real header is that large."""
+        if end > self.limit:
+            self.fail(
+                f"the header would be larger than {self.limit // (1024 * 1024)} MiB ({field} reaches byte {end:,}); "
+                "real GGUF headers take a few MiB, so the workbench reads no further",
+                self._cursor,
+                "This is not a model file llama.cpp's tools write: get the model from another source",
+            )
+
     def fail(self, what: str, offset: int, fix: str = _REDOWNLOAD) -> NoReturn:
         raise GGUFError(what, where=f"{self.name} (byte {offset})", fix=fix)
 
@@ -168,6 +194,7 @@ class _Parser:
     def __init__(self, reader: _HeaderStream, endian: str) -> None:
         self.reader = reader
         self.endian = endian
+        self.strings_left = MAX_ARRAY_STRINGS  # in string arrays, over the whole header
 
     def unpack(self, code: str, size: int, field: str) -> Any:
         return struct.unpack(self.endian + code, self.reader.read(size, field))[0]
@@ -178,8 +205,12 @@ class _Parser:
     def u64(self, field: str) -> int:
         return self.unpack("Q", 8, field)
 
-    def count(self, field: str, smallest_item: int) -> int:
-        """A u64 count of things that each take at least `smallest_item` bytes, checked against the file."""
+    def count(self, field: str, smallest_item: int, limit: int | None = None, what: str = "") -> int:
+        """A u64 count of things that each take at least `smallest_item` bytes.
+
+        Checked against the bytes left in the file, then against `limit` (what the reader
+        accepts at most, with `what` saying why), then against the header size limit.
+        """
         offset = self.reader.offset
         value = self.u64(field)
         if value * smallest_item > self.reader.remaining:
@@ -189,6 +220,10 @@ class _Parser:
                 f"{field} is {value}, more than the {self.reader.remaining} bytes left in the file could hold",
                 offset,
             )
+        if limit is not None and value > limit:
+            self.reader.fail(f"{field} is {value:,}; the workbench reads at most {limit:,} ({what})", offset,
+                             "This is not a model file llama.cpp's tools write: get the model from another source")
+        self.reader.check_limit(field, self.reader.offset + value * smallest_item)
         return value
 
     def string_length(self, field: str, limit: int | None = None) -> int:
@@ -200,7 +235,7 @@ class _Parser:
                 offset,
             )
         if limit is not None and length > limit:
-            self.reader.fail(f"{field} length is {length} bytes, longer than any GGUF name (max {limit})", offset)
+            self.reader.fail(f"{field} length is {length} bytes, longer than {limit} bytes", offset)
         return length
 
     def string(self, field: str, limit: int | None = None) -> str:
@@ -224,6 +259,7 @@ class _Parser:
                 position += 8 + length
                 left -= 1
             self.reader.advance(position - start)
+            self.reader.check_limit(field, self.reader.offset)
             if left:  # a string across the buffer's end: the checked path refills or reports it
                 self.skip_string(field)
                 left -= 1
@@ -247,6 +283,15 @@ class _Parser:
             self.reader.fail(f"{field} is an array of arrays, which GGUF does not allow", self.reader.offset - 4)
         item_name, item_code, item_size = _VALUE_TYPES[item_type]
         length = self.count(f"{field} length", item_size)
+        if item_type == _STRING:
+            self.strings_left -= length
+            if self.strings_left < 0:
+                self.reader.fail(
+                    f"{field} takes the header past {MAX_ARRAY_STRINGS:,} strings in arrays; the largest "
+                    "vocabularies hold under a million tokens and merges together",
+                    self.reader.offset - 8,
+                    "This is not a model file llama.cpp's tools write: get the model from another source",
+                )
         if item_code is not None:
             if length > ARRAYS_KEPT_WHOLE:
                 self.reader.skip(length * item_size, field)
@@ -278,9 +323,9 @@ def _parse(stream: BinaryIO, name: str) -> ModelInfo:
         reader.fail(f"version is {version}; llama.cpp reads GGUF versions 2 and 3", 4, hint)
     parser = _Parser(reader, endian)
     # smallest tensor info: name length 8 + n_dims 4 + one dim 8 + type 4 + offset 8
-    n_tensors = parser.count("tensor count", 32)
+    n_tensors = parser.count("tensor count", 32, MAX_TENSORS, "the largest models have a few thousand tensors")
     # smallest key/value: key length 8 + value type 4 + a one-byte value
-    n_kv = parser.count("metadata key/value count", 13)
+    n_kv = parser.count("metadata key/value count", 13, MAX_METADATA_KEYS, "real models carry under 100 keys")
 
     metadata = _read_metadata(parser, n_kv)
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
@@ -295,13 +340,17 @@ def _read_metadata(parser: _Parser, n_kv: int) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     for index in range(n_kv):
         key_offset = reader.offset
-        key = parser.string(f"metadata key #{index}", limit=MAX_NAME_BYTES)
+        key = parser.string(f"metadata key #{index}", limit=MAX_KEY_BYTES)
         if key in metadata:
             reader.fail(f"metadata key {key!r} appears twice", key_offset)
         type_id = parser.value_type(f"metadata {key!r} type")
         metadata[key] = parser.value(type_id, f"metadata {key!r}")
-        if _must_be_count(key) and not _is_count(metadata[key]):
-            reader.fail(f"metadata {key!r} should be a non-negative integer, found {metadata[key]!r}", key_offset)
+        if _must_be_count(key):
+            if not _is_count(metadata[key]):
+                reader.fail(f"metadata {key!r} should be a non-negative integer, found {metadata[key]!r}", key_offset)
+            if metadata[key] > gguf_checks.MAX_U32:
+                reader.fail(f"metadata {key!r} is {metadata[key]:,}, beyond the 32-bit range llama.cpp reads it into",
+                            key_offset)
     return metadata
 
 
@@ -314,7 +363,7 @@ def _read_tensor_table(parser: _Parser, n_tensors: int, alignment: int) -> list[
     seen: set[str] = set()
     for index in range(n_tensors):
         entry_offset = reader.offset
-        tensor_name = parser.string(f"tensor #{index} name", limit=MAX_NAME_BYTES)
+        tensor_name = parser.string(f"tensor #{index} name", limit=MAX_TENSOR_NAME_BYTES)
         if tensor_name in seen:
             reader.fail(f"tensor {tensor_name!r} appears twice in the tensor table", entry_offset)
         seen.add(tensor_name)
@@ -409,6 +458,7 @@ def _count_value(value: Any) -> int:
 
 
 def _model_info(name: str, reader: _HeaderStream, version: int, metadata: dict[str, Any], tensors: tuple[TensorInfo, ...]) -> ModelInfo:
+    """The hyperparameters the ledger uses, each checked against the tensors it describes (gguf_checks)."""
     arch = metadata.get("general.architecture")
     arch = arch if isinstance(arch, str) else ""
 
@@ -416,27 +466,47 @@ def _model_info(name: str, reader: _HeaderStream, version: int, metadata: dict[s
         return metadata.get(f"{arch}.{suffix}") if arch else None
 
     n_layer = _count_value(hparam("block_count"))
+    split_count = metadata.get("split.count")
+    split_part = _is_count(split_count) and split_count > 1  # one part of a split model holds some layers
+    gguf_checks.check_layer_count(arch, n_layer, tensors, name, split_part=split_part)
+    for suffix in ("attention.head_count", "attention.head_count_kv", "feed_forward_length"):
+        if hparam(suffix) is not None:
+            gguf_checks.check_per_layer_array(f"{arch}.{suffix}", hparam(suffix), n_layer, name)
     n_embd = _count_value(hparam("embedding_length"))
-    n_head = _count_value(hparam("attention.head_count"))
+    head_count = hparam("attention.head_count")
+    head_per_layer = head_count if isinstance(head_count, tuple) else ()
+    n_head = _count_value(head_count)
     head_count_kv = hparam("attention.head_count_kv")
     per_layer: tuple[int, ...] = ()
     if isinstance(head_count_kv, tuple):
-        per_layer = tuple(v if _is_count(v) else 0 for v in head_count_kv)
+        per_layer = head_count_kv
         n_head_kv = max(per_layer, default=0)
     elif head_count_kv is None:
         n_head_kv = n_head  # llama.cpp's default: no grouped-query attention
+        per_layer = head_per_layer
     else:
         n_head_kv = _count_value(head_count_kv)
-    default_head_dim = n_embd // n_head if n_head else 0
+    default_head_dim = n_embd // n_head if n_head else 0  # llama.cpp: n_embd / n_head(), rounded down
     key_length, value_length = hparam("attention.key_length"), hparam("attention.value_length")
     head_dim_k = key_length if _is_count(key_length) else default_head_dim
     head_dim_v = value_length if _is_count(value_length) else default_head_dim
+    key_length_swa, value_length_swa = hparam("attention.key_length_swa"), hparam("attention.value_length_swa")
+    gguf_checks.check_attention(gguf_checks.AttentionShape(
+        arch=arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_per_layer=head_per_layer,
+        n_head_kv=n_head_kv, n_head_kv_per_layer=per_layer, head_dim_k=head_dim_k, head_dim_v=head_dim_v,
+        head_dim_k_swa=key_length_swa if _is_count(key_length_swa) else None,
+        head_dim_v_swa=value_length_swa if _is_count(value_length_swa) else None,
+        key_length_given=_is_count(key_length), value_length_given=_is_count(value_length),
+        head_count_kv_given=head_count_kv is not None,
+    ), tensors, metadata, name)
 
     tokens = metadata.get("tokenizer.ggml.tokens")
     if isinstance(tokens, (tuple, LongArray)):
-        n_vocab = len(tokens)
+        n_vocab, vocab_source = len(tokens), "tokenizer.ggml.tokens"
     else:
-        n_vocab = _count_value(hparam("vocab_size"))
+        n_vocab, vocab_source = _count_value(hparam("vocab_size")), f"{arch}.vocab_size"
+    if n_vocab or n_embd:
+        gguf_checks.check_vocabulary(arch, n_vocab, n_embd, tensors, name, vocab_source)
     file_type_id = metadata.get("general.file_type")
     file_type = FILE_TYPES.get(file_type_id) if _is_count(file_type_id) else None
     model_name = metadata.get("general.name")

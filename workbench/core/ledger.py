@@ -9,6 +9,7 @@ from math import ceil
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.ggml_types import CACHE_TYPES, QUANT_TYPES, cache_type
+from workbench.core.gguf_checks import check_ledger_model
 from workbench.core.kv_layers import CTX_PAD, n_ubatch_of, predicted_kv_layers, sliding_window
 from workbench.core.experts import expert_counts
 from workbench.core.ledger_fixes import propose_fixes
@@ -216,6 +217,7 @@ def _mb(n_bytes: int) -> str:
 
 def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, ctx_size: int | None = None) -> Ledger:
     """Predict what `model` run with `preset` costs on `device`, line by line, and whether it fits."""
+    check_ledger_model(model)  # per-layer sizes are lists: bounded before anything builds them
     if model.n_layer <= 0 or model.n_embd <= 0:
         raise WorkbenchError(
             f"has no {model.architecture or 'model'}.block_count/embedding_length",
