@@ -137,9 +137,9 @@ def sample_json(sample: TelemetrySample, board: BoardInfo) -> str:
     from dataclasses import asdict
     from datetime import datetime, timezone
 
-    data = asdict(sample)
-    for clock, record in zip(sample.clocks, data["clocks"]):
-        record["capped"] = clock.capped
+    from workbench.core.telemetry.sample_log import sample_record
+
+    data = sample_record(sample)
     data["board"] = asdict(board)
     # `timestamp` is the sampler's monotonic clock (for rates); a log needs the wall time too,
     # to line samples up with tegrastats, dmesg or a bench run.

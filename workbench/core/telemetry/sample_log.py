@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.telemetry.metrics import PREFIX, MetricPoint, sample_metrics
@@ -80,7 +81,7 @@ class SampleLog:
     def write(self, sample: TelemetrySample) -> None:
         now = self._clock().isoformat(timespec="milliseconds")
         if self.format == ".jsonl":
-            self._append(json.dumps({"time_utc": now, **_jsonable(sample)}, separators=(",", ":")) + "\n")
+            self._append(json.dumps({"time_utc": now, **sample_record(sample)}, separators=(",", ":")) + "\n")
             return
         cells = {"time_utc": now, "monotonic_s": f"{sample.timestamp:.3f}", **csv_cells(sample)}
         if self._columns is not None and not set(cells) <= set(self._columns):
@@ -163,7 +164,8 @@ def _check_writable(path: Path) -> None:
         raise WorkbenchError("cannot write the log there", where=str(path), fix="give --log a writable path")
 
 
-def _jsonable(sample: TelemetrySample) -> dict[str, object]:
+def sample_record(sample: TelemetrySample) -> dict[str, Any]:
+    """The whole sample as plain data (JSON lines): every figure with its source, clocks with `capped`."""
     from dataclasses import asdict
 
     data = asdict(sample)
