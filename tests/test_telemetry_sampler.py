@@ -10,7 +10,7 @@ from workbench.core.telemetry.sampler import Sampler
 from workbench.core.telemetry.sysfs import read_text
 
 TREES = Path(__file__).parent / "sysfs"
-ALL_TREES = ["jetson-orin-nano", "rk3588", "raspberry-pi-5", "raspberry-pi-5-cool", "x86-laptop", "empty-container"]
+ALL_TREES = sorted(path.name for path in TREES.iterdir() if (path / "sys").is_dir())
 
 
 def _reasons(sample):
