@@ -216,8 +216,10 @@ def _ina3221_channels(root: Path, reader: Reader) -> list[InaChannel]:
         for label_path in sorted_glob(hwmon, "in*_label"):
             index = label_path.name[2 : -len("_label")]
             label = read_optional(reader, label_path)
-            if not label or not is_rail(label):
-                continue  # an unconnected channel ("NC"), or in7 "sum of shunt voltages"
+            if not label or not is_rail(label) or index == "7":
+                continue  # an unconnected channel ("NC"), or in7 "sum of shunt voltages" (as jtop skips it)
+            if not (hwmon / f"in{index}_input").exists() or not (hwmon / f"curr{index}_input").exists():
+                continue  # a label without its readings is no rail
             channels.append(
                 InaChannel(label, f"ina3221 {hwmon.name}", hwmon / f"in{index}_input", hwmon / f"curr{index}_input")
             )
