@@ -167,6 +167,52 @@ def translate_error(error: BaseException, connection: HubConnection, *, repo: st
     return None
 
 
+ERROR_BODY_LIMIT = 64 * 1024  # an error page larger than this is not read: a hostile one may never end
+
+
+def raise_for_status_bounded(response: Any, *, where: str = "") -> None:
+    """huggingface_hub's error for a failed streamed response, reading its body only when it is
+    announced small; otherwise an error from the status alone (5xx: HubServerFailed)."""
+    from huggingface_hub.utils import hf_raise_for_status
+
+    if response.status_code < 400:
+        return
+    text = response.headers.get("Content-Length", "")
+    if text.isdigit() and int(text) <= ERROR_BODY_LIMIT:
+        response.read()
+        hf_raise_for_status(response)
+    status = response.status_code
+    failure = HubServerFailed if status >= 500 else HubError
+    raise failure(f"the server answered HTTP {status}", where=where, fix="Try again later or use another mirror (HF_ENDPOINT)")
+
+
+MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a listing of 10,000 files is ~3 MB of JSON; more is no hub answer
+
+
+def get_json_bounded(connection: HubConnection, url: str, *, params: dict[str, Any] | None = None, what: str) -> Any:
+    """GET a JSON answer of the hub API, refusing one larger than MAX_ANSWER_BYTES before it fills memory.
+
+    HubError for the hub's own errors; network failures are left for hub_errors to translate.
+    """
+    import json
+
+    with connection.session().stream("GET", url, params=params, headers=connection.headers(url), timeout=connection.timeout()) as response:
+        raise_for_status_bounded(response, where=url)
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > MAX_ANSWER_BYTES:
+                raise HubError(
+                    f"the hub at {connection.endpoint} sent more than {MAX_ANSWER_BYTES // (1024 * 1024)} MB for {what}; refused",
+                    fix="Check that HF_ENDPOINT points at the Hugging Face hub or a mirror you trust",
+                )
+    try:
+        return json.loads(bytes(body))
+    except ValueError:
+        raise HubError(f"the hub at {connection.endpoint} answered {what} with something that is not JSON",
+                       fix="Check that HF_ENDPOINT points at the Hugging Face hub or a mirror you trust") from None
+
+
 def unreachable(connection: HubConnection, error: BaseException) -> HubError:
     reason = str(error).strip() or type(error).__name__
     return HubUnreachable(f"Hugging Face hub unreachable at {connection.endpoint}: {reason}", fix=OFFLINE_FIX)

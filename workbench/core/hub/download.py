@@ -10,6 +10,7 @@ huggingface_hub and llama.cpp expect. A partial or corrupt file is never in `sna
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -22,8 +23,9 @@ from pathlib import Path
 
 from workbench.core.errors import HubError
 from workbench.core.hub.cache_layout import CachedFilePaths, cached_file_paths, hub_cache_dir, link_pointer, write_ref
-from workbench.core.hub.client import HubConnection, HubServerFailed, hub_connection, hub_errors
+from workbench.core.hub.client import HubConnection, HubServerFailed, hub_connection, hub_errors, raise_for_status_bounded
 from workbench.core.hub.download_events import (
+    DiskFull,
     DownloadCancelled,
     DownloadEvent,
     DownloadFinished,
@@ -33,6 +35,8 @@ from workbench.core.hub.download_events import (
     DownloadVerified,
 )
 from workbench.core.hub.files import GGUFFile, RemoteFile, list_gguf_files, missing_parts
+from workbench.core.hub.metadata import FileMetadata, file_metadata
+from workbench.core.hub.names import TRUSTED_FIX, HubAnswerRefused, refused
 
 DISK_MARGIN_BYTES = 64 * 1024 * 1024  # leave the filesystem some room after the model
 PROGRESS_INTERVAL_S = 0.2
@@ -40,6 +44,7 @@ RATE_WINDOW_S = 5.0
 HASH_CHUNK = 1024 * 1024
 MAX_ATTEMPTS = 4  # one try and three resumes within a run; beyond that the user decides
 _RETRY_PAUSE_S = (0.5, 1.0, 2.0)
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 EventSink = Callable[[DownloadEvent], None]
 
@@ -72,10 +77,14 @@ def plan_download(repo: str, filename: str, *, revision: str = "main", connectio
         raise HubError(f"{model.name} is split but the hub lacks part(s) {', '.join(map(str, gaps))}", where=repo, fix="Pick another file; this one cannot be loaded")
     if model.size_bytes is None:
         raise HubError(f"the hub gives no size for {model.name}", where=repo, fix="Try again later or use another mirror")
+    if not listing.commit:
+        raise HubAnswerRefused(f"the hub at {conn.endpoint} named no commit for {listing.repo}", fix=TRUSTED_FIX)
     root = cache or hub_cache_dir()
     on_disk = 0
     for part in model.parts:
-        paths = cached_file_paths(listing.repo, listing.commit, part.path, _blob_name(part), cache=root)
+        if part.sha256 is None:  # its blob is named by the ETag, known only after asking for the file
+            continue
+        paths = cached_file_paths(listing.repo, listing.commit, part.path, part.sha256, cache=root, source=f"the hub at {conn.endpoint}")
         if paths.blob.is_file():
             on_disk += paths.blob.stat().st_size
         elif paths.incomplete.is_file():
@@ -124,10 +133,15 @@ def download_model(
     plan = plan_download(repo, filename, revision=revision, connection=conn, cache=cache)
     check_disk_space(plan)
     progress = _Progress(plan.repo, plan.model.name, plan.total_bytes, emit)
-    results = [
-        _download_part(plan, part, index, conn, progress, stop, emit, max_attempts)
-        for index, part in enumerate(plan.model.parts, start=1)
-    ]
+    try:
+        results = [
+            _download_part(plan, part, index, conn, progress, stop, emit, max_attempts)
+            for index, part in enumerate(plan.model.parts, start=1)
+        ]
+    except OSError as error:
+        if error.errno not in _DISK_FULL:
+            raise
+        raise DiskFull(error.filename or plan.cache, progress.done) from None
     fetched = sum(part_fetched for _, part_fetched, _ in results)
     already_cached = all(was_cached for _, _, was_cached in results)
     first_path = results[0][0]
@@ -156,17 +170,18 @@ def _download_part(
 ) -> tuple[Path, int, bool]:
     """One file into the cache: (pointer path, bytes transferred by this run, was already cached)."""
     import filelock
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
-    url = hf_hub_url(plan.repo, part.path, revision=plan.commit or plan.revision, endpoint=conn.endpoint)
-    def head():
-        with hub_errors(conn, repo=plan.repo, filename=part.path):
-            return get_hf_file_metadata(url, token=conn.token or False, timeout=conn.timeout(), endpoint=conn.endpoint)
+    source = f"the hub at {conn.endpoint}"
+
+    def head() -> FileMetadata:
+        return file_metadata(conn, plan.repo, part.path, plan.commit, need_etag=True)
 
     meta = head()
-    size = part.size_bytes if part.size_bytes is not None else (meta.size or 0)
-    commit = plan.commit or meta.commit_hash or plan.revision
-    paths = cached_file_paths(plan.repo, commit, part.path, meta.etag or _blob_name(part), cache=plan.cache)
+    size = _expected_size(part, meta, conn)
+    if part.sha256 and len(meta.blob or "") == 64 and meta.blob != part.sha256:
+        raise refused(f"the ETag of {part.path}", meta.blob, f"differs from the sha256 {part.sha256[:12]}… its listing gives", server=conn.endpoint)
+    commit = plan.commit
+    paths = cached_file_paths(plan.repo, commit, part.path, meta.blob, cache=plan.cache, source=source)  # type: ignore[arg-type]
     if paths.blob.is_file() and paths.blob.stat().st_size == size:
         link_pointer(paths)
         write_ref(paths.storage, plan.revision, commit)
@@ -174,6 +189,8 @@ def _download_part(
         return paths.pointer, 0, True
     paths.blob.parent.mkdir(parents=True, exist_ok=True)
     paths.lock.parent.mkdir(parents=True, exist_ok=True)
+    # Checked again now the folders exist: nothing planted meanwhile may lead the writes out of the cache.
+    paths = cached_file_paths(plan.repo, commit, part.path, meta.blob, cache=plan.cache, source=source)  # type: ignore[arg-type]
     lock = filelock.FileLock(str(paths.lock))
     try:
         lock.acquire(timeout=0)
@@ -218,14 +235,11 @@ def _fetch_with_resume(
     attempt = 1
     while offset < size:
         try:
-            got, restarted = _fetch_range(location, offset, size, hashed, conn, progress, stop, part.path)
-            fetched += got
-            if restarted:  # the server ignored Range and sent the whole file from byte 0
-                progress.add_done(-offset, force=True)
+            fetched += _fetch_range(location, offset, size, hashed, conn, progress, stop, part.path)
             offset = hashed.n_bytes
             if offset < size:
                 raise httpx2.RemoteProtocolError(f"the server closed the transfer at byte {offset} of {size}")
-        except DownloadCancelled:
+        except (DownloadCancelled, ServerSentTooMuch):
             raise
         except (httpx2.TransportError, HubError) as error:
             hashed.catch_up(stop, part.path, size)  # normally nothing to do: every byte hashed was written
@@ -271,12 +285,21 @@ class _HashedFile:
         self.n_bytes = 0
 
     def append(self, out, chunk: bytes) -> None:
-        out.write(chunk)
-        self._hasher.update(chunk)
-        self.n_bytes += len(chunk)
+        """Write all of `chunk`, hashing exactly what reached the file: a nearly full disk
+        takes part of a write before it refuses the rest, and the hash must match the file."""
+        view = memoryview(chunk)
+        while view:
+            written = out.write(view)
+            self._hasher.update(view[:written])
+            self.n_bytes += written
+            view = view[written:]
 
     def hexdigest(self) -> str:
         return self._hasher.hexdigest()
+
+
+class ServerSentTooMuch(HubError):
+    """The server sent more bytes than the hub announced for the file: a server error, never written past the size."""
 
 
 def _fetch_range(
@@ -288,39 +311,70 @@ def _fetch_range(
     progress: _Progress,
     stop: threading.Event,
     filename: str,
-) -> tuple[int, bool]:
-    """One GET from `offset` to the end, appended to the partial file: (bytes received, restarted from 0)."""
-    from huggingface_hub.utils import hf_raise_for_status
+) -> int:
+    """One GET from `offset` to the end, appended to the partial file, never past `size`: bytes received.
 
+    A server that ignores Range answers 200 with the whole file: the partial starts again
+    from byte 0. A body longer than the announced size (or one that never ends) is cut at
+    the size and reported as the server's error; a full disk becomes DiskFull, the partial kept.
+    """
     headers = conn.headers(location)
     headers["Accept-Encoding"] = "identity"  # byte offsets must be file offsets
     if offset:
         headers["Range"] = f"bytes={offset}-"
     received = 0
-    restarted = False
     with conn.session().stream("GET", location, headers=headers, timeout=conn.timeout()) as response:
         if response.status_code == 416 and offset >= size:
-            return 0, False
+            return 0
         if response.status_code >= 400:
-            response.read()
             with hub_errors(conn, filename=filename):
-                hf_raise_for_status(response)
+                raise_for_status_bounded(response, where=filename)
         mode = "ab"
         if offset and response.status_code == 200:
-            mode, restarted = "wb", True
+            mode = "wb"
             hashed.reset()
+            progress.add_done(-offset, force=True)  # those bytes are written again: the bar must not pass 100%
         elif offset and not response.headers.get("Content-Range", "").startswith(f"bytes {offset}-"):
-            raise HubError(f"the server answered a resume at byte {offset} with {response.headers.get('Content-Range')!r}", where=filename, fix="Try again; if it repeats, delete the partial file in the cache")
+            raise HubError(f"the server answered a resume at byte {offset} with {response.headers.get('Content-Range')!r:.80}", where=filename, fix="Try again; if it repeats, delete the partial file in the cache")
+        body_start = hashed.n_bytes if mode == "ab" else 0
+        declared = _declared_length(response)
         # Unbuffered: every byte received is on disk at once, so a killed process resumes from all of it.
-        with open(hashed.path, mode, buffering=0) as out:
-            for chunk in response.iter_bytes():
-                if stop.is_set():
-                    out.flush()
-                    raise DownloadCancelled(filename, progress.done, progress.total)
-                hashed.append(out, chunk)
-                received += len(chunk)
-                progress.add_done(len(chunk))
-    return received, restarted
+        try:
+            with open(hashed.path, mode, buffering=0) as out:
+                for chunk in response.iter_bytes():
+                    if stop.is_set():
+                        raise DownloadCancelled(filename, progress.done, progress.total)
+                    room = size - hashed.n_bytes
+                    if len(chunk) > room:
+                        hashed.append(out, chunk[:room])
+                        progress.add_done(room)
+                        raise _sent_too_much(location, size, filename)
+                    hashed.append(out, chunk)
+                    received += len(chunk)
+                    progress.add_done(len(chunk))
+                    if hashed.n_bytes == size and declared is not None and declared > size - body_start:
+                        raise _sent_too_much(location, size, filename)  # it says more is coming: do not wait for it
+        except OSError as error:
+            if error.errno in _DISK_FULL:
+                raise DiskFull(hashed.path, hashed.n_bytes) from None
+            raise
+    return received
+
+
+def _declared_length(response) -> int | None:
+    text = response.headers.get("Content-Length", "")
+    return int(text) if text.isdigit() and len(text) < 20 else None
+
+
+def _sent_too_much(location: str, size: int, filename: str) -> ServerSentTooMuch:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(location)
+    return ServerSentTooMuch(
+        f"the server at {parts.scheme}://{parts.netloc} sent more than the {size:,} bytes announced; stopped at {size:,}",
+        where=filename,
+        fix="The first bytes are kept: run the same command again to check them, or use another mirror (HF_ENDPOINT)",
+    )
 
 
 def _verify_and_store(plan: DownloadPlan, part: RemoteFile, size: int, digest: str, paths: CachedFilePaths, emit: EventSink) -> None:
@@ -366,7 +420,7 @@ class _Progress:
         if force or now - self._last_emit >= PROGRESS_INTERVAL_S or self.done >= self.total:
             self._last_emit = now
             rate = self._rate(now)
-            eta = (self.total - self.done) / rate if rate else None
+            eta = max(self.total - self.done, 0) / rate if rate else None
             self._emit(DownloadProgressed(self.repo, self.filename, self.done, self.total, rate, eta))
 
     def _rate(self, now: float) -> float | None:
@@ -405,8 +459,17 @@ def _reason(error: BaseException) -> str:
     return f"{text or name}"
 
 
-def _blob_name(part: RemoteFile) -> str:
-    return part.sha256 or part.path.replace("/", "_")
+def _expected_size(part: RemoteFile, meta: FileMetadata, conn: HubConnection) -> int:
+    """The bytes the file has: the listing's size, which the file's own metadata must not contradict."""
+    if part.size_bytes is not None and meta.size is not None and part.size_bytes != meta.size:
+        raise HubAnswerRefused(
+            f"the hub at {conn.endpoint} lists {part.path} with {part.size_bytes:,} bytes but announces {meta.size:,} for the download",
+            fix=TRUSTED_FIX,
+        )
+    size = part.size_bytes if part.size_bytes is not None else meta.size
+    if size is None:
+        raise HubAnswerRefused(f"the hub at {conn.endpoint} gives no size for {part.path}", fix=TRUSTED_FIX)
+    return size
 
 
 def _free_bytes(root: Path) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.core.errors import HubError
+from workbench.core.errors import HubError, WorkbenchError
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,18 @@ class DownloadCancelled(HubError):
             f"download cancelled at {share} ({_mb(done_bytes)} of {_mb(total_bytes)})",
             where=filename,
             fix="The partial file is kept: run the same download again to resume",
+        )
+
+
+class DiskFull(WorkbenchError):
+    """The disk (or the user's quota) filled during a download; what was written stays for a resume."""
+
+    def __init__(self, path: str | Path, done_bytes: int) -> None:
+        self.path = Path(path)
+        self.done_bytes = done_bytes
+        super().__init__(
+            f"disk full at {path} after {_mb(done_bytes)}; the partial file is kept",
+            fix="Free some space (or set HF_HUB_CACHE to a bigger disk) and run the same command to resume",
         )
 
 

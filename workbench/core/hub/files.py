@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from workbench.core.errors import HubError
-from workbench.core.hub.client import HubConnection, hub_connection, hub_errors
+from workbench.core.hub.client import HubConnection, get_json_bounded, hub_connection, hub_errors
+from workbench.core.hub.names import (
+    TRUSTED_FIX,
+    HubAnswerRefused,
+    commit_problem,
+    file_name_problem,
+    refused,
+    repo_id_problem,
+    require,
+    sha256_problem,
+    size_problem,
+    user_repo_id,
+    user_revision,
+)
 
 # llama.cpp's quantization names as they appear in file names (longest alternatives first).
 _QUANT_PATTERN = re.compile(
@@ -128,23 +142,54 @@ def missing_parts(gguf_file: GGUFFile) -> tuple[int, ...]:
 
 
 def list_gguf_files(repo: str, *, revision: str = "main", connection: HubConnection | None = None) -> RepoFiles:
-    """The repository's GGUF files with sizes and LFS sha256, from one model-info request."""
+    """The repository's GGUF files with sizes and LFS sha256, from one model-info request.
+
+    Every name the answer holds (repository id, commit, file paths, sizes, hashes) is
+    checked against the hub's own forms here, where it enters: they become cache paths.
+    """
+    from huggingface_hub.hf_api import ModelInfo as HubModelInfo
+
     conn = connection or hub_connection()
     conn.check_online()
-    repo = repo.strip().strip("/")
-    if repo.count("/") != 1:
-        raise HubError(f"{repo!r} is not a repository id", fix="Give it as owner/name, e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF")
+    repo = user_repo_id(repo)
+    revision = user_revision(revision)
+    server = conn.endpoint
     with hub_errors(conn, repo=repo):
-        info = conn.api().model_info(repo, revision=revision, files_metadata=True, timeout=conn.timeout())
-    remote_files = tuple(
-        RemoteFile(path=s.rfilename, size_bytes=(s.lfs.size if s.lfs else s.size), sha256=(s.lfs.sha256 if s.lfs else None))
-        for s in (info.siblings or ())
-    )
+        # The request HfApi.model_info(repo, revision=, files_metadata=True) sends, read with a size bound.
+        data = get_json_bounded(conn, f"{server}/api/models/{repo}/revision/{quote(revision, safe='')}",
+                                params={"blobs": True}, what=f"the file listing of {repo}")
+        try:
+            info = HubModelInfo(**data)
+            siblings = tuple(info.siblings or ())
+            listed = [(s.rfilename, s.lfs.size if s.lfs else s.size, s.lfs.sha256 if s.lfs else None) for s in siblings]
+        except (TypeError, KeyError, ValueError, AttributeError) as error:  # JSON that is no model listing
+            raise HubAnswerRefused(
+                f"the hub at {server} answered the file listing of {repo} with something that is not a model listing ({type(error).__name__})",
+                fix=TRUSTED_FIX,
+            ) from None
+    listed_repo = require(info.id or repo, repo_id_problem, kind="the repository id", server=server)
+    commit = info.sha or ""
+    if commit:
+        require(commit, commit_problem, kind="the commit", server=server)
+    remote_files = tuple(_checked_remote_file(path, size, sha256, server) for path, size, sha256 in listed)
     return RepoFiles(
-        repo=info.id or repo,
+        repo=listed_repo,  # type: ignore[arg-type]
         revision=revision,
-        commit=info.sha or "",
+        commit=commit,
         gated=bool(info.gated),
         files=group_gguf_files(remote_files),
         other_files=tuple(f.path for f in remote_files if not f.path.lower().endswith(".gguf")),
     )
+
+
+def _checked_remote_file(path: object, size: object, sha256: object, server: str) -> RemoteFile:
+    """One listing entry held to the hub's forms: a relative file path, a byte count, a sha256."""
+    require(path, file_name_problem, kind="the file name", server=server)
+    if size is not None:
+        require(size, size_problem, kind=f"the size of {path}", server=server)
+    if sha256 is not None:
+        require(sha256, sha256_problem, kind=f"the LFS sha256 of {path}", server=server)
+    split = split_part(path)  # type: ignore[arg-type]
+    if split is not None and not 1 <= split[1] <= split[2]:
+        raise refused("the split part name", path, f"numbers part {split[1]} of {split[2]}", server=server)
+    return RemoteFile(path=path, size_bytes=size, sha256=sha256)  # type: ignore[arg-type]

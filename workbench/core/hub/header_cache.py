@@ -9,7 +9,9 @@ from pathlib import Path
 
 from workbench.core import paths
 from workbench.core.hub.cache_layout import repo_folder_name
+from workbench.core.hub.names import file_name_problem, sha256_problem, size_problem
 from workbench.core.hub.range_stream import SeekableReader
+from workbench.core.safe_paths import UnsafePathError, path_inside
 
 
 class HeaderCacheMiss(OSError):
@@ -37,17 +39,20 @@ def header_cache_dir() -> Path:
 
 
 def _files(repo: str, path: str) -> tuple[Path, Path]:
-    base = header_cache_dir() / repo_folder_name(repo) / path
-    return base.with_name(base.name + ".head.json"), base.with_name(base.name + ".head.bin")
+    """The two files of one stored header; UnsafePathError when `repo` or `path` would lead out of the header cache."""
+    root = header_cache_dir()
+    folder = repo_folder_name(repo)
+    return path_inside(root, folder, path + ".head.json"), path_inside(root, folder, path + ".head.bin")
 
 
 def save_header(repo: str, path: str, size: int, sha256: str | None, segments: tuple[tuple[int, bytes], ...]) -> Path:
     """Store the fetched byte ranges of one file's header; the JSON is written last so a torn write is a miss."""
     meta_file, data_file = _files(repo, path)
     meta_file.parent.mkdir(parents=True, exist_ok=True)
+    meta_file, data_file = _files(repo, path)  # again, now the folders exist
     data_file.write_bytes(b"".join(data for _, data in segments))
     meta = {"repo": repo, "path": path, "size": size, "sha256": sha256, "segments": [[offset, len(data)] for offset, data in segments]}
-    temporary = meta_file.with_name(meta_file.name + ".tmp")
+    temporary = path_inside(header_cache_dir(), repo_folder_name(repo), path + ".head.json.tmp")
     temporary.write_text(json.dumps(meta))
     os.replace(temporary, meta_file)
     return meta_file
@@ -55,21 +60,28 @@ def save_header(repo: str, path: str, size: int, sha256: str | None, segments: t
 
 def stored_header_files(repo: str) -> tuple[tuple[str, int, str | None], ...]:
     """(path, file size, sha256) of every header stored for `repo`: what an offline preview can show."""
-    folder = header_cache_dir() / repo_folder_name(repo)
+    try:
+        folder = path_inside(header_cache_dir(), repo_folder_name(repo))
+    except UnsafePathError:
+        return ()
     found = []
     for meta_file in sorted(folder.rglob("*.head.json")) if folder.is_dir() else ():
         try:
             meta = json.loads(meta_file.read_text())
-            found.append((str(meta["path"]), int(meta["size"]), meta.get("sha256")))
+            entry = (meta["path"], meta["size"], meta.get("sha256"))
         except (OSError, ValueError, KeyError, TypeError):
             continue  # damaged: load_header would miss it too
+        # The files are ours, but a name read back from disk is still checked before it is used.
+        if file_name_problem(entry[0]) or size_problem(entry[1]) or (entry[2] is not None and sha256_problem(entry[2])):
+            continue
+        found.append(entry)
     return tuple(found)
 
 
 def load_header(repo: str, path: str, *, sha256: str | None = None) -> StoredHeader | None:
     """The stored header of `repo/path`; None when there is none, it is damaged, or its sha256 differs."""
-    meta_file, data_file = _files(repo, path)
     try:
+        meta_file, data_file = _files(repo, path)
         meta = json.loads(meta_file.read_text())
         blob = data_file.read_bytes()
         segments = []
@@ -80,7 +92,7 @@ def load_header(repo: str, path: str, *, sha256: str | None = None) -> StoredHea
         if cursor != len(blob):
             return None
         stored = StoredHeader(repo=meta["repo"], path=meta["path"], size=int(meta["size"]), sha256=meta.get("sha256"), segments=tuple(segments))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, UnsafePathError):
         return None
     if sha256 and stored.sha256 and stored.sha256 != sha256:
         return None  # the hub has a new file under this name: preview it afresh

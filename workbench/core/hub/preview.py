@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from workbench.core.errors import HubError
 from workbench.core.hub.client import HubConnection, HubUnreachable, hub_connection, hub_errors
 from workbench.core.hub.files import GGUFFile, RemoteFile, list_gguf_files, missing_parts
+from workbench.core.hub.metadata import file_metadata
 from workbench.core.hub.header_cache import HeaderCacheMiss, load_header, save_header
 from workbench.core.hub.range_stream import RangeStream
 from workbench.core.ledger_types import DOES_NOT_FIT, Ledger
@@ -132,8 +133,6 @@ def largest_fitting_ctx(model: ModelInfo, preset: Preset, device: DeviceProfile)
 
 def _read_part(repo: str, part: RemoteFile, revision: str, conn: HubConnection) -> tuple[ModelInfo, int, int, bool]:
     """(ModelInfo, bytes fetched, requests, from cache) for one file."""
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
-
     from workbench.core.gguf_reader import read_gguf
 
     label = f"{repo}/{part.path}"
@@ -144,13 +143,15 @@ def _read_part(repo: str, part: RemoteFile, revision: str, conn: HubConnection) 
         except HeaderCacheMiss:
             pass  # stored by an older reader that read less: fetch again
     conn.check_online()
-    url = hf_hub_url(repo, part.path, revision=revision, endpoint=conn.endpoint)
+    meta = file_metadata(conn, repo, part.path, revision, need_etag=False)
+    size = meta.size if meta.size is not None else (part.size_bytes or 0)
     with hub_errors(conn, repo=repo, filename=part.path):
-        meta = get_hf_file_metadata(url, token=conn.token or False, timeout=conn.timeout(), endpoint=conn.endpoint)
-        size = meta.size if meta.size is not None else (part.size_bytes or 0)
         stream = RangeStream(meta.location, size, client=conn.session(), headers=conn.headers(meta.location), timeout=conn.timeout(), name=label)
         info = read_gguf(stream, label=label)
-    save_header(repo, part.path, size, part.sha256, stream.segments)
+    try:
+        save_header(repo, part.path, size, part.sha256, stream.segments)
+    except OSError:
+        pass  # a full or read-only disk costs the offline copy only: the preview itself is complete
     return info, stream.bytes_fetched, stream.requests + 1, False
 
 

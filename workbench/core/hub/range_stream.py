@@ -9,6 +9,7 @@ from typing import Any
 
 FIRST_BLOCK = 256 * 1024
 LARGEST_BLOCK = 8 * 1024 * 1024
+MAX_SKIP_BYTES = 64 * 1024 * 1024  # how far into a file a server that ignores Range is followed
 
 
 class SeekableReader(io.RawIOBase):
@@ -115,25 +116,43 @@ class RangeStream(SeekableReader):
         self.requests += 1
         with self._client.stream("GET", self.url, headers=headers, timeout=self._timeout) as response:
             if response.status_code >= 400:
-                response.read()
-                _raise_for_status(response)
-            # A server that ignores Range answers 200 from byte 0: read up to what we need, then hang up.
+                _raise_for_status(response, self.name)
+            # A server that ignores Range answers 200 from byte 0: skip to `start` without keeping
+            # those bytes, read what we need, then hang up. Far into a big file that is a download
+            # of its own, so it is refused instead.
             skip = start if response.status_code == 200 else 0
+            if skip > MAX_SKIP_BYTES:
+                raise _range_error(f"the server ignores range requests (it answered a read at byte {start:,} with the whole file)", self.url, self.name)
+            if response.status_code == 206 and not response.headers.get("Content-Range", "").startswith(f"bytes {start}-"):
+                raise _range_error(f"the server answered a read at byte {start:,} with Content-Range {response.headers.get('Content-Range')!r:.60}", self.url, self.name)
             wanted = want_end - start
             data = bytearray()
             for chunk in response.iter_bytes():
                 self.bytes_fetched += len(chunk)
-                data += chunk
-                if len(data) >= skip + wanted:
+                if skip:
+                    dropped = min(skip, len(chunk))
+                    skip -= dropped
+                    chunk = chunk[dropped:]
+                data += chunk[: wanted - len(data)]  # never more than asked for, whatever the server sends
+                if len(data) >= wanted:
                     break
-        data = bytes(data[skip : skip + wanted])
+        data = bytes(data)
         self._block = min(self._block * 2, LARGEST_BLOCK)
         if data:
             bisect.insort(self._starts, start)
             self._segments[start] = data
 
 
-def _raise_for_status(response: Any) -> None:
-    from huggingface_hub.utils import hf_raise_for_status
+def _raise_for_status(response: Any, name: str) -> None:
+    from workbench.core.hub.client import raise_for_status_bounded
 
-    hf_raise_for_status(response)
+    raise_for_status_bounded(response, where=name)
+
+
+def _range_error(what: str, url: str, name: str) -> Exception:
+    from urllib.parse import urlsplit
+
+    from workbench.core.errors import HubError
+
+    parts = urlsplit(url)
+    return HubError(f"{what}: {parts.scheme}://{parts.netloc}", where=name, fix="Use another mirror (HF_ENDPOINT), or download the file to preview it locally")

@@ -6,7 +6,8 @@ import tomllib
 from dataclasses import dataclass
 
 from workbench.core.errors import HubError
-from workbench.core.hub.client import HubConnection, hub_connection, hub_errors
+from workbench.core.hub.client import HubConnection, get_json_bounded, hub_connection, hub_errors
+from workbench.core.hub.names import TRUSTED_FIX, HubAnswerRefused, refused, repo_id_problem, require
 from workbench.core.paths import data_dir
 
 CURATED_FILE = "curated_models.toml"
@@ -46,7 +47,6 @@ def search_gguf_repos(text: str, *, limit: int = 20, connection: HubConnection |
     The JSON is parsed by huggingface_hub's own ModelInfo.
     """
     from huggingface_hub.hf_api import ModelInfo as HubModelInfo
-    from huggingface_hub.utils import hf_raise_for_status
 
     conn = connection or hub_connection()
     conn.check_online()
@@ -55,24 +55,24 @@ def search_gguf_repos(text: str, *, limit: int = 20, connection: HubConnection |
     url = f"{conn.endpoint}/api/models"
     params = {"search": text.strip(), "filter": "gguf", "sort": "downloads", "limit": limit}
     with hub_errors(conn):
-        response = conn.session().get(url, params=params, headers=conn.headers(url), timeout=conn.timeout())
-        hf_raise_for_status(response)
-        items = response.json()
+        items = get_json_bounded(conn, url, params=params, what="the search")
     if not isinstance(items, list):
         raise HubError(f"the hub at {conn.endpoint} answered the search with something that is not a list", fix="Check HF_ENDPOINT points at a Hugging Face hub or mirror")
     hits = []
     for item in items[:limit]:
-        info = HubModelInfo(**item)
-        hits.append(
-            RepoHit(
-                repo=info.id,
-                downloads=info.downloads,
-                likes=info.likes,
-                gated=bool(info.gated),
-                last_modified=info.last_modified.date().isoformat() if info.last_modified else "",
-                tags=tuple(info.tags or ()),
-            )
-        )
+        try:
+            info = HubModelInfo(**item)
+            last_modified = info.last_modified.date().isoformat() if info.last_modified else ""
+            hit = RepoHit(repo=info.id, downloads=info.downloads, likes=info.likes, gated=bool(info.gated),
+                          last_modified=last_modified, tags=tuple(info.tags or ()))
+        except (TypeError, KeyError, ValueError, AttributeError) as error:
+            raise HubAnswerRefused(f"the hub at {conn.endpoint} answered the search with an entry that is not a repository ({type(error).__name__})", fix=TRUSTED_FIX) from None
+        # A repository id from the search is later joined to cache folders: the hub's form only.
+        require(hit.repo, repo_id_problem, kind="the repository id", server=conn.endpoint)
+        for count, label in ((hit.downloads, "download count"), (hit.likes, "like count")):
+            if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+                raise refused(f"the {label} of {hit.repo}", count, "is not a whole number", server=conn.endpoint)
+        hits.append(hit)
     # The hub sorts already; sorting again keeps a mirror that ignores `sort` honest.
     return tuple(sorted(hits, key=lambda hit: -(hit.downloads or 0)))
 

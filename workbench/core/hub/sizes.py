@@ -23,7 +23,7 @@ def rate_text(bytes_per_s: float | None) -> str:
 def eta_text(seconds: float | None) -> str:
     if seconds is None:
         return "ETA unknown"
-    seconds = int(round(seconds))
+    seconds = max(int(round(seconds)), 0)
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"ETA {hours}:{minutes:02d}:{secs:02d}" if hours else f"ETA {minutes}:{secs:02d}"
