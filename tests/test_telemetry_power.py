@@ -196,3 +196,22 @@ def test_a_rail_that_cannot_be_read_is_named_not_zero(tmp_path, failure, why):
     assert ("power", "the total needs VIN_SYS_5V0, which could not be read") in [
         (item.what, item.why) for item in reading.unavailable
     ]
+
+
+def test_thor_ina238_vin_is_the_total(tmp_path):
+    # jetson_stats PR #900: Thor's carrier INA238 reports VIN, the total input, as power1_input in µW. The values
+    # are written here by hand: 19 780 000 µW = 19.78 W at 19 008 mV, beside a module INA3221 rail.
+    ina238 = tmp_path / "sys/class/hwmon/hwmon4"
+    ina238.mkdir(parents=True)
+    (ina238 / "name").write_text("ina238\n")
+    (ina238 / "power1_input").write_text("19780000\n")
+    (ina238 / "in1_input").write_text("19008\n")
+    module = tmp_path / "sys/class/hwmon/hwmon1"
+    module.mkdir(parents=True)
+    (module / "name").write_text("ina3221\n")
+    for name, text in (("in1_label", "VIN_SYS_5V0"), ("in1_input", "5000"), ("curr1_input", "1127")):
+        (module / name).write_text(text + "\n")
+    reading = PowerSampler(tmp_path).read(1.0)
+    rails = {rail.name: rail for rail in reading.rails}
+    assert rails["VIN"].watts == pytest.approx(19.78) and rails["VIN"].volts == pytest.approx(19.008)
+    assert (reading.total_w, reading.total_source) == (pytest.approx(19.78), "VIN (ina238 hwmon4)")

@@ -34,13 +34,14 @@ class RaplDomain:
 
 @dataclass(frozen=True)
 class InaChannel:
-    """One labelled INA3221 channel: mainline hwmon (mV, mA) or JetPack 4 iio (mW)."""
+    """One labelled INA3221 channel: mainline hwmon (mV, mA) or JetPack 4 iio (mW); or Thor's INA238 (µW)."""
 
     label: str
     source: str
     volts_path: Path | None
     amps_path: Path | None
     milliwatts_path: Path | None = None
+    microwatts_path: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,8 @@ class PowerSampler:
             found = None
         if found is not None:
             how, watts = found
-            sources = ", ".join(dict.fromkeys(rail.source for rail in board))
+            summed = board if how.startswith("sum of") else [rail for rail in board if rail.name == how]
+            sources = ", ".join(dict.fromkeys(rail.source for rail in summed))
             total = (watts, f"{how} ({sources})")
         rapl_rails = [rail for rail in rails if rail.source.startswith("intel-rapl")]
         if total is None and rapl_rails:
@@ -223,6 +225,11 @@ def _ina3221_channels(root: Path, reader: Reader) -> list[InaChannel]:
             channels.append(
                 InaChannel(label, f"ina3221 {hwmon.name}", hwmon / f"in{index}_input", hwmon / f"curr{index}_input")
             )
+    # Jetson AGX Thor carrier: an INA238 measures VIN, the board input (jetson_stats PR #900): power1_input in µW.
+    for hwmon in sorted_glob(under(root, "/sys/class/hwmon"), "hwmon*"):
+        if read_optional(reader, hwmon / "name") == "ina238" and (hwmon / "power1_input").exists():
+            channels.append(InaChannel("VIN", f"ina238 {hwmon.name}", hwmon / "in1_input", None,
+                                       microwatts_path=hwmon / "power1_input"))
     # JetPack 4 (L4T 32): the downstream ina3221x driver exposes iio devices in mW.
     for device in sorted_glob(under(root, "/sys/bus/i2c/drivers/ina3221x"), "*/iio:device*"):
         for name_path in sorted_glob(device, "rail_name_*"):
@@ -235,6 +242,11 @@ def _ina3221_channels(root: Path, reader: Reader) -> list[InaChannel]:
 
 def _channel_watts(reader: Reader, channel: InaChannel) -> tuple[float | None, float | None, str]:
     """(watts, volts, why): why names the file and its error when the channel gives no reading."""
+    if channel.microwatts_path is not None:
+        microwatts, why = read_int_why(reader, channel.microwatts_path)
+        millivolts, _ = read_int_why(reader, channel.volts_path) if channel.volts_path else (None, "")
+        volts = millivolts / 1000 if millivolts is not None else None
+        return (microwatts / 1e6 if microwatts is not None else None), volts, why
     if channel.milliwatts_path is not None:
         milliwatts, why = read_int_why(reader, channel.milliwatts_path)
         return (milliwatts / 1000 if milliwatts is not None else None), None, why
