@@ -31,13 +31,14 @@ def test_no_loads(tree):
     assert sampler.read().loads == ()
 
 
-def test_npu_load_in_root_only_debugfs():
-    # As root the tests can read any file; an ordinary user gets EACCES from debugfs.
-    def unprivileged(path):
-        if "debug" in path.parts:
-            raise PermissionError(13, "Permission denied", str(path))
-        return read_text(path)
+def unprivileged(path):
+    """The reader an ordinary user has: debugfs answers EACCES (the tests run as root, who reads anything)."""
+    if "debug" in path.parts:
+        raise PermissionError(13, "Permission denied", str(path))
+    return read_text(path)
 
+
+def test_npu_load_in_root_only_debugfs():
     reading = LoadSampler(TREES / "rk3588", unprivileged).read()
     assert "npu0" not in dict(reading.loads)
     assert [(item.what, item.why) for item in reading.unavailable] == [("npu load", NPU_NEEDS_ROOT)]
@@ -78,11 +79,6 @@ def test_jetson_engine_clocks_from_debugfs_and_off_engines_left_out():
 
 
 def test_engine_clocks_without_root_are_named():
-    def unprivileged(path):
-        if "debug" in path.parts:
-            raise PermissionError(13, "Permission denied", str(path))
-        return read_text(path)
-
     reading = LoadSampler(TREES / "jetson-nano", unprivileged).read()
     assert reading.clocks_mhz == ()
     assert {item.what for item in reading.unavailable} == {"ape clock", "nvdec clock", "nvenc clock", "vic03 clock"}
