@@ -14,7 +14,7 @@ from test_presets import assert_clear_error
 from workbench.cli.main import main
 from workbench.core import bandwidth
 from workbench.core.bandwidth import host_bandwidth, machine_key, measure_read_bandwidth
-from workbench.core.devices import device_origin, list_devices, load_device
+from workbench.core.devices import device_catalog, device_origin, list_devices, load_device
 from workbench.core.errors import PresetError
 from workbench.core.host import detect_host, os_reserve_mb
 from workbench.core.paths import data_dir
@@ -294,3 +294,26 @@ def test_the_table_fits_an_80_column_terminal_and_stays_whole_in_a_pipe():
     jetson = next(line for line in narrow.splitlines() if line.startswith("jetson-orin-nano-8gb"))
     assert jetson.split()[1:] == ["8192", "2000", "6192", "68", "15", "6", "shipped"]
     assert "2000 (os 1200, dma_frame_buffers 800)" in devices_table(devices)
+
+
+# -- hostile device files (issue 10, item 6) ------------------------------------------------
+
+def test_one_broken_user_device_is_named_and_the_others_still_listed(own_dirs, capsys):
+    user = own_dirs / "config" / "devices"
+    write(user, GOOD)
+    write(user, GOOD.replace('"board"', '"deep"') + "notes = " + "{a = " * 400 + "1" + "}" * 400 + "\n", "deep.toml")
+    write(user, GOOD.replace('"board"', '"bom"'), "bom.toml")
+    (user / "bom.toml").write_bytes(b"\xef\xbb\xbf" + (user / "bom.toml").read_bytes())
+    (user / "latin1.toml").write_bytes(b'name = "latin1"\n# caf\xe9\nram_total_mb = 8192\n')
+    catalog = device_catalog()
+    names = [d.name for d in catalog.entries]
+    assert "board" in names and "bom" in names and "jetson-orin-nano-8gb" in names
+    assert [Path(b.path).name for b in catalog.broken] == ["deep.toml", "latin1.toml"]
+    assert "values nested more than 32 levels deep" in catalog.broken[0].line
+    before_e_acute = len(b'name = "latin1"\n# caf')
+    assert f"not UTF-8 text (byte {before_e_acute})" in catalog.broken[1].line
+    assert catalog.broken[0].line.startswith(f"broken: {user / 'deep.toml'}:5: ")
+    assert catalog.broken[1].line.startswith(f"broken: {user / 'latin1.toml'}:2: ")
+    assert main(["devices", "--no-host"]) == 0
+    out = capsys.readouterr().out
+    assert f"broken: {user / 'deep.toml'}:5: values nested" in out and "\nboard " in out

@@ -27,6 +27,7 @@ from workbench.core.presets import (
     llama_server_args,
     llama_server_command,
     load_preset,
+    preset_catalog,
     preset_from_mapping,
     preset_origin,
     preset_problems,
@@ -451,7 +452,13 @@ def test_cli_bad_preset_is_one_line_on_stderr(capsys, config_dir):
     folder = config_dir / "presets"
     folder.mkdir(parents=True)
     (folder / "typo.toml").write_text('name = "typo"\nctx = 4096\n')
-    assert main(["presets"]) == 2
+    # the listing names the broken file on a line of its own and still lists the rest
+    assert main(["presets"]) == 0
+    out = capsys.readouterr().out
+    broken = [line for line in out.splitlines() if line.startswith("broken: ")]
+    assert len(broken) == 1 and broken[0].startswith(f"broken: {folder / 'typo.toml'}:2: ") and "ctx_size" in broken[0]
+    assert "\nbalanced-q4km " in out
+    assert main(["presets", "show", "typo"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{folder / 'typo.toml'}:2" in err and "ctx_size" in err
 
@@ -467,3 +474,46 @@ def test_cli_table_fits_80_columns_with_descriptions_under_their_rows():
     piped = presets_table(presets)
     assert any(line.startswith("edge-int4-kv8") and line.endswith(load_preset("edge-int4-kv8").description)
                for line in piped.splitlines())
+
+
+# -- hostile preset files (issue 10, item 6) ------------------------------------------------
+
+NESTED = 'name = "deep"\nweights = "keep"\ntensor_split = ' + "[" * 5000 + "]" * 5000 + "\n"
+
+
+def test_nested_arrays_are_one_line_not_a_recursion_error(tmp_path: Path):
+    # tomllib recurses per bracket: 5000 of them raised RecursionError with a traceback.
+    with pytest.raises(PresetError) as caught:
+        load_preset(str(write(tmp_path, NESTED, "deep.toml")))
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'deep.toml'}:3: values nested more than 32 levels deep")
+    assert "\n" not in message
+
+
+def test_a_byte_order_mark_is_read_past(tmp_path: Path):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b'\xef\xbb\xbfname = "bom"\nweights = "q4_k_m"\n')  # what Notepad saves as "UTF-8 with BOM"
+    preset = load_preset(str(path))
+    assert (preset.name, preset.weights) == ("bom", "Q4_K_M")
+
+
+def test_one_broken_user_preset_is_named_and_the_others_still_listed(config_dir: Path, capsys):
+    user = config_dir / "presets"
+    user.mkdir(parents=True)
+    write(user, NESTED, "deep.toml")
+    write(user, 'name = "typo"\nctx_size = "4k"\n', "typo.toml")
+    write(user, 'name = "mine"\nweights = "Q8_0"\n', "mine.toml")
+    catalog = preset_catalog()
+    names = [p.name for p in catalog.entries]
+    assert "mine" in names and "balanced-q4km" in names and "deep" not in names and "typo" not in names
+    assert [b.path for b in catalog.broken] == [str(user / "deep.toml"), str(user / "typo.toml")]
+    assert [p.name for p in list_presets()] == names  # the app's selector list: no exception
+    assert main(["presets"]) == 0
+    out = capsys.readouterr().out
+    assert f"broken: {user / 'deep.toml'}:3: values nested more than 32 levels deep" in out
+    assert f'broken: {user / "typo.toml"}:2: ctx_size = "4k" is a text value' in out
+    assert "\nmine " in out and "\nbalanced-q4km " in out
+    assert main(["presets", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "mine" in [row["name"] for row in json.loads(captured.out)]
+    assert captured.err.count("broken: ") == 2

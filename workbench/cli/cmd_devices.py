@@ -85,9 +85,12 @@ def devices_table(devices, width: int | None = None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.text_table import terminal_width
-    from workbench.core.devices import list_devices, user_devices_dir
+    from workbench.core.devices import device_catalog, user_devices_dir
 
-    devices = list_devices(include_host=False)
+    catalog = device_catalog()
+    devices = catalog.entries
+    # A malformed file is named on a line of its own; the others are listed all the same.
+    broken = "".join(f"{file.line}\n" for file in catalog.broken)
     if not args.no_host:
         from workbench.core.bandwidth import host_bandwidth
         from workbench.core.host import detect_host
@@ -95,8 +98,9 @@ def run(args: argparse.Namespace) -> int:
         devices += (detect_host(bandwidth=host_bandwidth(refresh=args.remeasure)),)
     if args.json:
         write_json([_record(d) for d in devices])
+        sys.stderr.write(broken)
         return 0
-    sys.stdout.write(devices_table(devices, terminal_width()))
+    sys.stdout.write(devices_table(devices, terminal_width()) + broken)
     sys.stdout.write("\nBudget = RAM minus reserves: what is left for the model.\n"
                      "`workbench devices show NAME` itemises the reserves and gives each figure's source.\n"
                      f"User devices live in {user_devices_dir()}.\n")

@@ -35,13 +35,17 @@ def _row(preset, origin: str) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.text_table import terminal_width
-    from workbench.core.presets import list_presets, preset_origin, user_presets_dir
+    from workbench.core.presets import preset_catalog, preset_origin, user_presets_dir
 
-    presets = list_presets()
+    catalog = preset_catalog()
+    presets = catalog.entries
+    # A malformed file is named on a line of its own; the others are listed all the same.
+    broken = "".join(f"{file.line}\n" for file in catalog.broken)
     if args.json:
         write_json([_row(p, preset_origin(p)) for p in presets])
+        sys.stderr.write(broken)
         return 0
-    sys.stdout.write(presets_table(presets, terminal_width()))
+    sys.stdout.write(presets_table(presets, terminal_width()) + broken)
     sys.stdout.write(f"\nUser presets live in {user_presets_dir()}\n(same name = replaces the shipped one).\n")
     return 0
 

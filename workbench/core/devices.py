@@ -10,6 +10,7 @@ from workbench.core import paths
 from workbench.core.errors import PresetError
 from workbench.core.preset import DeviceProfile
 from workbench.core.toml_checks import (
+    Catalog,
     TomlSource,
     catalog_files,
     catalog_origin,
@@ -17,6 +18,7 @@ from workbench.core.toml_checks import (
     get_int,
     get_number,
     get_str,
+    load_catalog,
     load_entry_file,
     looks_like_path,
     unknown_name,
@@ -132,10 +134,14 @@ def load_device(spec: str) -> DeviceProfile:
     raise unknown_name(spec, sorted(files) + [HOST], "device")
 
 
+def device_catalog() -> Catalog[DeviceProfile]:
+    """Shipped and user devices that load, by name (user wins by name), and the files that do not (with why)."""
+    return load_catalog(_catalog_files(), lambda path: _load_device_file(path, catalog=True))
+
+
 def list_devices(*, include_host: bool = True) -> tuple[DeviceProfile, ...]:
-    """Shipped and user devices by name (user wins by name), then the detected host."""
-    files = _catalog_files()
-    devices = tuple(_load_device_file(files[name], catalog=True) for name in sorted(files))
+    """The devices of `device_catalog()` that load (a malformed file is left out), then the detected host."""
+    devices = device_catalog().entries
     if include_host:
         from workbench.core.host import detect_host
 

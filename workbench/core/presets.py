@@ -16,6 +16,7 @@ from workbench.core.errors import PresetError
 from workbench.core.model_info import ModelInfo
 from workbench.core.preset import Preset
 from workbench.core.toml_checks import (
+    Catalog,
     TomlSource,
     catalog_files,
     catalog_origin,
@@ -24,6 +25,7 @@ from workbench.core.toml_checks import (
     get_bool,
     get_int,
     get_str,
+    load_catalog,
     load_entry_file,
     looks_like_path,
     text_of,
@@ -176,10 +178,18 @@ def load_preset(spec: str) -> Preset:
     raise unknown_name(spec, sorted(files), "preset")
 
 
+def preset_catalog() -> Catalog[Preset]:
+    """Every shipped and user preset that loads, by name, and the files that do not (with why).
+
+    A user preset replaces a shipped one of its name. One malformed file is named in
+    `broken`; it never hides the others.
+    """
+    return load_catalog(_catalog_files(), lambda path: _load_preset_file(path, catalog=True))
+
+
 def list_presets() -> tuple[Preset, ...]:
-    """Every shipped and user preset, by name; a user preset replaces a shipped one of its name."""
-    files = _catalog_files()
-    return tuple(_load_preset_file(files[name], catalog=True) for name in sorted(files))
+    """The presets of `preset_catalog()` that load (a malformed file is left out)."""
+    return preset_catalog().entries
 
 
 def preset_origin(preset: Preset) -> str:

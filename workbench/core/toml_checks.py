@@ -10,11 +10,13 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from workbench.core.errors import PresetError
 
 Entry = TypeVar("Entry")  # a Preset or a DeviceProfile
+MAX_NESTING = 32  # arrays/inline tables inside each other; presets need 2, tomllib recurses until it crashes
+_UTF8_BOM = b"\xef\xbb\xbf"
 _SYNTAX_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 _TABLE_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
 
@@ -66,12 +68,23 @@ def read_toml(path: Path, kind: str) -> tuple[dict[str, Any], TomlSource]:
         raise PresetError(f"cannot read the {kind} file ({error.strerror})", where=label,
                           fix="Check the file's permissions") from None
     try:
-        text = raw.decode("utf-8")
+        # utf-8-sig: a byte-order mark (Windows editors write one) is read past, not a syntax error
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise PresetError(f"not UTF-8 text (byte {error.start})", where=label,
+        start = error.start + (len(_UTF8_BOM) if raw.startswith(_UTF8_BOM) else 0)
+        line = raw[:start].count(b"\n") + 1
+        raise PresetError(f"not UTF-8 text (byte {start})", where=f"{label}:{line}",
                           fix=f"A {kind} is a TOML text file; save it as UTF-8") from None
+    too_deep = _nesting_too_deep(text)
+    if too_deep is not None:
+        raise PresetError(f"values nested more than {MAX_NESTING} levels deep (arrays or tables inside each other)",
+                          where=f"{label}:{too_deep}", fix=f"A {kind} holds plain values and flat lists: remove the "
+                                                           "extra brackets")
     try:
         data = tomllib.loads(text)
+    except RecursionError:  # nesting the scan above did not see (it never should)
+        raise PresetError("values nested too deeply for the TOML reader", where=label,
+                          fix=f"A {kind} holds plain values and flat lists: remove the extra brackets") from None
     except tomllib.TOMLDecodeError as error:
         message = str(error)
         position = _SYNTAX_POSITION.search(message)
@@ -80,6 +93,43 @@ def read_toml(path: Path, kind: str) -> tuple[dict[str, Any], TomlSource]:
         raise PresetError(f"not valid TOML: {what}", where=where,
                           fix='Fix the syntax on that line (text values need quotes, e.g. weights = "Q4_K_M")') from None
     return data, TomlSource(label, text)
+
+
+def _nesting_too_deep(text: str) -> int | None:
+    """The 1-based line where brackets or braces open past MAX_NESTING, None when they never do.
+
+    tomllib parses nested arrays and inline tables recursively: a few hundred levels raise
+    RecursionError, so the depth is counted first. Strings and comments are skipped; a
+    table header's brackets count too, which costs nothing (they close on their line).
+    """
+    depth, line, index, length = 0, 1, 0, len(text)
+    while index < length:
+        char = text[index]
+        if char == "\n":
+            line += 1
+        elif char == "#":
+            end = text.find("\n", index)
+            index = length if end < 0 else end
+            continue
+        elif char in "\"'":
+            quote = text[index : index + 3] if text[index : index + 3] in ('"""', "'''") else char
+            index += len(quote)
+            while index < length and not text.startswith(quote, index):
+                if text[index] == "\n":
+                    line += 1
+                elif text[index] == "\\" and quote[0] == '"':
+                    index += 1  # an escaped character, possibly a quote
+                index += 1
+            index += len(quote)
+            continue
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                return line
+        elif char in "]}":
+            depth = max(0, depth - 1)
+        index += 1
+    return None
 
 
 def closest(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
@@ -247,3 +297,35 @@ def unknown_name(spec: str, names: list[str], kind: str) -> PresetError:
     hint = f'Did you mean "{guess}"? ' if guess else ""
     return PresetError(f'unknown {kind} "{spec}"',
                        fix=f"{hint}Known {kind}s: {', '.join(names)}; or give a path to a .toml file")
+
+
+@dataclass(frozen=True)
+class BrokenFile:
+    """A catalogue file that does not load: listed with its reason instead of failing the whole list."""
+
+    path: str
+    error: str  # the one-line error: file:line, what is wrong, what to do
+
+    @property
+    def line(self) -> str:
+        return f"broken: {self.error}"
+
+
+@dataclass(frozen=True)
+class Catalog(Generic[Entry]):
+    """The entries of a catalogue folder pair that load, and the files that do not."""
+
+    entries: tuple[Entry, ...]
+    broken: tuple[BrokenFile, ...] = ()
+
+
+def load_catalog(files: dict[str, Path], load: Callable[[Path], Entry]) -> Catalog[Entry]:
+    """`load` every file by name; one malformed file is named in `broken`, the others still load."""
+    entries, broken = [], []
+    for name in sorted(files):
+        path = files[name]
+        try:
+            entries.append(load(path))
+        except PresetError as error:
+            broken.append(BrokenFile(str(path), str(error) if error.where else f"{path}: {error}"))
+    return Catalog(tuple(entries), tuple(broken))
