@@ -9,9 +9,13 @@ Endpoints (what `workbench.core.hub` asks through huggingface_hub):
 The CDN is the same server under another host name (localhost vs 127.0.0.1), so the
 client sees a cross-origin redirect exactly as with the real hub and its CDN.
 
-Faults per file: cut the connection after N bytes, stall after N bytes, corrupt a byte,
-answer with a status (5xx), and gated repositories answer 401/403 with X-Error-Code: GatedRepo.
-Every request is recorded with the bytes of body it sent, for resume assertions.
+Faults per file: cut the connection after N bytes, stall after N bytes (until released),
+corrupt a byte, send more than announced or never stop, answer with a status (5xx), and
+gated repositories answer 401/403 with X-Error-Code: GatedRepo. A hostile mirror is a repo
+with `hostile` answers: its model info, file listing and resolve headers replaced by any
+JSON/header values a test (or the fuzz test) chooses. Every request is recorded with the
+bytes of body it sent, and the server signals what it did (`events`: stalled, cut, the
+client hung up) so tests wait for the server instead of guessing with timeouts.
 """
 
 from __future__ import annotations
@@ -35,10 +39,23 @@ class Fault:
 
     cut_after: int | None = None  # close the connection after this many body bytes
     stall_after: int | None = None  # stop sending after this many body bytes ...
-    stall_seconds: float = 60.0  # ... for this long (or until the server stops)
+    stall_seconds: float = 60.0  # ... for this long (or until released, or the server stops)
+    release: threading.Event | None = None  # set it to end the stall early (the body then goes on)
     corrupt_at: int | None = None  # flip the byte at this file offset
     status: int | None = None  # answer the resolve request with this status instead
+    oversend: int | None = None  # send this many bytes more than the range, announced in Content-Length
+    endless: bool = False  # no Content-Length: the file's bytes, then filler until the client hangs up
     times: int | None = 1
+
+
+@dataclass
+class Hostile:
+    """A mirror's lies about one repository: values sent as given, whatever their type or form."""
+
+    info: dict = field(default_factory=dict)  # merged over the model info JSON ("id", "sha", ...)
+    siblings: list | None = None  # the file listing, raw
+    resolve_headers: dict = field(default_factory=dict)  # header -> value (None: leave the header out)
+    serve: str | None = None  # the served file answering a resolve of any path
 
 
 @dataclass
@@ -59,6 +76,7 @@ class Repo:
     likes: int = 0
     tags: tuple[str, ...] = ("gguf",)
     extra_files: dict[str, bytes] = field(default_factory=dict)  # small non-LFS files (README.md)
+    hostile: Hostile | None = None
 
 
 @dataclass
@@ -94,6 +112,9 @@ class HubServer:
         self.api_status: int | None = None  # answer every /api/ request with this status (a failing hub)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        # What the server did, for tests to wait on (never a sleep): a stall began, a
+        # connection was cut, a client hung up on a body that was still being sent.
+        self.events = {"stalled": threading.Event(), "cut": threading.Event(), "hung_up": threading.Event()}
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -240,8 +261,12 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             if repo is None:
                 self._error(404, "Repository not found", code="RepoNotFound")
                 return
-            if revision and revision not in ("main", repo.commit):
+            if revision and revision not in ("main", repo.commit, *self._hostile_commit(repo)):
                 self._error(404, "Invalid rev id", code="RevisionNotFound")
+                return
+            if repo.hostile is not None and repo.hostile.siblings is not None:
+                self._json(200, {"_id": repo.commit[:24], "id": repo.repo, "sha": repo.commit, "private": False,
+                                 "siblings": repo.hostile.siblings, **repo.hostile.info})
                 return
             siblings = [
                 {"rfilename": f.path, "size": f.size, "blobId": hashlib.sha1(f.sha256.encode()).hexdigest(),
@@ -251,7 +276,12 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self._json(200, {"_id": repo.commit[:24], "id": repo.repo, "modelId": repo.repo, "sha": repo.commit,
                              "gated": "manual" if repo.gated else False, "private": False, "disabled": False,
                              "downloads": repo.downloads, "likes": repo.likes, "tags": list(repo.tags),
-                             "lastModified": "2024-10-01T12:00:00.000Z", "siblings": siblings})
+                             "lastModified": "2024-10-01T12:00:00.000Z", "siblings": siblings,
+                             **(repo.hostile.info if repo.hostile else {})})
+
+        def _hostile_commit(self, repo: Repo) -> tuple[str, ...]:
+            sha = repo.hostile.info.get("sha") if repo.hostile else None
+            return (sha,) if isinstance(sha, str) else ()
 
         def _resolve(self, rest: str, *, head: bool) -> None:
             repo_part, _, tail = rest.partition("/resolve/")
@@ -260,7 +290,7 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             if repo is None:
                 self._error(401, "Repository not found", code="RepoNotFound")
                 return
-            if revision not in ("main", repo.commit):
+            if revision not in ("main", repo.commit, *self._hostile_commit(repo)):
                 self._error(404, "Invalid rev id", code="RevisionNotFound")
                 return
             if repo.gated and self._token() not in hub.tokens_with_access:
@@ -268,6 +298,8 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 self._error(status, f"Access to model {repo.repo} is restricted. You must have access to it and be authenticated to access it. Please log in.", code="GatedRepo")
                 return
             served = repo.files.get(file_path)
+            if served is None and repo.hostile is not None and repo.hostile.serve is not None:
+                served = repo.files[repo.hostile.serve]
             if served is None:
                 if file_path in repo.extra_files:
                     self._bytes_body(repo.extra_files[file_path], head=head, extra={"X-Repo-Commit": repo.commit})
@@ -281,12 +313,18 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 return
             self._record.status = 302
             self.send_response(302)
-            self.send_header("Location", f"http://{hub.cdn_host}:{hub.port}/cdn/{served.sha256}")
-            self.send_header("X-Repo-Commit", repo.commit)
-            self.send_header("X-Linked-Etag", f'"{served.sha256}"')
-            self.send_header("X-Linked-Size", str(served.size))
-            self.send_header("ETag", f'"{hashlib.sha1(served.sha256.encode()).hexdigest()}"')
-            self.send_header("Content-Length", "0")
+            headers = {
+                "Location": f"http://{hub.cdn_host}:{hub.port}/cdn/{served.sha256}",
+                "X-Repo-Commit": repo.commit,
+                "X-Linked-Etag": f'"{served.sha256}"',
+                "X-Linked-Size": str(served.size),
+                "ETag": f'"{hashlib.sha1(served.sha256.encode()).hexdigest()}"',
+                "Content-Length": "0",
+            }
+            headers.update(repo.hostile.resolve_headers if repo.hostile else {})
+            for key, value in headers.items():
+                if value is not None:
+                    self.send_header(key, str(value))
             self.end_headers()
 
         def _blob(self, sha256: str, *, head: bool) -> None:
@@ -311,10 +349,14 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                     return
                 status = 206
             length = end - start + 1
+            fault = None if head else hub._take_fault(repo.repo, served.path)
             self._record.status = status
             self.send_response(status)
             self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(length))
+            if fault and fault.endless:
+                self.send_header("Connection", "close")  # the body ends when the connection does
+            else:
+                self.send_header("Content-Length", str(length + ((fault.oversend or 0) if fault else 0)))
             self.send_header("Accept-Ranges", "bytes")
             self.send_header("ETag", f'"{served.sha256}"')
             if status == 206:
@@ -322,8 +364,9 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if head:
                 return
-            fault = hub._take_fault(repo.repo, served.path)
             self._send_file(served.source, start, length, fault)
+            if fault and (fault.oversend or fault.endless):
+                self._send_filler(fault)
 
         # -- body writers ---------------------------------------------------------------
         def _send_file(self, source: Path, start: int, length: int, fault: Fault | None) -> None:
@@ -335,8 +378,11 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             with open(source, "rb") as stream:
                 stream.seek(start)
                 position = start
-                while self._record.body_bytes < send:
-                    chunk = bytearray(stream.read(min(SEND_CHUNK, send - self._record.body_bytes)))
+                sent = 0
+                while sent < send:
+                    chunk = bytearray(stream.read(min(SEND_CHUNK, send - sent)))
+                    if not chunk:
+                        break
                     if fault and fault.corrupt_at is not None and position <= fault.corrupt_at < position + len(chunk):
                         chunk[fault.corrupt_at - position] ^= 0xFF
                     # counted before the write: a client can have the bytes (and a test can
@@ -349,13 +395,39 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                         self.close_connection = True
                         return
                     position += len(chunk)
+                    sent += len(chunk)
             if action == "stall":
                 self.wfile.flush()
+                hub.events["stalled"].set()
                 deadline = time.monotonic() + fault.stall_seconds  # type: ignore[union-attr]
-                while time.monotonic() < deadline and not hub._stopping.is_set():
+                release = fault.release or threading.Event()  # type: ignore[union-attr]
+                while time.monotonic() < deadline and not hub._stopping.is_set() and not release.is_set():
                     time.sleep(0.05)
+                if release.is_set():  # released: the rest of the range follows on the same connection
+                    self._send_file(source, start + send, length - send, None)
+                    return
             if action is not None:
+                hub.events["cut"].set()
                 self._cut()
+
+        def _send_filler(self, fault: Fault) -> None:
+            """Bytes past the range: `oversend` of them, or (endless) until the client hangs up."""
+            left = fault.oversend if not fault.endless else None
+            while (left is None or left > 0) and not hub._stopping.is_set():
+                chunk = b"\xab" * (SEND_CHUNK if left is None else min(SEND_CHUNK, left))
+                self._record.body_bytes += len(chunk)
+                try:
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    self._record.body_bytes -= len(chunk)
+                    hub.events["hung_up"].set()
+                    self.close_connection = True
+                    return
+                if left is not None:
+                    left -= len(chunk)
+            if fault.endless:
+                self.close_connection = True
 
         def _cut(self) -> None:
             """Drop the connection mid-body, as a failing link would."""
@@ -421,7 +493,10 @@ def hub(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
     monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "wb-cache"))
     monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "wb-config"))
-    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "2")  # a stalled link is noticed in 2 s
+    # Generous: on a loaded machine a short read timeout fires on a healthy link and adds a
+    # retry no test expects. A test about a stalled link sets its own, and waits on the
+    # server's events (`stalled`, `cut`, `hung_up`) rather than on the clock.
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "60")
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     yield server

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import threading
@@ -16,7 +15,7 @@ from hubserver import Fault, closed_port_url, hub, hub_cache, sha256_of  # noqa:
 from workbench.core.errors import HubError
 from workbench.core.hub import download_events as ev
 from workbench.core.hub.cache import cached_models, partial_downloads
-from workbench.core.hub.download import check_disk_space, download_model, plan_download
+from workbench.core.hub.download import download_model, plan_download
 
 REPO = "test-org/Tiny-Llama-GGUF"
 FILE = "tiny-llama-Q4_K_M.gguf"
@@ -68,7 +67,8 @@ def test_a_cut_connection_is_resumed_with_a_range_request(hub, tiny_repo, tiny_f
     events = []
     result = download_model(REPO, FILE, on_event=events.append)
 
-    gets = hub.file_requests()
+    assert hub.events["cut"].is_set()
+    gets = hub.file_requests()  # no other retry: the read timeout is generous, only the cut interrupts
     assert [g.range for g in gets] == [None, "bytes=300000-"]
     assert [g.body_bytes for g in gets] == [300_000, tiny_file.stat().st_size - 300_000]
     retried = [e for e in events if isinstance(e, ev.DownloadRetried)]
@@ -99,10 +99,13 @@ def test_a_link_that_keeps_dropping_leaves_a_resumable_partial_never_a_model(hub
 
 
 def test_a_stalled_link_times_out_and_resumes(hub, tiny_repo, tiny_file, monkeypatch):
-    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "1")
-    hub.set_fault(REPO, FILE, Fault(stall_after=100_000, stall_seconds=30))
+    # The 100 kB before the stall are in the socket buffer at once, so only the stall itself
+    # can exhaust the read timeout, however slowly this machine schedules the client.
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "3")
+    hub.set_fault(REPO, FILE, Fault(stall_after=100_000, stall_seconds=120))
     events = []
     result = download_model(REPO, FILE, on_event=events.append)
+    assert hub.events["stalled"].is_set()
     (retried,) = [e for e in events if isinstance(e, ev.DownloadRetried)]
     assert "stalled" in retried.reason and retried.resume_from_bytes == 100_000
     assert result.path.read_bytes() == tiny_file.read_bytes()
@@ -168,25 +171,24 @@ def test_a_down_hub_is_reported_as_unreachable(hub, monkeypatch):
     assert "workbench models" in str(caught.value)
 
 
-def test_a_download_that_does_not_fit_the_disk_never_starts(hub, tiny_repo, tiny_file):
+def test_a_plan_counts_what_the_cache_already_holds(hub, tiny_repo, tiny_file):
+    # The refusal itself is driven through download_model on a small real disk in test_hub_disk.py.
     plan = plan_download(REPO, FILE)
     assert plan.total_bytes == tiny_file.stat().st_size and plan.needed_bytes == plan.total_bytes
-    check_disk_space(plan)  # this machine has room for 831 kB
-    with pytest.raises(HubError) as caught:
-        check_disk_space(dataclasses.replace(plan, free_bytes=plan.needed_bytes // 2))
-    assert "not enough disk space" in str(caught.value) and "HF_HUB_CACHE" in str(caught.value)
     assert hub.file_requests() == []  # planning transfers no model bytes
 
 
 def test_cancel_keeps_the_partial_and_the_next_run_fetches_only_the_rest(hub, tiny_repo, tiny_file, tmp_path):
-    hub.set_fault(REPO, FILE, Fault(stall_after=300_000, stall_seconds=30))  # hold the transfer mid-file
+    release = threading.Event()
+    hub.set_fault(REPO, FILE, Fault(stall_after=300_000, stall_seconds=120, release=release))  # hold the transfer mid-file
     cancel = threading.Event()
 
     def cancel_when_partial():
-        while not cancel.is_set():
-            if any(p.size_bytes >= 300_000 for p in partial_downloads(hub_cache(tmp_path))):
-                cancel.set()
+        hub.events["stalled"].wait(60)
+        while not any(p.size_bytes >= 300_000 for p in partial_downloads(hub_cache(tmp_path))):
             cancel.wait(0.02)
+        cancel.set()
+        release.set()  # the next bytes reach a client that has been told to stop: it must not write them
 
     watcher = threading.Thread(target=cancel_when_partial, daemon=True)
     watcher.start()

