@@ -17,7 +17,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=run)
-    actions = parser.add_subparsers(dest="presets_action", metavar="show")
+    actions = parser.add_subparsers(dest="presets_action", metavar="show|revert")
     show = actions.add_parser("show", help="print a preset's TOML and the equivalent llama-server command")
     show.add_argument("preset", help="preset name or path to a TOML file")
     show.add_argument("--model", help="model for the command line: a GGUF path or 'bundled' (default: MODEL.gguf)")
@@ -25,6 +25,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                       help="spell -fa/--mlock/--no-mmap as llama-server builds before --load-mode did")
     show.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
     show.set_defaults(func=run_show)
+    revert = actions.add_parser("revert", help="bring back a shipped preset that a user preset of its name replaces")
+    revert.add_argument("preset", help="the shipped preset's name")
+    revert.set_defaults(func=run_revert)
 
 
 def _row(preset, origin: str) -> dict:
@@ -84,3 +87,12 @@ def run_show(args: argparse.Namespace) -> int:
     note = f"  (threads = 0 resolved to {resolve_threads(preset)} for this machine)" if preset.threads == 0 else ""
     sys.stdout.write(f"\n# llama-server equivalent{note}:\n{command}\n")
     return 0
+
+
+def run_revert(args: argparse.Namespace) -> int:
+    from workbench.core.presets import revert_user_preset
+
+    kept = revert_user_preset(args.preset)
+    sys.stdout.write(f"{args.preset}: the shipped preset is back; your version is kept as {kept}\n")
+    return 0
+

@@ -15,6 +15,7 @@ from workbench.core import ggml_types, paths
 from workbench.core.errors import PresetError
 from workbench.core.model_info import ModelInfo
 from workbench.core.preset import Preset
+from workbench.core.preset_split import SPLIT_KEYS, split_fields, split_problems, split_server_args, split_toml
 from workbench.core.toml_checks import (
     Catalog,
     TomlSource,
@@ -37,6 +38,7 @@ PRESET_KEYS = (
     "cache_type_k", "cache_type_v", "flash_attn", "mlock", "mmap", "draft_prompt_lookup", "swa_full",
     "chat_template",
 )
+PRESET_KEYS += SPLIT_KEYS
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # llama.cpp's own ceilings are far above these; past them a value is a typo, not a plan.
 _MAX_CTX = 1 << 24
@@ -147,6 +149,7 @@ def _preset_from_source(data: dict[str, Any], source: TomlSource, default_name: 
         chat_template=_checked_chat_template(
             get_str(data, "chat_template", "", source, example='chat_template = "chatml"'), source),
         source=source.label if source.text else "",
+        **split_fields(data, source),
     )
 
 
@@ -201,7 +204,8 @@ def preset_to_toml(preset: Preset) -> str:
     """The preset as a TOML file in the shipped format (the keys a file may hold, in file order)."""
     import tomli_w  # only needed when writing
 
-    return tomli_w.dumps({key: getattr(preset, key) for key in PRESET_KEYS})
+    values = {key: getattr(preset, key) for key in PRESET_KEYS if key not in SPLIT_KEYS}
+    return tomli_w.dumps(values | split_toml(preset))
 
 
 def save_user_preset(preset: Preset) -> Path:
@@ -219,6 +223,33 @@ def save_user_preset(preset: Preset) -> Path:
     temporary.write_text(f"# Saved by the Edge LLM Workbench.\n{text}", encoding="utf-8")
     temporary.replace(path)  # atomic: a crash never leaves half a preset behind
     return path
+
+
+def shipped_preset_names() -> frozenset[str]:
+    """The names of the presets shipped inside the package (a user file may replace one)."""
+    folder = shipped_presets_dir()
+    return frozenset(path.stem for path in folder.glob("*.toml")) if folder.is_dir() else frozenset()
+
+
+def shadows_shipped(name: str) -> bool:
+    """Whether a user preset of `name` replaces the shipped one of the same name."""
+    return name in shipped_preset_names() and (user_presets_dir() / f"{name}.toml").is_file()
+
+
+def revert_user_preset(name: str) -> Path:
+    """Bring back the shipped preset `name`: its user replacement is renamed NAME.toml.reverted
+    (kept, but no longer a preset). Returns the kept file."""
+    if name not in shipped_preset_names():
+        raise PresetError(f'"{name}" is not a shipped preset, so there is nothing to revert to',
+                          fix="`workbench presets` lists the shipped ones; a user-only preset is a file "
+                              f"in {user_presets_dir()} you can delete")
+    path = user_presets_dir() / f"{name}.toml"
+    if not path.is_file():
+        raise PresetError(f'the shipped preset "{name}" is already in use (no user preset replaces it)',
+                          where=str(user_presets_dir()), fix="nothing to do")
+    kept = path.with_name(f"{name}.toml.reverted")
+    path.replace(kept)
+    return kept
 
 
 def resolve_threads(preset: Preset) -> int:
@@ -268,6 +299,7 @@ def llama_server_args(preset: Preset, model_path: str | os.PathLike[str], *,
         # LlamaPromptLookupDecoding default); the preset's number is the draft length.
         args += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(PROMPT_LOOKUP_NGRAM),
                  "--spec-ngram-simple-size-m", str(preset.draft_prompt_lookup)]
+    args += split_server_args(preset)
     return tuple(args)
 
 
@@ -320,4 +352,5 @@ def preset_problems(preset: Preset, model: ModelInfo) -> tuple[Problem, ...]:
             f"the model is already quantized ({already}); re-quantizing to {preset.weights} keeps "
             f"{already}'s losses and adds its own",
             "Start from an F16/BF16 GGUF of the model, or use the as-is preset"))
+    problems += [Problem(level, message, fix) for level, message, fix in split_problems(preset)]
     return tuple(problems)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from workbench.core.model_info import ModelInfo
@@ -21,6 +21,9 @@ class Selection:
     preset_name: str = DEFAULT_PRESET
     device_name: str = DEFAULT_DEVICE
     models: dict[str, str] = field(default_factory=dict)  # path -> label, in the order offered
+    # presets used from the editor without saving: label ("as-is (edited)") -> preset, never written
+    unsaved_presets: dict[str, Preset] = field(default_factory=dict)
+    rpc: tuple = ()  # --rpc nodes (RpcEndpoint): they replace every preset's rpc list
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _model_cache: dict[tuple[str, float], ModelInfo] = field(default_factory=dict, repr=False)
     _device_cache: dict[str, DeviceProfile] = field(default_factory=dict, repr=False)
@@ -44,7 +47,17 @@ class Selection:
     def preset(self) -> Preset:
         from workbench.core.presets import load_preset
 
-        return load_preset(self.preset_name)
+        if self.preset_name in self.unsaved_presets:
+            preset = self.unsaved_presets[self.preset_name]
+        else:
+            preset = load_preset(self.preset_name)
+        return replace(preset, rpc=tuple(node.address for node in self.rpc)) if self.rpc else preset
+
+    def use_unsaved(self, preset: Preset, *, saved_names: tuple[str, ...] | set[str] = ()) -> str:
+        """Offer an edited preset for this session only (nothing is written); return its label."""
+        label = f"{preset.name} ({'edited' if preset.name in saved_names else 'unsaved'})"
+        self.unsaved_presets[label] = replace(preset, name=label)
+        return label
 
     def device(self) -> DeviceProfile:
         from workbench.core.devices import load_device
@@ -78,7 +91,7 @@ def model_options(selection: Selection) -> list[tuple[str, str]]:
 
 
 def preset_options(selection: Selection, *, refresh: bool = False) -> list[tuple[str, str]]:
-    names = list(selection.preset_names(refresh=refresh))
+    names = list(selection.preset_names(refresh=refresh)) + list(selection.unsaved_presets)
     if selection.preset_name not in names:
         names.insert(0, selection.preset_name)  # a preset given as a file path
     return [(name, name) for name in names]

@@ -17,6 +17,7 @@ from textual.widgets import Button, Footer, Header, Input, ProgressBar, Select, 
 from workbench.core.engine.events import EngineFailed
 from workbench.core.ledger_types import Ledger
 from workbench.ui import engine_work
+from workbench.ui.chat_vote import VoteMode
 from workbench.ui.conversation import Conversation
 from workbench.ui.screens.main_chat import ChatFlow
 from workbench.ui.screens.main_engine import EngineFlow
@@ -53,8 +54,10 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         Binding("f3", "open_presets", "Presets"),
         Binding("f4", "open_bench", "Bench"),
         Binding("f5", "edit_settings", "Settings"),
+        Binding("f6", "open_serve", "Serve", show=False),
         Binding("ctrl+r", "restart_engine", "Restart engine", show=False),
         Binding("ctrl+n", "new_conversation", "New chat", show=False),
+        Binding("ctrl+t", "cycle_vote", "N samples, vote", show=False),
     ]
 
     phase: reactive[str] = reactive(IDLE)
@@ -71,6 +74,7 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         self.token_batch_interval_s = token_batch_interval_s
         self.engine = None
         self.conversation = Conversation()
+        self.vote_mode = VoteMode()
         self.ledger: Ledger | None = None
         self.last_failure: EngineFailed | None = None
         self.latest_sample = None
@@ -218,10 +222,22 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         from workbench.ui.screens.preset_screen import PresetScreen
 
         def chosen(name: str | None) -> None:
-            if name:
-                self.select_preset(name)
+            # back without choosing still re-reads the list: a save or a revert changes what a name means
+            self.select_preset(name or self.selection.preset_name)
 
         self.app.push_screen(PresetScreen(self.selection), chosen)
+
+    def action_cycle_vote(self) -> None:
+        samples = self.vote_mode.cycle()
+        how = ("each answer is the majority of the samples, decoded together" if samples > 1
+               else "answers stream as usual")
+        self.notify(f"Chat: {self.vote_mode.label()} ({how}).", title="N samples, vote")
+
+    def action_open_serve(self) -> None:
+        """The Serve screen: the loaded model over the OpenAI-compatible API (issue 16)."""
+        from workbench.ui.serve_screen import ServeScreen
+
+        self.app.push_screen(ServeScreen(self.engine if self.phase == LOADED else None))
 
     def action_open_bench(self) -> None:
         try:

@@ -10,13 +10,17 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, Label, OptionList, Select, Static, Switch
 from textual.widgets.option_list import Option
 
+from workbench.core.ledger_types import DOES_NOT_FIT, TIGHT
 from workbench.core.preset import Preset
 from workbench.ui.selection import Selection
 from workbench.ui.units import mib
+
+WIDE_MIN_SIZE = (120, 34)  # below this the form is one column of borderless fields
 
 TEXT_FIELDS = ("name", "description", "weights")
 INT_FIELDS = ("ctx_size", "batch_size", "ubatch_size", "threads", "draft_prompt_lookup")
@@ -51,14 +55,16 @@ def ledger_table(ledger) -> Table:
 
 
 class PresetScreen(Screen[str | None]):
-    """Dismisses with the name of the preset to use, or None."""
+    """Dismisses with the name of the preset to use (an unsaved edit's session label), or None."""
 
     CSS_PATH = "preset_screen.tcss"
+    # priority: a focused field's own keys (Ctrl+U erases an Input) must not swallow the screen's
     BINDINGS = [
         Binding("escape", "dismiss(None)", "Back"),
-        Binding("ctrl+s", "save_preset", "Save as user preset"),
-        Binding("ctrl+y", "copy_command", "Copy llama-server command"),
-        Binding("ctrl+u", "use_preset", "Use preset"),
+        Binding("ctrl+u", "use_preset", "Use", priority=True),
+        Binding("ctrl+s", "save_preset", "Save", priority=True),
+        Binding("ctrl+y", "copy_command", "Copy command", priority=True),
+        Binding("ctrl+r", "revert_preset", "Revert", priority=True),
     ]
 
     def __init__(self, selection: Selection) -> None:
@@ -66,40 +72,57 @@ class PresetScreen(Screen[str | None]):
         self.selection = selection
         self.presets: dict[str, Preset] = {}
         self.edited: Preset | None = None  # the form's preset when it passes the checks
+        self.highlighted: Preset | None = None  # the list's preset the form was filled from
 
     def compose(self) -> ComposeResult:
         from workbench.core.ggml_types import CACHE_TYPES
 
         yield Header()
-        with Horizontal():
+        with Horizontal(id="preset-main"):
             with Vertical(id="preset-list-pane"):
                 yield OptionList(id="preset-list")
-            with VerticalScroll(id="preset-editor"):
-                with Grid(id="preset-form"):
-                    for name in TEXT_FIELDS + INT_FIELDS:
-                        yield Label(name)
-                        yield Input(id=f"field-{name}")
-                    for name in CACHE_FIELDS:
-                        yield Label(name)
-                        yield Select([(t, t) for t in CACHE_TYPES], id=f"field-{name}", allow_blank=False)
-                    for name in BOOL_FIELDS:
-                        yield Label(name)
-                        yield Switch(id=f"field-{name}")
-                yield Static("", id="preset-problems")
-                yield Static("", id="preset-ledger")
-                yield Static("", id="server-command")
-                with Horizontal(id="preset-buttons"):
-                    yield Button("Use preset", id="use-preset", variant="primary")
-                    yield Button("Save as user preset", id="save-preset")
-                    yield Button("Copy llama-server command", id="copy-command")
+            with Vertical(id="preset-right"):
+                with VerticalScroll(id="preset-editor"):
+                    with Grid(id="preset-form"):
+                        for name in TEXT_FIELDS + INT_FIELDS:
+                            yield Label(name)
+                            yield Input(id=f"field-{name}")
+                        for name in CACHE_FIELDS:
+                            yield Label(name)
+                            yield Select([(t, t) for t in CACHE_TYPES], id=f"field-{name}", allow_blank=False)
+                        for name in BOOL_FIELDS:
+                            yield Label(name)
+                            yield Switch(id=f"field-{name}")
+                    yield Static("", id="preset-problems")
+                    yield Static("", id="preset-ledger")
+                    yield Static("", id="server-command")
+                # always on screen, however small: what the form predicts and what can be done with it
+                with Vertical(id="preset-actions"):
+                    yield Static("", id="preset-verdict", markup=False)
+                    with Horizontal(id="preset-buttons"):
+                        yield Button("Use", id="use-preset", variant="primary")
+                        yield Button("Save", id="save-preset")
+                        yield Button("Copy command", id="copy-command")
+                        yield Button("Revert to shipped", id="revert-preset", variant="warning")
         yield Footer()
 
     def on_mount(self) -> None:
         self.title = "Presets"
-        self.reload_list(select=self.selection.preset_name)
+        self._apply_size(self.app.size.width, self.app.size.height)
+        chosen = self.selection.preset_name
+        self.reload_list(select=chosen.split(" (")[0] if chosen in self.selection.unsaved_presets else chosen)
+
+    def on_resize(self, event: Resize) -> None:
+        self._apply_size(event.size.width, event.size.height)
+
+    def _apply_size(self, width: int, height: int) -> None:
+        compact = width < WIDE_MIN_SIZE[0] or height < WIDE_MIN_SIZE[1]
+        self.set_class(compact, "-compact")
+        for widget in self.query("#preset-form Input, #preset-form Select, #preset-buttons Button"):
+            widget.compact = compact
 
     def reload_list(self, select: str | None = None) -> None:
-        from workbench.core.presets import list_presets, preset_origin
+        from workbench.core.presets import list_presets, preset_origin, shipped_preset_names
 
         option_list = self.query_one("#preset-list", OptionList)
         option_list.clear_options()
@@ -109,8 +132,12 @@ class PresetScreen(Screen[str | None]):
             self.notify(str(error), title="Presets", severity="error", timeout=10)
             presets = ()
         self.presets = {preset.name: preset for preset in presets}
+        shipped = shipped_preset_names()
         for preset in presets:
-            option_list.add_option(Option(Text.assemble(preset.name, (f"\u00a0\u00a0{preset_origin(preset)}", "dim")),
+            origin = preset_origin(preset)
+            if origin == "user" and preset.name in shipped:
+                origin = "user, replaces shipped"
+            option_list.add_option(Option(Text.assemble(preset.name, (f"\u00a0\u00a0{origin}", "dim")),
                                           id=preset.name))
         names = list(self.presets)
         if names:
@@ -122,6 +149,7 @@ class PresetScreen(Screen[str | None]):
         self.fill_form(self.presets[event.option.id])
 
     def fill_form(self, preset: Preset) -> None:
+        self.highlighted = preset
         with self.prevent(Input.Changed, Switch.Changed, Select.Changed):
             for name in TEXT_FIELDS + INT_FIELDS:
                 self.query_one(f"#field-{name}", Input).value = str(getattr(preset, name))
@@ -140,6 +168,7 @@ class PresetScreen(Screen[str | None]):
         from workbench.core.presets import llama_server_command, preset_from_mapping, preset_problems
 
         problems = self.query_one("#preset-problems", Static)
+        verdict = self.query_one("#preset-verdict", Static)
         colours = self.app.theme_variables  # the theme's, so every theme restyles the checks
         error_style, warning_style = f"bold {colours['text-error']}", colours["text-warning"]
         data = form_mapping(
@@ -147,11 +176,14 @@ class PresetScreen(Screen[str | None]):
             {name: self.query_one(f"#field-{name}", Switch).value for name in BOOL_FIELDS},
             {name: str(self.query_one(f"#field-{name}", Select).value) for name in CACHE_FIELDS},
         )
+        self._set_revert_enabled()
         try:
             preset = preset_from_mapping(data, source=EDITOR_SOURCE)
         except Exception as error:
             self.edited = None
             problems.update(Text(f"✘ {error}", style=error_style))
+            verdict.update(f"✘ {error}")
+            verdict.set_classes("-nofit")
             self._set_actions_enabled(False)
             return
         self.edited = preset
@@ -163,31 +195,91 @@ class PresetScreen(Screen[str | None]):
                 mark = "✘" if problem.level == "error" else "⚠"
                 lines.append(f"{mark} {problem.message}. {problem.fix}\n",
                              style=error_style if problem.level == "error" else warning_style)
-            self.query_one("#preset-ledger", Static).update(ledger_table(predict_ledger(model, preset, device)))
+            ledger = predict_ledger(model, preset, device)
+            self.query_one("#preset-ledger", Static).update(ledger_table(ledger))
             self.query_one("#server-command", Static).update(
                 Text(llama_server_command(preset, self.selection.model_path), style="bold"))
+            verdict.update(verdict_line(ledger, self._edit_state()))
+            verdict.set_classes({DOES_NOT_FIT: "-nofit", TIGHT: "-tight"}.get(ledger.verdict, "-fits"))
         except Exception as error:
             lines.append(f"✘ cannot predict for {self.selection.model_path.name}: {error}\n", style=error_style)
+            verdict.update(f"✘ cannot predict for {self.selection.model_path.name}: {error}")
+            verdict.set_classes("-nofit")
         problems.update(lines or Text("✔ valid preset", style=colours["text-success"]))
+
+    def _edit_state(self) -> str:
+        """"" when the form shows a saved preset unchanged, else a word saying it is not saved."""
+        saved = self.presets.get(self.edited.name) if self.edited else None
+        if saved is None:
+            return "new, not saved"
+        return "" if same_settings(saved, self.edited) else "edited, not saved"
 
     def _set_actions_enabled(self, enabled: bool) -> None:
         for button_id in ("use-preset", "save-preset", "copy-command"):
             self.query_one(f"#{button_id}", Button).disabled = not enabled
 
+    def _set_revert_enabled(self) -> None:
+        self.query_one("#revert-preset", Button).display = self._revertible() is not None
+
+    def _revertible(self) -> str | None:
+        """The highlighted preset's name when it is a user preset replacing a shipped one."""
+        from workbench.core.presets import shadows_shipped
+
+        preset = self.highlighted
+        return preset.name if preset is not None and shadows_shipped(preset.name) else None
+
     @on(Button.Pressed, "#save-preset")
     def action_save_preset(self) -> None:
-        from workbench.core.presets import save_user_preset
+        from workbench.core.presets import shipped_preset_names
 
         if self.edited is None:
             self.notify("Fix the preset first.", severity="warning")
             return
+        edited = self.edited
+        if edited.name not in shipped_preset_names():
+            self._save(edited)
+            return
+        from workbench.ui.screens.confirm_modal import ConfirmModal
+
+        def answered(confirmed: bool | None) -> None:
+            if confirmed:
+                self._save(edited)
+
+        self.app.push_screen(ConfirmModal(
+            f"Replace the shipped preset {edited.name}?",
+            f"A user preset named {edited.name} replaces the shipped one everywhere: in this app, in "
+            f"`workbench presets`, in bench and chat. Revert brings the shipped one back (here, or "
+            f"`workbench presets revert {edited.name}`). To keep both, give this one another name.",
+            f"Save as {edited.name}"), answered)
+
+    def _save(self, preset: Preset) -> None:
+        from workbench.core.presets import save_user_preset, shipped_preset_names
+
         try:
-            path = save_user_preset(dataclasses.replace(self.edited, source=""))
+            path = save_user_preset(dataclasses.replace(preset, source=""))
         except Exception as error:
             self.notify(str(error), title="Not saved", severity="error", timeout=10)
             return
-        self.notify(str(path), title=f"Saved user preset {self.edited.name}")
-        self.reload_list(select=self.edited.name)
+        note = " (replaces the shipped one until reverted)" if preset.name in shipped_preset_names() else ""
+        self.notify(f"{path}{note}", title=f"Saved user preset {preset.name}")
+        self.reload_list(select=preset.name)
+
+    @on(Button.Pressed, "#revert-preset")
+    def action_revert_preset(self) -> None:
+        from workbench.core.presets import revert_user_preset
+
+        name = self._revertible()
+        if name is None:
+            self.notify("Only a user preset that replaces a shipped one can be reverted.", title="Revert",
+                        severity="warning")
+            return
+        try:
+            kept = revert_user_preset(name)
+        except Exception as error:
+            self.notify(str(error), title="Not reverted", severity="error", timeout=10)
+            return
+        self.notify(f"Your version is kept as {kept}.", title=f"Shipped {name} is back")
+        self.reload_list(select=name)
 
     @on(Button.Pressed, "#copy-command")
     def action_copy_command(self) -> None:
@@ -201,10 +293,25 @@ class PresetScreen(Screen[str | None]):
 
     @on(Button.Pressed, "#use-preset")
     def action_use_preset(self) -> None:
-        """Use the highlighted preset; an edited one must be saved first to have a name to load."""
+        """Use the form's preset. A saved one by its name; an edit for this session only (never written)."""
         if self.edited is None:
             return
         saved = self.presets.get(self.edited.name)
-        if saved is None or dataclasses.replace(saved, source="") != dataclasses.replace(self.edited, source=""):
-            self.action_save_preset()
-        self.dismiss(self.edited.name)
+        if saved is not None and same_settings(saved, self.edited):
+            self.dismiss(self.edited.name)
+            return
+        label = self.selection.use_unsaved(self.edited, saved_names=set(self.presets))
+        self.notify("Used for this session only; Save (Ctrl+S) keeps it.", title=label)
+        self.dismiss(label)
+
+
+def same_settings(a: Preset, b: Preset) -> bool:
+    return dataclasses.replace(a, source="") == dataclasses.replace(b, source="")
+
+
+def verdict_line(ledger, edit_state: str) -> str:
+    """One line under the form: the verdict in the ledger's own figures, and whether the form is saved."""
+    mark = {DOES_NOT_FIT: "✘", TIGHT: "⚠"}.get(ledger.verdict, "✔")
+    state = f"  ·  {edit_state}" if edit_state else ""
+    return (f"{mark} {ledger.verdict.upper()}: {mib(ledger.total_bytes)} of {mib(ledger.budget_bytes)}"
+            f" on {ledger.device}{state}")
