@@ -12,6 +12,7 @@ from workbench.core import gguf_checks
 from workbench.core.errors import GGUFError
 from workbench.core.ggml_types import FILE_TYPES, GGML_TYPES
 from workbench.core.model_info import ModelInfo, TensorInfo
+from workbench.core.model_ref import open_model_file
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -76,10 +77,8 @@ def read_gguf(source: str | os.PathLike[str] | BinaryIO, *, label: str | None = 
         path = Path(source)
         name = label or str(path)
         try:
-            with open(path, "rb") as stream:
+            with open_model_file(path, name) as stream:  # a FIFO or a device is refused, never waited on
                 return _parse(stream, name)
-        except IsADirectoryError:
-            raise GGUFError("is a directory, not a GGUF file", where=name, fix="Give the path of a .gguf file") from None
         except FileNotFoundError:
             raise GGUFError("no such file", where=name, fix="Check the path, or run `workbench models` to list known models") from None
         except PermissionError:

@@ -1,4 +1,4 @@
-"""Where the workbench's files are: shipped data, the bundled model, user config and cache."""
+"""Where the workbench's files are: shipped data, the bundled model, user config, cache and state."""
 
 from __future__ import annotations
 
@@ -46,3 +46,9 @@ def cache_dir() -> Path:
     """Re-quantized models, cached hub headers; `WORKBENCH_CACHE_DIR` overrides (tests use it)."""
     override = os.environ.get("WORKBENCH_CACHE_DIR")
     return Path(override) if override else Path(platformdirs.user_cache_dir("edge-llm-workbench"))
+
+
+def state_dir() -> Path:
+    """State worth keeping across runs (the engine logs); `WORKBENCH_STATE_DIR` overrides (tests use it)."""
+    override = os.environ.get("WORKBENCH_STATE_DIR")
+    return Path(override) if override else Path(platformdirs.user_state_dir("edge-llm-workbench"))

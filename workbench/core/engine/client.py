@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
@@ -20,6 +19,7 @@ from workbench.core.engine.events import (
     TurnFinished,
     Unloaded,
 )
+from workbench.core.engine.log_files import new_log_file
 from workbench.core.engine.log_tail import describe_exit, exit_signal_name, read_log_tail
 from workbench.core.engine.protocol import (
     ChatRequest,
@@ -93,8 +93,9 @@ class EngineClient:
             if self.alive:
                 return
             self._discard_process()
-            descriptor, log_path = tempfile.mkstemp(prefix="workbench-engine-", suffix=".log")
-            os.close(descriptor)
+            # In the user's state folder, not the temp folder: a killed client leaves its log
+            # behind, and the next start prunes it with the other old ones (log_files).
+            log_path = new_log_file("engine")
             # A lock-free shared bool, not an Event: reading it costs the engine next to nothing.
             cancel_flag, flag_fd = SharedFlag.create()
             try:

@@ -9,6 +9,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from workbench.core.engine.log_files import MAX_LOG_FILE_BYTES
+
 # ggml.h `enum ggml_log_level`
 LOG_LEVEL_DEBUG = 1  # graph-building chatter, hundreds of lines per context: dropped, as llama-server does
 LOG_LEVEL_WARN = 3
@@ -50,10 +52,14 @@ class LlamaLog:
     Every byte goes to `log_fd` (the engine's log file, which also receives the process's
     stderr), so the client can read the tail even after the process died. Complete lines are
     kept in memory too: a tail for error reports, and a capture window for parsing a load.
+    Past `max_file_bytes` the file starts again from empty (with a note), so a long session
+    never fills the disk and the file's tail is always the latest lines.
     """
 
-    def __init__(self, log_fd: int, *, tail_lines: int = 400) -> None:
+    def __init__(self, log_fd: int, *, tail_lines: int = 400, max_file_bytes: int = MAX_LOG_FILE_BYTES) -> None:
         self._fd = log_fd
+        self._max_file_bytes = max_file_bytes
+        self._file_bytes = 0
         self._tail: deque[str] = deque(maxlen=tail_lines)
         self._partial = ""
         self._partial_level = 0
@@ -100,10 +106,7 @@ class LlamaLog:
             if level == LOG_LEVEL_DEBUG:
                 self._last_level = level
             return
-        try:
-            os.write(self._fd, text.encode("utf-8", errors="replace"))
-        except OSError:
-            pass
+        self._write_file(text.encode("utf-8", errors="replace"))
         if level == LOG_LEVEL_CONT:
             level = self._last_level
             if self.on_continue is not None:
@@ -117,6 +120,16 @@ class LlamaLog:
             line, self._partial = self._partial.split("\n", 1)
             self._keep(self._partial_level, line)
             self._partial_level = level
+
+    def _write_file(self, data: bytes) -> None:
+        try:
+            if self._file_bytes + len(data) > self._max_file_bytes:
+                os.ftruncate(self._fd, 0)  # O_APPEND: the next write lands at the new end
+                note = f"workbench engine: the log passed {self._max_file_bytes >> 20} MiB and restarted here\n"
+                self._file_bytes = os.write(self._fd, note.encode())
+            self._file_bytes += os.write(self._fd, data)
+        except OSError:
+            pass
 
     def _keep(self, level: int, line: str) -> None:
         if not line.strip() or set(line.strip()) == {"."}:
