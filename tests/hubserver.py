@@ -211,6 +211,12 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet test output
             pass
 
+        def handle(self) -> None:
+            try:
+                super().handle()
+            except (ConnectionResetError, BrokenPipeError):  # a client that hung up mid-answer: its choice
+                self.close_connection = True
+
         def do_HEAD(self) -> None:
             self._route(head=True)
 
@@ -234,7 +240,7 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 elif path.startswith("/cdn/"):
                     self._blob(path[len("/cdn/"):], head=head)
                 elif "/resolve/" in path:
-                    self._resolve(path.lstrip("/"), head=head)
+                    self._resolve(split.path.lstrip("/"), head=head)  # still quoted: a revision may hold an encoded '/' 
                 else:
                     self._error(404, "Not found")
             except (BrokenPipeError, ConnectionResetError):
@@ -285,7 +291,8 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
 
         def _resolve(self, rest: str, *, head: bool) -> None:
             repo_part, _, tail = rest.partition("/resolve/")
-            revision, _, file_path = tail.partition("/")
+            revision, _, file_path = tail.partition("/")  # hf_hub_url quotes the revision with safe=""
+            repo_part, revision, file_path = unquote(repo_part), unquote(revision), unquote(file_path)
             repo = hub.repos.get(repo_part)
             if repo is None:
                 self._error(401, "Repository not found", code="RepoNotFound")

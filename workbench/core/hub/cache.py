@@ -10,6 +10,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.hub.cache_layout import INCOMPLETE_SUFFIX, hub_cache_dir, repo_from_folder
 from workbench.core.hub.files import quant_from_name, split_part
 from workbench.core.paths import bundled_model_path
+from workbench.core.safe_paths import UnsafePathError, path_inside
 
 BUNDLED, CACHED, LOCAL = "bundled", "cached", "local"
 
@@ -78,7 +79,7 @@ def cached_models(cache: Path | None = None) -> tuple[ModelEntry, ...]:
         if repo is None or not snapshots.is_dir():
             continue
         for snapshot in sorted(snapshots.iterdir(), key=_mtime, reverse=True):
-            files = sorted(p for p in snapshot.rglob("*") if p.name.lower().endswith(".gguf"))
+            files = sorted(p for p in snapshot.rglob("*") if p.name.lower().endswith(".gguf") and _inside(root, p))
             for entry in _group(files, CACHED, repo=repo, revision=snapshot.name, base=snapshot):
                 entries.append(entry)
     return tuple(_newest_per_file(entries))
@@ -135,6 +136,15 @@ def _newest_per_file(entries: list[ModelEntry]) -> list[ModelEntry]:
             seen.add(key)
             kept.append(entry)
     return kept
+
+
+def _inside(root: Path, path: Path) -> bool:
+    """A snapshot entry that resolves into the cache (its blob); a link planted to lead elsewhere is no cached model."""
+    try:
+        path_inside(root, path.relative_to(root).as_posix())
+    except (UnsafePathError, ValueError):
+        return False
+    return True
 
 
 def _mtime(path: Path) -> float:
