@@ -89,3 +89,13 @@ def test_unreadable_get_throttled_value_is_skipped(tmp_path):
     assert [(item.what, item.why) for item in sampler.unavailable] == [
         ("throttle Pi firmware", f"not a hex value ('garbage'): {firmware}")
     ]
+
+
+def test_get_throttled_directly_under_platform(tmp_path):
+    # Some kernels put the firmware node at /sys/devices/platform/soc:firmware (a path other monitors also try,
+    # e.g. THROTTLE_PATHS in a public C monitor in the code index); the value is written here by hand.
+    node = tmp_path / "sys/devices/platform/soc:firmware"
+    node.mkdir(parents=True)
+    (node / "get_throttled").write_text("50005\n")
+    state = ThrottleSampler(tmp_path).read()
+    assert state.active and state.cause == "Pi: under-voltage, throttled now"

@@ -68,7 +68,10 @@ class ThrottleSampler:
         root = Path(root)
         self.counters = tuple(_intel_counters(root, reader))
         self._previous = {counter.path: read_int(reader, counter.path) for counter in self.counters}
-        pi_files = sorted_glob(under(root, "/sys/devices/platform"), "*/*firmware*/get_throttled")
+        # soc/soc:firmware (Pi 4 and older kernels), soc@107c000000/...:firmware (Pi 5), or soc:firmware
+        # directly under platform on some kernels.
+        platform = under(root, "/sys/devices/platform")
+        pi_files = sorted_glob(platform, "*/*firmware*/get_throttled") + sorted_glob(platform, "*firmware*/get_throttled")
         self.pi_file: Path | None = pi_files[0] if pi_files else None
         self.uses_clocks = uses_clocks  # cpufreq present: caps are a throttle source
         self.unavailable: tuple[Unavailable, ...] = ()  # what the last read() could not read, and why
