@@ -110,6 +110,12 @@ def check_per_layer_array(key: str, value: Any, n_layer: int, where: str) -> Non
         check_u32(key, item, where)
 
 
+def embedding_rows(tensors: Sequence[TensorInfo]) -> int:
+    """Tokens in `token_embd.weight` ({n_embd, n_vocab}), 0 without one."""
+    embedding = next((t for t in tensors if t.name == "token_embd.weight"), None)
+    return embedding.shape[1] if embedding is not None and len(embedding.shape) == 2 else 0
+
+
 def check_vocabulary(arch: str, n_vocab: int, n_embd: int, tensors: Sequence[TensorInfo], where: str,
                      vocab_source: str) -> None:
     """`token_embd.weight` is {n_embd, n_vocab} in every llama.cpp architecture."""
@@ -120,7 +126,7 @@ def check_vocabulary(arch: str, n_vocab: int, n_embd: int, tensors: Sequence[Ten
     if columns != n_vocab:
         raise fail(f"{vocab_source} gives {n_vocab:,} tokens but tensor token_embd.weight holds "
                    f"{columns:,} (shape {list(embedding.shape)})", where)
-    if rows != n_embd:
+    if rows != n_embd and n_embd:
         raise fail(f"{arch}.embedding_length is {n_embd:,} but tensor token_embd.weight embeds tokens "
                    f"in {rows:,} values (shape {list(embedding.shape)})", where)
 

@@ -502,10 +502,11 @@ def _model_info(name: str, reader: _HeaderStream, version: int, metadata: dict[s
     tokens = metadata.get("tokenizer.ggml.tokens")
     if isinstance(tokens, (tuple, LongArray)):
         n_vocab, vocab_source = len(tokens), "tokenizer.ggml.tokens"
-    else:
+    elif hparam("vocab_size") is not None:
         n_vocab, vocab_source = _count_value(hparam("vocab_size")), f"{arch}.vocab_size"
-    if n_vocab or n_embd:
-        gguf_checks.check_vocabulary(arch, n_vocab, n_embd, tensors, name, vocab_source)
+    else:  # no vocabulary in the header: the token embedding's rows are the tokens (as llama.cpp sizes it)
+        n_vocab, vocab_source = gguf_checks.embedding_rows(tensors), "token_embd.weight"
+    gguf_checks.check_vocabulary(arch, n_vocab, n_embd, tensors, name, vocab_source)
     file_type_id = metadata.get("general.file_type")
     file_type = FILE_TYPES.get(file_type_id) if _is_count(file_type_id) else None
     model_name = metadata.get("general.name")
