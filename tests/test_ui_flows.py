@@ -76,26 +76,40 @@ async def test_escape_cancels_a_streaming_answer():
         assert screen.conversation.messages[-1].content == answer.text
 
 
-async def test_engine_crash_shows_why_and_restart_brings_it_back():
+async def test_engine_crash_shows_why_and_restart_brings_it_back(tmp_path):
     engines = []
     async with make_app(engines).run_test(size=(160, 48)) as pilot:
         screen = await load(pilot)
         engines[0].crash_next_chat = True
-        screen.query_one(PromptInput).value = "Crash please"
+        prompt = screen.query_one(PromptInput)
+        prompt.value = "Crash please"
         await pilot.press("enter")
         await wait_until(pilot, lambda: screen.query("Notice.-error"))
         notice = screen.query_one("Notice.-error", Notice)
         assert "Engine died (SIGKILL)" in notice.title
         assert "llama_decode: decoding batch" in notice.details and "predicted total 206 MiB" in notice.details
-        assert screen.phase == IDLE and screen.query_one(PromptInput).value == "Crash please"
-        assert screen.conversation.messages == []  # the unanswered prompt went back to the prompt box
+        assert screen.phase == IDLE and prompt.value == "Crash please"
+        assert prompt.cursor_position == len("Crash please")  # typing goes after the restored prompt
+        # the partial answer on screen is in the conversation (marked), so the transcript keeps it
+        assert [m.content for m in screen.conversation.messages] == ["Crash please", "The "]
         assert screen.query_one(KvPanel).n_ctx == 0  # the dead engine's cache is not drawn as if alive
-        await pilot.click("#restart-engine")
+        await pilot.press("ctrl+r")
+        await wait_until(pilot, lambda: not screen.query("#crash-notice"))  # answered: the box goes
         await wait_until(pilot, lambda: screen.phase == LOADED)
         assert len(engines) == 2 and engines[1].loaded is not None
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: len(screen.conversation.messages) == 2)
-        assert screen.conversation.messages[0].content == "Crash please"
+        prompt.focus()
+        await pilot.press("space", "a", "g", "a", "i", "n", "enter")
+        await wait_until(pilot, lambda: len(screen.conversation.messages) == 4)
+        assert screen.conversation.messages[2].content == "Crash please again"
+        sent = [m.content for m in engines[1].chats[-1][0] if m.role != "system"]
+        assert sent == ["Crash please again"]  # the interrupted exchange is not sent again
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: pilot.app.screen.query("#transcript-path"))
+        pilot.app.screen.query_one("#transcript-path").value = str(tmp_path / "crash")
+        await pilot.click("#save")
+        await wait_until(pilot, (tmp_path / "crash.md").exists)
+        markdown = (tmp_path / "crash.md").read_text()
+        assert "## Assistant\n\nThe \n\n_interrupted: engine process died (partial answer)_" in markdown
 
 
 async def test_load_failure_is_reported_and_the_app_stays_usable():

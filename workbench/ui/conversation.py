@@ -21,13 +21,29 @@ class Conversation:
     stats: dict[int, TurnFinished] = field(default_factory=dict)  # message index -> its turn
     model_name: str = ""
     preset_name: str = ""
+    # answer index -> why it stopped short (the engine died): kept for the transcript, never re-sent
+    interrupted: dict[int, str] = field(default_factory=dict)
+    # Turns the model no longer sees. A new engine process knows nothing of the turns its
+    # predecessor had dropped and would fit the whole conversation afresh (down to half the
+    # context); leaving out what the old one had left out keeps the history it still saw.
+    turns_out_of_context: int = 0
+    skipped_turns: int = 0  # oldest turns not sent to the current engine (out of context at its load)
 
     def add_user(self, text: str) -> None:
         self.messages.append(ChatMessage("user", text))
 
-    def add_answer(self, finished: TurnFinished) -> None:
+    def add_answer(self, finished: TurnFinished) -> int:
+        """Record the answer; return how many turns this turn newly pushed out of the context."""
         self.messages.append(ChatMessage("assistant", finished.text))
         self.stats[len(self.messages) - 1] = finished
+        before = self.turns_out_of_context
+        self.turns_out_of_context = self.skipped_turns + finished.context_shifts
+        return max(0, self.turns_out_of_context - before)
+
+    def add_interrupted(self, partial_text: str, reason: str) -> None:
+        """Keep the partial answer of a turn the engine did not finish (in the transcript, not for the model)."""
+        self.messages.append(ChatMessage("assistant", partial_text))
+        self.interrupted[len(self.messages) - 1] = reason
 
     def drop_unanswered(self) -> str:
         """Remove a trailing user message the engine never answered; return its text."""
@@ -35,18 +51,36 @@ class Conversation:
             return self.messages.pop().content
         return ""
 
+    def engine_restarted(self) -> None:
+        """A model was (re)loaded: its context starts empty, so leave out what the last one had dropped."""
+        self.skipped_turns = self.turns_out_of_context
+
     def for_engine(self) -> list[ChatMessage]:
-        """What the engine is sent: the system prompt (when set) then every message."""
+        """What the engine is sent: the system prompt (when set), then every exchange the model still
+        sees: not the ones left out of its context before a restart, not the interrupted ones."""
         system = [ChatMessage("system", self.system_prompt)] if self.system_prompt.strip() else []
-        return system + list(self.messages)
+        sent: list[ChatMessage] = []
+        for index, message in enumerate(self.messages):
+            if index in self.interrupted:
+                sent.pop()  # the prompt of an interrupted exchange goes with its partial answer
+                continue
+            sent.append(message)
+        starts = [index for index, message in enumerate(sent) if message.role == "user"]
+        if 0 < self.skipped_turns < len(starts):
+            sent = sent[starts[self.skipped_turns]:]
+        return system + sent
 
     def clear(self) -> None:
         self.messages.clear()
         self.stats.clear()
+        self.interrupted.clear()
+        self.turns_out_of_context = self.skipped_turns = 0
 
 
-def stats_line(finished: TurnFinished) -> str:
-    """The one line under each answer: where its tokens and time went."""
+def stats_line(finished: TurnFinished, dropped_now: int | None = None) -> str:
+    """The one line under each answer: where its tokens and time went.
+
+    `dropped_now`: turns this turn pushed out of the context (the engine reports the total out)."""
     parts = [
         f"prompt {finished.prompt_tokens} tok",
         f"reused {finished.reused_tokens}",
@@ -56,8 +90,11 @@ def stats_line(finished: TurnFinished) -> str:
         f"decode {finished.decode_tps:,.1f} tok/s" if finished.decode_tps > 0 else "decode n/a",
         f"stop: {finished.stop_reason}",
     ]
-    if finished.context_shifts:
-        parts.append(f"context shifted ({finished.context_shifts} turns dropped)")
+    dropped = finished.context_shifts if dropped_now is None else dropped_now
+    if dropped:
+        parts.append(f"context shifted ({dropped} earlier {'turn' if dropped == 1 else 'turns'} dropped)")
+    if finished.answer_note:
+        parts.append(finished.answer_note)
     return " · ".join(parts)
 
 
@@ -76,6 +113,8 @@ def transcript_markdown(conversation: Conversation) -> str:
     lines += ["", "## System", "", conversation.system_prompt or "(none)", ""]
     for index, message in enumerate(conversation.messages):
         lines += [f"## {'User' if message.role == 'user' else 'Assistant'}", "", message.content, ""]
+        if index in conversation.interrupted:
+            lines += [f"_interrupted: {conversation.interrupted[index]} (partial answer)_", ""]
         if index in conversation.stats:
             lines += [f"_{stats_line(conversation.stats[index])}_", ""]
     return "\n".join(lines)
@@ -90,6 +129,7 @@ def transcript_json(conversation: Conversation) -> str:
         "messages": [
             {"role": message.role, "content": message.content}
             | ({"stats": asdict(conversation.stats[index])} if index in conversation.stats else {})
+            | ({"interrupted": conversation.interrupted[index]} if index in conversation.interrupted else {})
             for index, message in enumerate(conversation.messages)
         ],
     }

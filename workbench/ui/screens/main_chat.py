@@ -53,18 +53,22 @@ class ChatFlow:
 
     def on_context_shift_noticed(self, message: ContextShiftNoticed) -> None:
         shift = message.shift
-        notice = f"context shift: {shift.turns_dropped} earlier turns ({shift.tokens_dropped} tokens) dropped to fit n_ctx"
+        # the engine counts every turn now out of its context; this shift dropped the new ones
+        conversation = self.conversation
+        newly = conversation.skipped_turns + shift.turns_dropped - conversation.turns_out_of_context
+        notice = (f"context shift: {newly} more earlier {'turn' if newly == 1 else 'turns'} dropped to fit n_ctx "
+                  f"({shift.turns_dropped} out of the context in all, {shift.tokens_dropped} tokens)")
         self.query_one(KvPanel).shift_notice = notice
         self.notify(notice, title="Context full", severity="warning", timeout=8)
 
     async def on_turn_ended(self, message: TurnEnded) -> None:
         finished = message.finished
         if finished.text or finished.stop_reason != "cancelled":
-            self.conversation.add_answer(finished)
+            dropped_now = self.conversation.add_answer(finished)
         else:
-            self.query_one(PromptInput).value = self.conversation.drop_unanswered()
+            self.query_one(PromptInput).restore(self.conversation.drop_unanswered())
         if self._answer is not None:
-            await self._answer.finish(stats_line(finished))
+            await self._answer.finish(stats_line(finished, dropped_now))
             self._answer = None
         self.phase = LOADED if self.engine is not None and self.engine.loaded is not None else IDLE
         self.query_one(SpeedPanel).turn_finished(finished)
@@ -82,15 +86,22 @@ class ChatFlow:
         failure = message.failure
         self.last_failure = failure
         alive = self.engine is not None and getattr(self.engine, "alive", False) and failure.kind != "crash"
+        dropped_now = 0
         if self._answer is not None:
-            await self._answer.finish(f"no answer: {failure.message}", failed=True)
+            kept = "; the partial answer is kept in the transcript" if partial else ""
+            await self._answer.finish(f"interrupted: {failure.message}{kept}", failed=True)
             self._answer = None
-        unanswered = self.conversation.drop_unanswered()
+        messages = self.conversation.messages
+        prompt_text = messages[-1].content if messages and messages[-1].role == "user" else ""
+        if partial and prompt_text:
+            self.conversation.add_interrupted(partial, failure.message)
+        else:
+            self.conversation.drop_unanswered()
         prompt = self.query_one(PromptInput)
-        if unanswered and not prompt.value.strip():
-            prompt.value = unanswered  # ready to send again after a restart
-        elif unanswered:
-            prompt.remember(unanswered)  # the box holds a draft: the lost prompt waits one ↑ away
+        if prompt_text and not prompt.value.strip():
+            prompt.restore(prompt_text)  # ready to send again after a restart, the cursor at its end
+        elif prompt_text:
+            prompt.remember(prompt_text)  # the box holds a draft: the lost prompt waits one ↑ away
         chat = self.query_one(ChatView)
         if alive:
             self.phase = LOADED if self.engine.loaded is not None else IDLE
@@ -105,8 +116,9 @@ class ChatFlow:
             if self.ledger else "no ledger prediction")
         details = "\n".join(["last llama.cpp log lines:", *failure.log_tail[-8:], f"prediction: {prediction}",
                              "The conversation is kept; Restart engine (Ctrl+R) loads the model again."])
+        partial = self._answer.text if self._answer is not None else ""
         await chat.add_notice(f"Engine died ({how}): {failure.message}", details, kind="error",
-                              action=("restart-engine", "Restart engine"))
+                              action=("restart-engine", "Restart engine"), notice_id="crash-notice")
         self.notify(f"{how}: {failure.message}", title="Engine died", severity="error", timeout=12)
 
     def action_cancel_turn(self) -> None:

@@ -104,8 +104,11 @@ class EngineFlow:
         self.notify(f"{Path(loaded.model_path).name} with {loaded.preset_name}: n_ctx {loaded.n_ctx}, "
                     f"{loaded.load_seconds:.2f} s{note}", title="Model loaded")
         for warning in loaded.warnings:
+        self.conversation.engine_restarted()  # a fresh context: send only what the model saw before
+        self.query_one(ChatView).query("#crash-notice").remove()
             if warning != loaded.chat_notice:
-                self.notify(warning, title="llama.cpp warning", severity="warning", timeout=8)
+                # the preset's checks and the engine's notes, not lines of llama.cpp's log
+                self.notify(warning, title="Load warning", severity="warning", timeout=8)
         if loaded.chat_notice:  # which chat path the model takes: kept in the conversation, not a toast
             self.run_worker(self.query_one(ChatView).add_notice(loaded.chat_notice, kind="info"))
 
@@ -155,5 +158,6 @@ class EngineFlow:
         self.start_load(allow_overbudget=self.ledger is not None and self.ledger.verdict == DOES_NOT_FIT)
 
     @work(thread=True, group="close")
+        self.query_one(ChatView).query("#crash-notice").remove()  # answered: the restart is under way
     def _close_worker(self, engine) -> None:
         engine_work.close_engine(engine)

@@ -96,10 +96,17 @@ class ChatView(VerticalScroll):
         return block
 
     async def add_notice(self, title: str, details: str = "", *, kind: str = "info",
-                         action: tuple[str, str] | None = None) -> Notice:
-        notice = Notice(title, details, kind=kind, action=action)
+                         action: tuple[str, str] | None = None, notice_id: str | None = None) -> Notice:
+        """A notice; one with `notice_id` replaces an earlier one of that id (one crash box, not a pile)."""
+        if notice_id:
+            await self.remove_notice(notice_id)
+        notice = Notice(title, details, kind=kind, action=action, id=notice_id)
         await self.mount(notice)
         return notice
+
+    async def remove_notice(self, notice_id: str) -> None:
+        for notice in self.query(f"#{notice_id}"):
+            await notice.remove()
 
     async def clear(self) -> None:
         await self.remove_children()

@@ -26,6 +26,10 @@ class PromptInput(Input):
         self._position = None
         self._draft = ""
 
+    def restore(self, text: str) -> None:
+        """Put a prompt back (after a cancel or a crash) with the cursor at its end, ready to send or extend."""
+        self._show(text)
+
     def action_history_previous(self) -> None:
         if not self.history:
             return
