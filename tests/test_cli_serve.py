@@ -1,5 +1,6 @@
 """`workbench serve` starts a real textual-serve server that hands out the app's page."""
 
+import asyncio
 import socket
 import subprocess
 import sys
@@ -63,3 +64,129 @@ def test_port_out_of_range_is_refused():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip() == "workbench: --port 99999 is not a TCP port. Give a port from 1 to 65535, e.g. --port 8000"
+
+
+def _start_serve(*extra: str) -> tuple[subprocess.Popen, int]:
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "workbench", "serve", "--host", "127.0.0.1", "--port", str(port), *extra],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                return server, port
+        except OSError:
+            time.sleep(0.2)
+    server.kill()
+    raise AssertionError("workbench serve did not start listening")
+
+
+def _app_children(server: subprocess.Popen) -> list:
+    """The app processes the server started (textual-serve runs each through a shell: not counted)."""
+    import psutil
+
+    return [child for child in psutil.Process(server.pid).children(recursive=True)
+            if child.name().startswith("python") and "-m workbench" in " ".join(child.cmdline())]
+
+
+def _stop(server: subprocess.Popen) -> None:
+    import psutil
+
+    children = psutil.Process(server.pid).children(recursive=True)
+    server.terminate()
+    try:
+        server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+    for child in children:
+        if child.is_running():
+            child.kill()
+
+
+async def _websocket_status(port: int, origin: str | None) -> int:
+    """The HTTP status the WebSocket handshake got (101 when accepted); the socket stays open."""
+    import aiohttp
+
+    headers = {"Origin": origin} if origin else {}
+    session = aiohttp.ClientSession()
+    try:
+        socket_ = await session.ws_connect(f"http://127.0.0.1:{port}/ws?width=100000&height=-5", headers=headers)
+    except aiohttp.WSServerHandshakeError as refused:
+        await session.close()
+        return refused.status
+    _OPEN.append((session, socket_))
+    return 101
+
+
+_OPEN: list = []
+
+
+async def _close_open_sockets() -> None:
+    while _OPEN:
+        session, socket_ = _OPEN.pop()
+        await socket_.close()
+        await session.close()
+
+
+async def test_a_page_from_another_site_cannot_open_a_session():
+    """Issue 10 item 5: a WebSocket from Origin http://evil.example was accepted and started an app."""
+    server, port = _start_serve()
+    try:
+        assert await _websocket_status(port, "http://evil.example") == 403
+        assert await _websocket_status(port, f"http://evil.example:{port}") == 403
+        assert _app_children(server) == []
+        assert await _websocket_status(port, f"http://localhost:{port}") == 101  # the served page itself may
+    finally:
+        await _close_open_sockets()
+        _stop(server)
+
+
+async def test_sessions_beyond_the_limit_get_a_clear_page_not_another_app():
+    """Issue 10 item 5: each connection started its own app and engine, without limit."""
+    import aiohttp
+
+    server, port = _start_serve("--max-sessions", "1")
+    try:
+        assert await _websocket_status(port, f"http://127.0.0.1:{port}") == 101
+        assert await _websocket_status(port, f"http://127.0.0.1:{port}") == 503
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/") as page:
+            assert page.status == 503
+            assert "All 1 session(s) of this workbench are in use" in await page.text()
+        deadline = time.monotonic() + 60
+        while len(_app_children(server)) != 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)  # not time.sleep: the open WebSocket must keep answering heartbeats
+        assert len(_app_children(server)) == 1
+        await _close_open_sockets()  # the one session ends: room for the next visitor
+        deadline = time.monotonic() + 60
+        status = 503
+        while status != 101 and time.monotonic() < deadline:
+            status = await _websocket_status(port, f"http://127.0.0.1:{port}")
+        assert status == 101
+    finally:
+        await _close_open_sockets()
+        _stop(server)
+
+
+def test_a_non_loopback_address_needs_allow_remote_and_warns():
+    from workbench.cli.cmd_serve import check_host
+
+    refused = subprocess.run([sys.executable, "-m", "workbench", "serve", "--host", "0.0.0.0", "--port", "8000"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "workbench: --host 0.0.0.0 is not a loopback address: anyone who can reach it could drive the app "
+        "(download models, write presets, run the engine). Serve on localhost, or add --allow-remote if you mean it")
+    assert check_host("localhost", allow_remote=False) is None
+    assert check_host("::1", allow_remote=False) is None
+    assert "anyone who reaches this address can drive the workbench" in check_host("0.0.0.0", allow_remote=True)
+
+
+def test_browser_sizes_are_clamped_before_they_size_the_terminal():
+    from workbench.cli.serve_guard import MAX_COLUMNS, MIN_ROWS, clamp_size
+
+    assert clamp_size("100000", 80, 20, MAX_COLUMNS) == 500
+    assert clamp_size("-5", 24, MIN_ROWS, 200) == 8
+    assert clamp_size("1e9", 80, 20, 500) == 80  # not an int: the default
+    assert clamp_size(None, 24, 8, 200) == 24

@@ -16,6 +16,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--host", default="localhost", help="address to listen on (default: localhost)")
     parser.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    parser.add_argument("--max-sessions", type=int, default=2, metavar="N",
+                        help="browser sessions at once; each runs its own app and engine (default: 2)")
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="allow --host to be a non-loopback address (anyone who reaches it drives the app)")
+    parser.add_argument("--allow-origin", action="append", default=[], metavar="URL",
+                        help="another page origin allowed to connect, e.g. the https URL of a reverse proxy")
     parser.add_argument("app_args", nargs=argparse.REMAINDER, help="arguments for the app, e.g. --model PATH")
     parser.set_defaults(func=run)
 
@@ -42,10 +48,34 @@ def check_port_free(host: str, port: int) -> None:
                              fix=f"Stop what uses it or pick another port, e.g. --port {port + 1 if port < 65535 else 8000}") from error
 
 
-def run(args: argparse.Namespace) -> int:
-    from textual_serve.server import Server
+def check_host(host: str, allow_remote: bool) -> str | None:
+    """Refuse a non-loopback address unless asked for; the warning to print when allowed."""
+    from workbench.cli.serve_guard import is_loopback_host
+    from workbench.core.errors import WorkbenchError
 
+    if is_loopback_host(host):
+        return None
+    if not allow_remote:
+        raise WorkbenchError(f"--host {host} is not a loopback address: anyone who can reach it could drive the app "
+                             "(download models, write presets, run the engine)",
+                             fix="Serve on localhost, or add --allow-remote if you mean it")
+    return (f"WARNING: serving on {host}, reachable from other machines. There is no login: anyone who reaches "
+            f"this address can drive the workbench. Use it on a trusted network only.")
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.cli.serve_guard import GuardedServer, allowed_origins
+    from workbench.core.errors import WorkbenchError
+
+    if args.max_sessions < 1:
+        raise WorkbenchError(f"--max-sessions {args.max_sessions} allows no session", fix="Give 1 or more, e.g. --max-sessions 2")
+    warning = check_host(args.host, args.allow_remote)
     check_port_free(args.host, args.port)
-    print(f"Serving the workbench at http://{args.host}:{args.port} (Ctrl-C stops)", file=sys.stderr)
-    Server(app_command(args.app_args), host=args.host, port=args.port, title="Edge LLM Workbench").serve()
+    if warning:
+        print(warning, file=sys.stderr)
+    print(f"Serving the workbench at http://{args.host}:{args.port} to at most {args.max_sessions} browser "
+          f"session(s) (Ctrl-C stops)", file=sys.stderr)
+    GuardedServer(app_command(args.app_args), host=args.host, port=args.port, title="Edge LLM Workbench",
+                  max_sessions=args.max_sessions,
+                  origins=allowed_origins(args.host, args.port, tuple(args.allow_origin))).serve()
     return 0
