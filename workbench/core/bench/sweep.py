@@ -13,6 +13,7 @@ from workbench.core.bench.machine import describe_machine
 from workbench.core.bench.measured import EngineFacts, PerplexityMeasured, SpeedMeasured
 from workbench.core.bench.report import BenchResults
 from workbench.core.bench.rows import BenchRow, with_references
+from workbench.core.bench.split_rows import split_row_fields
 from workbench.core.errors import EngineError, WorkbenchError
 from workbench.core.ledger_types import Ledger
 from workbench.core.engine.events import EngineFailed, Loaded, LoadProgressed
@@ -41,6 +42,7 @@ class SweepConfig:
     eval_text: str | None = None  # None: the shipped evaluation text
     ppl_ctx: int = 512  # the same window for every preset, so perplexities compare
     telemetry_root: str = "/"
+    rpc: tuple = ()  # --rpc nodes (RpcEndpoint, profiles kept) for each row's per-device prediction
 
     @property
     def steps_per_preset(self) -> int:
@@ -153,7 +155,7 @@ def _measure_preset(
         sampler = Sampler(root=config.telemetry_root, engine_pid=client.pid)
         watch = run.watch = EngineWatch(client.pid, sampler.sample).start()
         yield SweepStepStarted(preset.name, "load", first_step, total)
-        for event in _load_events(client, config, preset):
+        for event in _load_events(client, config.model_path, preset, config.device):
             if isinstance(event, LoadProgressed) and event.stage not in ("validating", "loading"):
                 yield SweepStepStarted(preset.name, event.stage, first_step, total)
             elif isinstance(event, Loaded):
@@ -197,12 +199,12 @@ def _measure_preset(
         client.close()
 
 
-def _load_events(client, config: SweepConfig, preset: Preset) -> Iterator[LoadProgressed | Loaded]:
+def _load_events(client, model_path: Path, preset: Preset, device: DeviceProfile) -> Iterator[LoadProgressed | Loaded]:
     """The engine's load events up to Loaded; a failed load raises EngineError naming the preset."""
     loaded = False
-    for event in client.load(config.model_path, preset, device=config.device, allow_overbudget=True):
+    for event in client.load(model_path, preset, device=device, allow_overbudget=True):
         if isinstance(event, EngineFailed):
-            raise EngineError(f"{preset.name} did not load: {event.message}", where=str(config.model_path))
+            raise EngineError(f"{preset.name} did not load: {event.message}", where=str(model_path))
         loaded = loaded or isinstance(event, Loaded)
         yield event
     if not loaded:
@@ -211,12 +213,17 @@ def _load_events(client, config: SweepConfig, preset: Preset) -> Iterator[LoadPr
 
 def load_preset_engine(config: SweepConfig, preset: Preset):
     """A fresh engine process with `preset` loaded (the caller closes it)."""
+    return load_engine(config.model_path, preset, config.device)
+
+
+def load_engine(model_path: Path, preset: Preset, device: DeviceProfile):
+    """A fresh engine process with `model_path` loaded under `preset` (the caller closes it)."""
     from workbench.core.engine.client import EngineClient
 
     client = EngineClient()
     client.start()
     try:
-        for _ in _load_events(client, config, preset):
+        for _ in _load_events(client, model_path, preset, device):
             pass
     except BaseException:
         client.close()
@@ -261,7 +268,7 @@ def build_row(
 
     run_samples = watch.samples_between(run.runs_started_at, run.runs_finished_at + 0.5)
     all_samples = list(watch.samples)
-    power_w, power_why = _mean_power(run_samples, run.runs_started_at, run.runs_finished_at)
+    power_w, power_why = mean_power(run_samples, run.runs_started_at, run.runs_finished_at)
     decode_tps = statistics.fmean(decode)
     joules = power_w / decode_tps if power_w is not None else None
     if power_w is None:
@@ -331,10 +338,11 @@ def build_row(
         ppl_ctx=ppl.n_ctx if ppl else None,
         ppl_tokens=ppl.n_tokens_scored if ppl else None,
         unavailable=tuple(notes.items()),
+        **split_row_fields(config, preset, loaded),
     )
 
 
-def _mean_power(samples: list[TelemetrySample], start: float, end: float) -> tuple[float | None, str]:
+def mean_power(samples: list[TelemetrySample], start: float, end: float) -> tuple[float | None, str]:
     """Mean power over the timed runs: from the energy counter when it moved, else the rail readings."""
     with_energy = [s for s in samples if s.energy_j is not None]
     if len(with_energy) >= 2 and with_energy[-1].timestamp > with_energy[0].timestamp:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from workbench.core.bench.measured import (
@@ -15,6 +15,7 @@ from workbench.core.bench.measured import (
     PerplexityMeasured,
     SpeedMeasured,
 )
+from workbench.core.bench.kld_math import KldMeasured, KldReference
 from workbench.core.engine.chat_turn import clear_kv_cache
 
 # llama_cpp and numpy are imported inside the functions: this module is also imported by
@@ -29,38 +30,15 @@ def measure_perplexity(llama: Any, text: str, n_ctx: int | None = None) -> Perpl
     of context; the first window is scored from its second token on. With the half overlap,
     every token after the first is scored exactly once, which matters for a short text.
     """
-    import llama_cpp
-
-    context_size = llama_cpp.llama_n_ctx(llama.ctx)
-    window = int(n_ctx or context_size)
-    if window < 2 or window > context_size:
-        raise ValueError(f"perplexity window {window} must be between 2 and the context size {context_size}")
-    tokens = list(llama.tokenize(text.encode("utf-8"), add_bos=True, special=False))
-    if len(tokens) < 2:
-        raise ValueError("the evaluation text is shorter than two tokens")
-    vocab = llama_cpp.llama_model_get_vocab(llama.model)
-    bos = llama_cpp.llama_vocab_bos(vocab) if llama_cpp.llama_vocab_get_add_bos(vocab) else None
-    half = window // 2
-
+    window, tokens = _window_and_tokens(llama, text, n_ctx)
     started = time.perf_counter()
     total_nll = 0.0
     n_scored = 0
     n_windows = 0
-    scored_until = 1  # the next target position not scored yet (token 0 has no prediction)
-    start = 0
-    while scored_until < len(tokens):
-        end = min(start + window, len(tokens))
-        window_tokens = tokens[start:end]
-        # logits at window position j predict the token at j + 1
-        wanted = range(scored_until - start - 1, end - start - 1)
-        if bos is not None and start > 0 and wanted.start > 0:
-            window_tokens[0] = bos  # llama.cpp starts every window with BOS when the model wants one
-        nll = _window_nll(llama, window_tokens, wanted, tokens[scored_until:end])
-        total_nll += nll
-        n_scored += end - scored_until
+    for window_tokens, wanted, targets in _scored_windows(llama, tokens, window):
+        total_nll += _window_nll(llama, window_tokens, wanted, targets)
+        n_scored += len(targets)
         n_windows += 1
-        scored_until = end
-        start += half
     return PerplexityMeasured(
         ppl=math.exp(total_nll / n_scored),
         n_tokens_scored=n_scored,
@@ -71,8 +49,65 @@ def measure_perplexity(llama: Any, text: str, n_ctx: int | None = None) -> Perpl
     )
 
 
+def _window_and_tokens(llama: Any, text: str, n_ctx: int | None, max_scored: int | None = None) -> tuple[int, list[int]]:
+    """The checked window length and the text's tokens (cut to `max_scored` + 1 when given)."""
+    import llama_cpp
+
+    context_size = llama_cpp.llama_n_ctx(llama.ctx)
+    window = int(n_ctx or context_size)
+    if window < 2 or window > context_size:
+        raise ValueError(f"perplexity window {window} must be between 2 and the context size {context_size}")
+    tokens = list(llama.tokenize(text.encode("utf-8"), add_bos=True, special=False))
+    if max_scored is not None:
+        tokens = tokens[: max_scored + 1]
+    if len(tokens) < 2:
+        raise ValueError("the evaluation text is shorter than two tokens")
+    return window, tokens
+
+
+def _scored_windows(llama: Any, tokens: list[int], window: int) -> Iterator[tuple[list[int], range, list[int]]]:
+    """(window tokens, positions whose logits score, the target tokens) for each half-overlapping window."""
+    import llama_cpp
+
+    vocab = llama_cpp.llama_model_get_vocab(llama.model)
+    bos = llama_cpp.llama_vocab_bos(vocab) if llama_cpp.llama_vocab_get_add_bos(vocab) else None
+    half = window // 2
+    scored_until = 1  # the next target position not scored yet (token 0 has no prediction)
+    start = 0
+    while scored_until < len(tokens):
+        end = min(start + window, len(tokens))
+        window_tokens = tokens[start:end]
+        # logits at window position j predict the token at j + 1
+        wanted = range(scored_until - start - 1, end - start - 1)
+        if bos is not None and start > 0 and wanted.start > 0:
+            window_tokens[0] = bos  # llama.cpp starts every window with BOS when the model wants one
+        yield window_tokens, wanted, tokens[scored_until:end]
+        scored_until = end
+        start += half
+
+
 def _window_nll(llama: Any, window_tokens: Sequence[int], wanted: range, targets: Sequence[int]) -> float:
     """Evaluate one window from an empty cache; sum -log p(target) over the wanted positions."""
+    import numpy as np
+
+    total = 0.0
+    target_index = 0
+    for rows in _window_logits(llama, window_tokens, wanted):
+        n_out = len(rows)
+        rows = rows.astype(np.float64)
+        top = rows.max(axis=1)
+        log_norm = top + np.log(np.exp(rows - top[:, None]).sum(axis=1))
+        chunk_targets = targets[target_index : target_index + n_out]
+        total += float((log_norm - rows[np.arange(n_out), chunk_targets]).sum())
+        target_index += n_out
+    return total
+
+
+def _window_logits(llama: Any, window_tokens: Sequence[int], wanted: range) -> Iterator[Any]:
+    """Evaluate one window from an empty cache; yield the logits rows [n, n_vocab] of the wanted positions.
+
+    Each yielded array is a view of llama.cpp's output buffer: valid until the next decode.
+    """
     import llama_cpp
     import numpy as np
 
@@ -81,8 +116,6 @@ def _window_nll(llama: Any, window_tokens: Sequence[int], wanted: range, targets
     n_batch = llama_cpp.llama_n_batch(ctx)
     clear_kv_cache(llama)
     wanted_set = set(wanted)
-    total = 0.0
-    target_index = 0
     batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
     try:
         for first in range(0, len(window_tokens), n_batch):
@@ -91,19 +124,77 @@ def _window_nll(llama: Any, window_tokens: Sequence[int], wanted: range, targets
             _fill_batch(batch, chunk, first, flags)
             _decode(ctx, batch)
             n_out = sum(flags)
-            if not n_out:
-                continue
-            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits(ctx), shape=(n_out, n_vocab))
-            rows = logits.astype(np.float64)
-            top = rows.max(axis=1)
-            log_norm = top + np.log(np.exp(rows - top[:, None]).sum(axis=1))
-            chunk_targets = targets[target_index : target_index + n_out]
-            total += float((log_norm - rows[np.arange(n_out), chunk_targets]).sum())
-            target_index += n_out
+            if n_out:
+                yield np.ctypeslib.as_array(llama_cpp.llama_get_logits(ctx), shape=(n_out, n_vocab))
     finally:
         llama_cpp.llama_batch_free(batch)
         clear_kv_cache(llama)
-    return total
+
+
+def kld_reference(llama: Any, text: str, path: str, n_ctx: int | None = None, max_tokens: int | None = None) -> KldReference:
+    """Score `text` like the perplexity op and save every scored position's log-probabilities to `path`.
+
+    The file (numpy .npz, no pickles) holds llama.cpp's 16-bit log-probability codes per
+    position, the text's tokens and the window, so that `kld` runs the same windows on
+    another model and compares distributions position by position.
+    """
+    import os
+
+    import numpy as np
+
+    from workbench.core.bench.kld_math import compress_log_probs, log_softmax
+
+    window, tokens = _window_and_tokens(llama, text, n_ctx, max_tokens)
+    codes, params, nll = [], [], 0.0
+    for window_tokens, wanted, targets in _scored_windows(llama, tokens, window):
+        done = 0
+        for rows in _window_logits(llama, window_tokens, wanted):
+            chunk_targets = targets[done : done + len(rows)]
+            nll -= float(log_softmax(rows)[np.arange(len(rows)), chunk_targets].sum())
+            chunk_codes, chunk_params = compress_log_probs(rows)
+            codes.append(chunk_codes)
+            params.append(chunk_params)
+            done += len(rows)
+    all_codes = np.concatenate(codes)
+    partial = f"{path}.part-{os.getpid()}"
+    with open(partial, "wb") as handle:
+        np.savez(handle, codes=all_codes, params=np.concatenate(params),
+                 tokens=np.asarray(tokens, dtype=np.int32), n_ctx=np.asarray([window], dtype=np.int32))
+    os.replace(partial, path)
+    return KldReference(path=path, n_tokens=len(all_codes), n_vocab=all_codes.shape[1], n_ctx=window,
+                        ppl=math.exp(nll / len(all_codes)))
+
+
+def measure_kld(llama: Any, text: str, reference_path: str) -> KldMeasured:
+    """KL divergence of this model's next-token distributions from the reference's, position by position."""
+    import numpy as np
+
+    from workbench.core.bench.kld_math import KldAccumulator
+
+    with np.load(reference_path, allow_pickle=False) as saved:
+        codes, params, ref_tokens = saved["codes"], saved["params"], saved["tokens"]
+        window = int(saved["n_ctx"][0])
+    if codes.ndim != 2 or codes.dtype != np.uint16 or params.shape != (len(codes), 2) or ref_tokens.ndim != 1:
+        raise ValueError(f"{reference_path} is not a reference written by kld_reference")
+    window, tokens = _window_and_tokens(llama, text, window, len(ref_tokens) - 1)
+    if list(ref_tokens) != tokens:
+        raise ValueError("this model tokenizes the evaluation text differently from the reference: "
+                         "KL divergence compares the same model at different precisions only")
+    started = time.perf_counter()
+    total = KldAccumulator.empty()
+    position = 0
+    for window_tokens, wanted, targets in _scored_windows(llama, tokens, window):
+        done = 0
+        for rows in _window_logits(llama, window_tokens, wanted):
+            n = len(rows)
+            if rows.shape[1] != codes.shape[1] or position + n > len(codes):
+                raise ValueError(f"the reference holds {len(codes)} positions of {codes.shape[1]} tokens; "
+                                 f"this model gives {rows.shape[1]}")
+            total.add(rows, codes[position : position + n], params[position : position + n],
+                      np.asarray(targets[done : done + n]))
+            position += n
+            done += n
+    return total.result(window, time.perf_counter() - started)
 
 
 def measure_speed(llama: Any, n_prompt: int = 256, n_gen: int = 128, seed: int = 0) -> SpeedMeasured:
@@ -219,4 +310,6 @@ OPS: dict[str, Callable[..., Any]] = {
     "perplexity": measure_perplexity,
     "bench": measure_speed,
     "system_info": engine_facts,
+    "kld_reference": kld_reference,
+    "kld": measure_kld,
 }
