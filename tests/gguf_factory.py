@@ -196,3 +196,15 @@ def packed_gguf(path: Path, n_tensors: int, n_kv: int, body: bytes = b"", *, siz
 def string_array_kv(key: bytes, items: list[bytes]) -> bytes:
     """One metadata pair holding an array of strings (GGUF type 9 of type 8)."""
     return gguf_string(key) + struct.pack("<IIQ", 9, 8, len(items)) + b"".join(gguf_string(item) for item in items)
+
+
+def with_f32_tensor_filled(path: Path, tensor_name: str, value: float, out: Path) -> Path:
+    """A copy of a real GGUF (e.g. the bundled model) with every value of an F32 tensor set to
+    `value`: NaN weights that llama.cpp still loads, or zeros that flatten the logits."""
+    tensor = next(t for t in gguf.GGUFReader(path).tensors if t.name == tensor_name)
+    assert tensor.tensor_type == gguf.GGMLQuantizationType.F32, f"{tensor_name} is {tensor.tensor_type.name}"
+    raw = bytearray(path.read_bytes())
+    raw[tensor.data_offset : tensor.data_offset + tensor.n_bytes] = np.full(int(tensor.n_elements), value,
+                                                                            dtype="<f4").tobytes()
+    out.write_bytes(bytes(raw))
+    return out

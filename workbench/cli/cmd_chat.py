@@ -154,6 +154,8 @@ class _ChatSession:
                     print(flush=True)
                     if event.stop_reason == "cancelled":
                         _say("[stopped]")
+                    if event.answer_note:
+                        _say(f"[{event.answer_note}]")
                     if self._show_stats:
                         _say(format_turn_stats(event))
                     return event.text

@@ -172,6 +172,7 @@ class ChatTurn:
         first_token_at: float | None = None
         after_prefill: _PerfSnapshot | None = None
         stop_reason = "stop"
+        logits_finite = True
         proposed_before = self._draft_counter.proposed if self._draft_counter else 0
         accepted = 0
         seed = sampling.seed if sampling.seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED
@@ -192,6 +193,7 @@ class ChatTurn:
                     # Sampling the first token synchronised the last prefill batch, so
                     # llama.cpp's counters now hold exactly the prefill.
                     after_prefill = _PerfSnapshot.take(llama)
+                    logits_finite = last_logits_finite(llama)  # before the next eval replaces them
                 if eog(token):
                     break
                 position = len(prompt) + generated
@@ -220,6 +222,7 @@ class ChatTurn:
         return self._finished(
             text, stop_reason, fitted, len(prompt), reused, generated, started_at,
             first_token_at, after_prefill, (accepted, proposed),
+            answer_note=answer_note(generated, stop_reason, logits_finite),
         )
 
     def _prefill(self, prompt: list[int], reused: int) -> bool:
@@ -253,7 +256,7 @@ class ChatTurn:
     def _finished(
         self, text: str, stop_reason: str, fitted: Any, prompt_tokens: int, reused: int, generated: int,
         started_at: float, first_token_at: float | None, after_prefill: _PerfSnapshot | None,
-        drafts: tuple[int, int] | None,
+        drafts: tuple[int, int] | None, *, answer_note: str = "",
     ) -> TurnFinished:
         llama = self._llama
         finished_at = time.monotonic()
@@ -283,7 +286,36 @@ class ChatTurn:
             draft_proposed=proposed,
             prefill_s=prefill_s,
             decode_s=decode_s,
+            answer_note=answer_note,
         )
+
+
+NOT_FINITE = "the logits were not finite (NaN/Inf): the weights are probably corrupt"
+
+
+def answer_note(generated: int, stop_reason: str, logits_finite: bool) -> str:
+    """Why an answer is empty, or that it is noise; "" for an ordinary answer.
+
+    A model that ends its answer at once, and a model whose weights are corrupt (NaN logits
+    make every sampler's choice arbitrary, often an end token), look alike to the user: an
+    empty answer with no hint. The first token's logits tell them apart.
+    """
+    if generated == 0 and stop_reason == "stop":
+        return f"empty answer: {NOT_FINITE}" if not logits_finite else "empty answer: the first token was end-of-generation"
+    if not logits_finite:
+        return f"{NOT_FINITE}; the answer is noise"
+    return ""
+
+
+def last_logits_finite(llama: Any) -> bool:
+    """Whether the logits the last token was sampled from are all finite (llama.cpp's own buffer, read in place)."""
+    import llama_cpp
+    import numpy as np
+
+    pointer = llama_cpp.llama_get_logits_ith(llama.ctx, -1)
+    if not pointer:
+        return True  # no logits to judge
+    return bool(np.isfinite(np.ctypeslib.as_array(pointer, shape=(llama.n_vocab(),))).all())
 
 
 def _eog_checker(llama: Any) -> Callable[[int], bool]:

@@ -84,6 +84,7 @@ class TurnFinished:
     draft_proposed: int = 0
     prefill_s: float = 0.0  # llama.cpp's prompt-eval time for the evaluated (not reused) tokens
     decode_s: float = 0.0  # llama.cpp's eval time for generated tokens after the first
+    answer_note: str = ""  # why the answer is empty, or that the logits were not finite ("" = an ordinary answer)
 
 
 @dataclass(frozen=True)
