@@ -42,10 +42,12 @@ def _isolated(tmp_path, monkeypatch):
 def test_a_jetson_tree_gives_power_energy_per_token_and_temperature():
     events, finished = _sweep("jetson-orin-nano", "jetson-orin-nano-8gb")
     [row] = finished.results.rows
-    recorded = Sampler(root=TREES / "jetson-orin-nano").sample()
-    assert row.power_w == pytest.approx(recorded.total_power_w, rel=0.02)  # the VDD_IN rail
-    assert row.joules_per_token == pytest.approx(row.power_w / row.decode_tps)
-    assert row.peak_temp_c == max(t.celsius for t in recorded.temperatures)
+    # VDD_IN on the recorded tree: in1_input 5080 mV x curr1_input 984 mA = 4_998_720 µW = 4.99872 W, steady
+    assert row.power_w == pytest.approx(4.99872, rel=1e-6)
+    assert row.joules_per_token == pytest.approx(4.99872 / row.decode_tps, rel=1e-6)  # J/token = W / (token/s)
+    # hottest zone of the tree: gpu-thermal 49625 m°C (cpu 48562, soc0 48625, soc1 47937, soc2 46593, tj 49312;
+    # cv0 reads -256000: off)
+    assert row.peak_temp_c == 49.625
     assert row.throttled is False
     # the Orin Nano profile's bandwidth bounds decode: the share is a real percentage
     assert 0 < row.pct_of_bandwidth_bound < 100
@@ -53,6 +55,31 @@ def test_a_jetson_tree_gives_power_energy_per_token_and_temperature():
     steps = [e.step for e in events if isinstance(e, SweepStepStarted)]
     assert steps == ["load", "warm-up", "run 1/1", "perplexity"]
     assert [e.row for e in events if isinstance(e, PresetMeasured)][0].preset == "small"
+
+
+def test_a_jetson_nano_bench_peak_is_not_the_fixed_pmic_die_100c():
+    # huataihuang/cloud-atlas (tests/sysfs/README.md): AO-therm 41.5 is the hottest real sensor; PMIC-Die reads 100.0
+    _, finished = _sweep("jetson-nano", "jetson-orin-nano-8gb")
+    [row] = finished.results.rows
+    assert row.peak_temp_c == 41.5
+
+
+def test_a_row_carries_llama_bench_fields_for_its_test_rows():
+    import json
+    import re
+
+    from workbench.core.bench.report import render
+
+    _, finished = _sweep("empty-container", "jetson-orin-nano-8gb")
+    [row] = finished.results.rows
+    assert len(row.prefill_samples_ts) == 1 and row.prefill_samples_ts[0] == row.prefill_tps  # one timed run
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", row.test_time)
+    assert (row.n_gpu_layers, row.split_mode, row.tensor_split, row.use_mmap) == (0, "layer", "0.00", True)
+    pp, tg = json.loads(render(finished.results, "json"))
+    assert (pp["n_prompt"], pp["n_gen"], tg["n_gen"], tg["n_depth"]) == (8, 0, 8, 8)
+    # llama-bench's samples_ns: 8 tokens at r tokens/s take 8 / r seconds
+    assert pp["samples_ns"] == [round(8 / row.prefill_samples_ts[0] * 1e9)]
+    assert tg["samples_ns"] == [round(8 / row.samples_ts[0] * 1e9)]
 
 
 def test_a_throttled_pi_without_power_rails_says_why_power_is_missing():
