@@ -239,3 +239,37 @@ async def test_choosing_another_preset_updates_the_prediction():
         await wait_until(pilot, lambda: screen.ledger is not before)
         assert screen.ledger.preset == "long-context-kv4" and screen.ledger.kv_bytes != before.kv_bytes
         assert screen.query_one(LedgerPanel).ledger is screen.ledger
+
+
+async def test_new_conversation_and_quit_ask_before_discarding_unsaved_messages(tmp_path):
+    from workbench.ui.screens.confirm_modal import ConfirmModal
+
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = await load(pilot)
+        await ask(pilot, "Keep me")
+        await wait_until(pilot, lambda: len(screen.conversation.messages) == 2)
+        await pilot.press("ctrl+n")
+        await wait_until(pilot, lambda: isinstance(pilot.app.screen, ConfirmModal))
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: pilot.app.screen is screen)
+        assert len(screen.conversation.messages) == 2  # Back keeps it
+        await pilot.press("ctrl+q")
+        await wait_until(pilot, lambda: isinstance(pilot.app.screen, ConfirmModal))
+        await pilot.click("#back")
+        await wait_until(pilot, lambda: pilot.app.screen is screen)
+        assert app.is_running and len(screen.conversation.messages) == 2
+        await pilot.press("ctrl+n")
+        await wait_until(pilot, lambda: isinstance(pilot.app.screen, ConfirmModal))
+        await pilot.click("#confirm")
+        await wait_until(pilot, lambda: not screen.conversation.messages and screen.query("#welcome"))
+        welcome = screen.query_one("#welcome", Notice)
+        assert "Ctrl+L loads" not in welcome.title and "loaded" in welcome.title  # the model is still loaded
+        await ask(pilot, "Saved one")
+        await wait_until(pilot, lambda: len(screen.conversation.messages) == 2)
+        from workbench.ui.conversation import save_transcript
+
+        save_transcript(screen.conversation, tmp_path / "t")
+        await pilot.press("ctrl+n")  # everything is in a transcript: no question
+        await wait_until(pilot, lambda: not screen.conversation.messages)
+        assert pilot.app.screen is screen

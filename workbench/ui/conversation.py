@@ -28,6 +28,12 @@ class Conversation:
     # context); leaving out what the old one had left out keeps the history it still saw.
     turns_out_of_context: int = 0
     skipped_turns: int = 0  # oldest turns not sent to the current engine (out of context at its load)
+    saved_messages: int = 0  # how many messages the last saved transcript held
+
+    @property
+    def unsaved(self) -> bool:
+        """Whether discarding the conversation now would lose messages no transcript holds."""
+        return bool(self.messages) and len(self.messages) != self.saved_messages
 
     def add_user(self, text: str) -> None:
         self.messages.append(ChatMessage("user", text))
@@ -74,7 +80,7 @@ class Conversation:
         self.messages.clear()
         self.stats.clear()
         self.interrupted.clear()
-        self.turns_out_of_context = self.skipped_turns = 0
+        self.turns_out_of_context = self.skipped_turns = self.saved_messages = 0
 
 
 def stats_line(finished: TurnFinished, dropped_now: int | None = None) -> str:
@@ -143,4 +149,5 @@ def save_transcript(conversation: Conversation, base: Path) -> tuple[Path, Path]
     markdown_path.parent.mkdir(parents=True, exist_ok=True)
     markdown_path.write_text(transcript_markdown(conversation), encoding="utf-8")
     json_path.write_text(transcript_json(conversation), encoding="utf-8")
+    conversation.saved_messages = len(conversation.messages)
     return markdown_path, json_path

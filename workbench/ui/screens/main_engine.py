@@ -36,6 +36,7 @@ class EngineFlow:
         self.query_one("#load-progress").display = phase == LOADING
         # a blinking cursor repaints twice a second; while an answer streams every repaint is CPU the engine could use
         self.query_one(PromptInput).cursor_blink = phase != GENERATING
+        self.refresh_bindings()  # Esc (cancel) is in the footer only while an answer streams
 
     def action_toggle_load(self) -> None:
         if self.phase in (LOADED, GENERATING):
@@ -49,13 +50,23 @@ class EngineFlow:
         if ledger is not None and ledger.verdict == DOES_NOT_FIT:
             from workbench.ui.screens.overbudget_modal import OverbudgetModal
 
-            def confirmed(answer: bool | None) -> None:
-                if answer:
+            def confirmed(answer: object) -> None:
+                if isinstance(answer, LedgerFix):
+                    self.use_fix(answer)
+                elif answer:
                     self.start_load(allow_overbudget=True)
 
             self.app.push_screen(OverbudgetModal(ledger), confirmed)
             return
         self.start_load(allow_overbudget=False)
+
+    def use_fix(self, fix: LedgerFix) -> None:
+        """Use the preset with the fix applied, as an unsaved copy, and predict again."""
+        from workbench.core.ledger_fixes import apply_fix
+
+        label = self.selection.use_unsaved(apply_fix(self.selection.preset(), fix))
+        self.select_preset(label)
+        self.notify(f"{fix.change}: saves {fix.saved_bytes / 2**20:,.0f} MiB; {fix.cost}", title="Fix applied")
 
     def start_load(self, *, allow_overbudget: bool) -> None:
         try:
@@ -104,8 +115,6 @@ class EngineFlow:
         self.notify(f"{Path(loaded.model_path).name} with {loaded.preset_name}: n_ctx {loaded.n_ctx}, "
                     f"{loaded.load_seconds:.2f} s{note}", title="Model loaded")
         for warning in loaded.warnings:
-        self.conversation.engine_restarted()  # a fresh context: send only what the model saw before
-        self.query_one(ChatView).query("#crash-notice").remove()
             if warning != loaded.chat_notice:
                 # the preset's checks and the engine's notes, not lines of llama.cpp's log
                 self.notify(warning, title="Load warning", severity="warning", timeout=8)

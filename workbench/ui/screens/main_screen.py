@@ -59,6 +59,8 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
 
     phase: reactive[str] = reactive(IDLE)
     compact: reactive[bool] = reactive(False)
+        *(Binding(key, f"show_tab('{name}')", f"{name} tab", show=False) for key, name in TAB_KEYS),
+        Binding("ctrl+t", "cycle_vote", "N samples, vote", show=False),
     shown_tab: reactive[str] = reactive("chat")
 
     def __init__(self, selection: Selection, engine_factory, sampler_factory, *,
@@ -96,7 +98,8 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         with Horizontal(id="status-row"):
             yield Static("Predicting the memory ledger…", id="verdict", markup=False)
             yield ProgressBar(id="load-progress", show_eta=False)
-        yield Tabs(*(Tab(label, id=f"tab-{name}") for name, label in PANEL_TABS), id="layout-tabs")
+        yield Tabs(*(Tab(f"{number} {label}", id=f"tab-{name}") for number, (name, label) in enumerate(PANEL_TABS, 1)),
+                   id="layout-tabs")
         with Horizontal(id="body"):
             with Vertical(id="chat-pane"):
                 yield ChatView(id="chat")
@@ -141,6 +144,9 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         self.shown_tab = event.tab.id.removeprefix("tab-") if event.tab and event.tab.id else "chat"
 
     def show_tab(self, name: str) -> None:
+        if shown == "chat" and self.is_mounted:
+            # back on the chat the prompt has the keys again, not the tab bar that was clicked
+            self.call_after_refresh(self.query_one(PromptInput).focus)
         """Bring a panel (or the chat) to the front when the layout is tabbed."""
         self.query_one("#layout-tabs", Tabs).active = f"tab-{name}"
 
@@ -233,3 +239,15 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         # the current preset against the two the bench compares by default
         presets = tuple(dict.fromkeys((self.selection.preset_name, "quality-q8", "balanced-q4km")))
         self.app.push_screen(BenchScreen(self.selection.model_path, self.selection.device_name, presets))
+    def action_cycle_vote(self) -> None:
+        samples = self.vote_mode.cycle()
+        how = ("each answer is the majority of the samples, decoded together" if samples > 1
+               else "answers stream as usual")
+        self.notify(f"Chat: {self.vote_mode.label()} ({how}).", title="N samples, vote")
+
+    def action_open_serve(self) -> None:
+        """The Serve screen: the loaded model over the OpenAI-compatible API (issue 16)."""
+        from workbench.ui.serve_screen import ServeScreen
+
+        self.app.push_screen(ServeScreen(self.engine if self.phase == LOADED else None))
+

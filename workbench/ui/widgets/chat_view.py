@@ -12,9 +12,10 @@ from workbench.ui.widgets.streaming_text import StreamingText
 
 
 RESERVE_MIN_LINES = 4
-WELCOME = ("Ctrl+L loads the model with the chosen preset, then ask below.",
-           "Enter sends · Esc cancels · ↑↓ prompt history · F5 system prompt and sampling · "
-           "Ctrl+S saves the transcript · Ctrl+P every command")
+WELCOME_HOWTO = ("Enter sends · Esc cancels · ↑↓ prompt history · F5 system prompt and sampling · "
+                 "Ctrl+S saves the transcript · Ctrl+P every command")
+WELCOME = ("Ctrl+L loads the model with the chosen preset, then ask below.", WELCOME_HOWTO)
+WELCOME_LOADED = ("The model is loaded: ask below.", WELCOME_HOWTO)
 
 
 class UserBubble(Static):
@@ -80,10 +81,10 @@ class ChatView(VerticalScroll):
     def on_mount(self) -> None:
         self.anchor()
 
-    async def show_welcome(self) -> None:
-        """How to start, shown until the conversation starts."""
+    async def show_welcome(self, *, loaded: bool = False) -> None:
+        """How to start (no "load first" when a model is loaded), shown until the conversation starts."""
         if not self.query("#welcome"):
-            await self.mount(Notice(*WELCOME, kind="info", id="welcome"))
+            await self.mount(Notice(*(WELCOME_LOADED if loaded else WELCOME), kind="info", id="welcome"))
 
     async def start_turn(self, prompt: str) -> AnswerBlock:
         """The prompt and an empty answer below it, mounted together: one layout, not two."""
