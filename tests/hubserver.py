@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
 import threading
 import time
@@ -210,6 +211,12 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet test output
             pass
+
+        def setup(self) -> None:
+            super().setup()
+            # Headers and body go out in separate writes: without NODELAY, Nagle holds the body
+            # until the client's delayed ACK (40 ms a request), which only slows every test.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def handle(self) -> None:
             try:
@@ -512,3 +519,25 @@ def hub(tmp_path, monkeypatch):
 
 def hub_cache(tmp_path: Path) -> Path:
     return tmp_path / "hf" / "hub"
+
+
+def tree_outside_caches(tmp_path: Path) -> dict[str, tuple[str, bytes | str]]:
+    """Every entry under tmp_path except inside the two caches: type and content (or link target)."""
+    caches = (tmp_path / "hf" / "hub", tmp_path / "wb-cache")
+    found = {}
+    for folder, dirs, files in os.walk(tmp_path):
+        here = Path(folder)
+        if any(here == cache or cache in here.parents for cache in caches):
+            dirs[:] = []
+            continue
+        for name in dirs + files:
+            path = here / name
+            if any(path == cache for cache in caches) or any(cache in path.parents for cache in caches):
+                continue
+            if path.is_symlink():
+                found[str(path)] = ("link", os.readlink(path))
+            elif path.is_file():
+                found[str(path)] = ("file", path.read_bytes())
+            else:
+                found[str(path)] = ("dir", b"")
+    return found

@@ -9,7 +9,6 @@ build machine have; where the mount is refused the tests skip and say why.
 from __future__ import annotations
 
 import errno
-import os
 import subprocess
 import threading
 from pathlib import Path

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from gguf_factory import write_tiny_gguf
-from hubserver import Fault, Hostile, hub, hub_cache, sha256_of  # noqa: F401 - hub is a fixture
+from hubserver import Fault, Hostile, hub, hub_cache, sha256_of, tree_outside_caches  # noqa: F401 - hub is a fixture
 from workbench.core.errors import WorkbenchError
 from workbench.core.hub import download_events as ev
 from workbench.core.hub.cache import cached_models, partial_downloads
@@ -37,28 +34,6 @@ def victim(tmp_path):
     (folder / "file").write_text("precious")
     (folder / FILE).write_text("precious too")
     return folder
-
-
-def tree_outside_caches(tmp_path: Path) -> dict[str, tuple[str, bytes | str]]:
-    """Every entry under tmp_path except inside the two caches: type and content (or link target)."""
-    caches = (tmp_path / "hf" / "hub", tmp_path / "wb-cache")
-    found = {}
-    for folder, dirs, files in os.walk(tmp_path):
-        here = Path(folder)
-        if any(here == cache or cache in here.parents for cache in caches):
-            dirs[:] = []
-            continue
-        for name in dirs + files:
-            path = here / name
-            if any(path == cache for cache in caches) or any(cache in path.parents for cache in caches):
-                continue
-            if path.is_symlink():
-                found[str(path)] = ("link", os.readlink(path))
-            elif path.is_file():
-                found[str(path)] = ("file", path.read_bytes())
-            else:
-                found[str(path)] = ("dir", b"")
-    return found
 
 
 def one_error_line(capsys) -> str:
@@ -239,3 +214,15 @@ def test_cli_progress_never_passes_100_percent_on_an_oversized_body(hub, tiny_fi
     assert shares and max(shares) <= 100.0
     assert "ETA -" not in captured.err and "Traceback" not in captured.err
     assert "sent more than" in captured.err.strip().splitlines()[-1]
+
+
+def test_a_file_of_zero_bytes_is_stored_not_a_missing_partial(hub, tmp_path):
+    # Found by the fuzz test: with nothing to fetch, no partial file was ever created and the
+    # check after the transfer raised FileNotFoundError.
+    empty = tmp_path / "empty.gguf"
+    empty.write_bytes(b"")
+    hub.add_repo(REPO, {"empty.gguf": empty})
+    result = download_model(REPO, "empty.gguf")
+    assert result.size_bytes == 0 and result.path.read_bytes() == b""
+    # The sha256 of nothing, as `sha256sum /dev/null` prints it.
+    assert result.path.resolve().name == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

@@ -226,6 +226,7 @@ def _fetch_with_resume(
     partial = paths.incomplete
     if partial.exists() and partial.stat().st_size > size:
         partial.unlink()  # longer than the file: not ours to continue
+    open(partial, "ab").close()  # exists from here on, even for a file of 0 bytes
     hashed = _HashedFile(partial)
     hashed.catch_up(stop, part.path, size)
     offset = hashed.n_bytes

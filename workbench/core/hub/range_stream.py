@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 import io
-from collections.abc import Callable
 from typing import Any
 
 FIRST_BLOCK = 256 * 1024
