@@ -338,3 +338,26 @@ def test_kv_per_token_groups_identical_layers(tmp_path: Path):
     model = TinyModel(n_layer=3, n_head_kv=(2, 1, 2), layer_types={"attn_norm": "F32", "attn_k": "F16", "attn_v": "F16"})
     info = read_gguf(write_tiny_gguf(tmp_path / "three.gguf", model))
     assert kv_bytes_per_token(info, "f16", "f16") == 5 * 64 * 4 == 1280
+
+
+def test_a_vocabulary_only_file_is_not_a_model_that_fits(tmp_path: Path):
+    # llama.cpp's vocabulary-only GGUFs (models/ggml-vocab-*.gguf) carry a full header and no
+    # tensors: the ledger used to call them a 0-byte model that FITS.
+    import gguf
+
+    path = tmp_path / "ggml-vocab-llama.gguf"
+    writer = gguf.GGUFWriter(str(path), arch="llama")
+    writer.add_block_count(32)
+    writer.add_embedding_length(4096)
+    writer.add_head_count(32)
+    writer.add_context_length(4096)
+    writer.add_token_list([f"tok{i}" for i in range(300)])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    info = read_gguf(path)  # inspect still reads it
+    assert (info.n_layer, info.tensors) == (32, ())
+    with pytest.raises(WorkbenchError) as caught:
+        predict_ledger(info, Preset(name="p"), DeviceProfile(name="d", ram_total_mb=8192))
+    assert "holds no tensors" in str(caught.value) and "vocabulary-only" in str(caught.value)

@@ -223,3 +223,6 @@ def check_ledger_model(model: ModelInfo) -> None:
     if per_layer and len(per_layer) != model.n_layer:
         raise fail(f"{model.architecture}.attention.head_count_kv has {len(per_layer):,} entries but the model has "
                    f"{model.n_layer} layers (llama.cpp needs one per layer)", model.source)
+    if not model.tensors:
+        raise fail("holds no tensors: the header describes a model but the file carries no weights",
+                   model.source, "This is a vocabulary-only GGUF (as llama.cpp's tests ship): give the model file itself")

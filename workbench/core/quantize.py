@@ -170,10 +170,10 @@ def _run_quantize_process(
     source: Path, destination: Path, ftype_id: int, on_progress: Callable[[float], None] | None
 ) -> None:
     from workbench.core.engine.child_process import start_child
+    from workbench.core.engine.log_files import new_log_file
 
     partial = partial_path(destination)
-    log_fd, log_path = tempfile.mkstemp(prefix="workbench-quantize-", suffix=".log")
-    os.close(log_fd)
+    log_path = new_log_file("quantize")  # the state folder, pruned: a killed client leaves no /tmp litter
     process, ours = start_child("workbench.core.engine.quantize_worker",
                                 (str(source), str(partial), str(ftype_id), log_path), log_path)
     try:
