@@ -31,11 +31,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--eval-text", help="evaluation text file (default: the shipped field guide)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random prompt tokens (default 0)")
     parser.set_defaults(func=run)
-    sub = parser.add_subparsers(dest="bench_command", metavar="{compare}")
+    sub = parser.add_subparsers(dest="bench_command", metavar="{compare,serve}")
     compare = sub.add_parser("compare", help="merge result files from several machines side by side")
     compare.add_argument("files", nargs="+",
                          help="json or jsonl files written by `workbench bench` or by `llama-bench -o json|jsonl`")
     compare.set_defaults(func=run_compare)
+    from workbench.cli.cmd_bench_serve import add_serve_parser  # issue 16: the API load test
+
+    add_serve_parser(sub)
 
 
 def run_compare(args: argparse.Namespace) -> int:

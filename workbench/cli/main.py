@@ -24,6 +24,7 @@ COMMANDS = (
     "monitor",
     "bench",
     "serve",
+    "api",
 )
 
 

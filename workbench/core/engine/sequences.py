@@ -164,6 +164,7 @@ class SequenceScheduler:
         self.tokens_in = 0
         self.tokens_out = 0
         self.prompt_done_at: float | None = None
+        self._last_status_key: tuple = ()
 
     # -- requests ------------------------------------------------------------------------------
     def tokenize(self, request: SequenceRequest) -> list[int]:
@@ -232,7 +233,6 @@ class SequenceScheduler:
         for sequence in decoding:
             entries.append((sequence, sequence.pending, sequence.position, True))
         budget = self._prefill_budget - len(entries)
-        prefilling = 0
         for sequence in self._admitted_order:
             if budget <= 0:
                 break
@@ -243,7 +243,6 @@ class SequenceScheduler:
             for offset, token in enumerate(chunk):
                 entries.append((sequence, token, sequence.prefilled + offset, last and offset == len(chunk) - 1))
             budget -= len(chunk)
-            prefilling += 1
         if not entries:
             return
         batch = self._batch
@@ -269,9 +268,10 @@ class SequenceScheduler:
                 self.tokens_in += 1
             sequence.position = position + 1
             if logits:
-                if sequence.children:
-                    self._fork(sequence, now)
-                    for child in sequence.children:
+                if sequence.children:  # the prompt's logits: the forks start from them too
+                    children, sequence.children = sequence.children, []
+                    self._fork(sequence, children, now)
+                    for child in children:
                         self._sample(child, index, now)
                 self._sample(sequence, index, now)
 
@@ -286,11 +286,11 @@ class SequenceScheduler:
             self._admitted_order.append(sequence)
             self._send(SequenceStarted(sequence.request_id, sequence.slot, now - sequence.submitted_at))
 
-    def _fork(self, parent: _Sequence, now: float) -> None:
+    def _fork(self, parent: _Sequence, children: list[_Sequence], now: float) -> None:
         import llama_cpp
 
         self.prompt_done_at = now
-        for child in parent.children:
+        for child in children:
             llama_cpp.llama_memory_seq_cp(self._memory, parent.slot, child.slot, -1, -1)
             child.parent = None
             child.prefilled = len(child.prompt)
@@ -426,7 +426,15 @@ class SequenceScheduler:
 
         return max(0, int(llama_cpp.llama_memory_seq_pos_max(self._memory, slot)) + 1)
 
+    @property
+    def changed_since_status(self) -> bool:
+        return self._status_key() != self._last_status_key
+
+    def _status_key(self) -> tuple:
+        return (self.decode_calls, len(self._waiting), tuple(s.request_id for s in self._active.values()))
+
     def status(self) -> SequencesStatus:
+        self._last_status_key = self._status_key()
         now = time.monotonic()
         slots = []
         for slot in range(self.n_slots):
@@ -573,6 +581,8 @@ def serve_sequences(llama: Any, template: ChatTemplate | None, n_slots: int, sen
     try:
         while True:
             while not scheduler.has_work or poll():
+                if not scheduler.has_work and scheduler.changed_since_status:
+                    send(scheduler.status())  # the idle state (after a cancel too) before waiting
                 try:
                     message = receive()
                 except (EOFError, OSError):

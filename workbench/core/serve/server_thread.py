@@ -1,0 +1,41 @@
+"""The API server on a thread of its own (for the app's Serve switch): start, address, stop."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any
+
+
+class ApiServerThread:
+    """uvicorn serving `app` on an already bound `listener`, on a daemon thread; `stop()` ends it."""
+
+    def __init__(self, app: Any, listener: socket.socket) -> None:
+        import uvicorn
+
+        self._listener = listener
+        config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._run, name="api-server", daemon=True)
+        self.failure = ""  # why the server stopped on its own, one line
+
+    @property
+    def address(self) -> str:
+        host, port = self._listener.getsockname()[:2]
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            # Signal handlers are the main thread's: uvicorn only installs them there.
+            self._server.run(sockets=[self._listener])
+        except Exception as error:  # noqa: BLE001 - reported by the owner
+            self.failure = f"the API server stopped: {error}"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        self._listener.close()
