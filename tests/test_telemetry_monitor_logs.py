@@ -181,3 +181,14 @@ def test_monitor_command_serves_prometheus_until_stopped(tmp_path):
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
         process.stderr.close()
+
+
+def test_a_text_cell_a_spreadsheet_would_run_is_written_as_text():
+    # Names in reasons come from drivers and devices; this hostile one is written here by hand.
+    from workbench.core.telemetry.sample import TelemetrySample, Unavailable
+    from workbench.core.telemetry.sample_log import csv_cells
+
+    sample = TelemetrySample(timestamp=1.0, mem_total_bytes=1, mem_available_bytes=1, swap_total_bytes=0,
+                             swap_used_bytes=0, cpu_percent=(), unavailable=(Unavailable('=HYPERLINK("x")', "why"),))
+    assert csv_cells(sample)["unavailable"] == "'=HYPERLINK(\"x\"): why"
+    assert csv_cells(sample)["memory_total_bytes source"] == "source=psutil"  # ordinary text stays as it is

@@ -38,9 +38,15 @@ def csv_cells(sample: TelemetrySample) -> dict[str, str]:
         value = point.value
         cells[column] = str(int(value)) if value == int(value) else repr(round(value, 6))
         described = "; ".join(f"{key}={value}" for key, value in point.labels if key not in _IDENTITY_LABELS and value)
-        cells[f"{column} source"] = described
-    cells[_UNAVAILABLE_COLUMN] = "; ".join(unavailable)
+        cells[f"{column} source"] = _text_cell(described)
+    cells[_UNAVAILABLE_COLUMN] = _text_cell("; ".join(unavailable))
     return cells
+
+
+def _text_cell(text: str) -> str:
+    """Sensor and rail names come from drivers and devices: a cell a spreadsheet would run as a formula
+    (=, +, -, @ first) is opened as text instead."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def _column(point: MetricPoint) -> str:
@@ -139,7 +145,7 @@ def _csv_line(cells: list[str]) -> str:
 def _existing_header(path: Path) -> list[str] | None:
     try:
         with open(path, encoding="utf-8", newline="") as existing:
-            first = existing.readline()
+            first = existing.readline(65536)  # a header line; a file without one is not read whole
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as error:
