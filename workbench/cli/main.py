@@ -24,6 +24,7 @@ COMMANDS = (
     "monitor",
     "bench",
     "serve",
+    "node",
     "api",
 )
 
@@ -49,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--preset", help="preset name or TOML path to preselect in the app")
     parser.add_argument("--device", help="device profile name or TOML path (default: host)")
     parser.add_argument("--theme", help="theme name for the app")
+    parser.add_argument("--rpc", metavar="HOST:PORT[@PROFILE],...", default="",
+                        help="llama.cpp RPC nodes to split the model over in the app (see `workbench node`)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"workbench.cli.cmd_{name}").add_parser(subparsers)
