@@ -57,6 +57,7 @@ class Hostile:
     siblings: list | None = None  # the file listing, raw
     resolve_headers: dict = field(default_factory=dict)  # header -> value (None: leave the header out)
     serve: str | None = None  # the served file answering a resolve of any path
+    endless_listing: bool = False  # the model info never ends: '{"siblings": [' then entries until the client hangs up
 
 
 @dataclass
@@ -277,6 +278,9 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             if revision and revision not in ("main", repo.commit, *self._hostile_commit(repo)):
                 self._error(404, "Invalid rev id", code="RevisionNotFound")
                 return
+            if repo.hostile is not None and repo.hostile.endless_listing:
+                self._endless_listing()
+                return
             if repo.hostile is not None and repo.hostile.siblings is not None:
                 self._json(200, {"_id": repo.commit[:24], "id": repo.repo, "sha": repo.commit, "private": False,
                                  "siblings": repo.hostile.siblings, **repo.hostile.info})
@@ -291,6 +295,22 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                              "downloads": repo.downloads, "likes": repo.likes, "tags": list(repo.tags),
                              "lastModified": "2024-10-01T12:00:00.000Z", "siblings": siblings,
                              **(repo.hostile.info if repo.hostile else {})})
+
+        def _endless_listing(self) -> None:
+            self._record.status = 200
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            entries = b'{"rfilename": "a.gguf", "size": 1},' * 2048
+            try:
+                self.wfile.write(b'{"id": "x/y", "siblings": [')
+                while not hub._stopping.is_set():
+                    self.wfile.write(entries)
+                    self._record.body_bytes += len(entries)
+            except (BrokenPipeError, ConnectionResetError):
+                hub.events["hung_up"].set()
+            self.close_connection = True
 
         def _hostile_commit(self, repo: Repo) -> tuple[str, ...]:
             sha = repo.hostile.info.get("sha") if repo.hostile else None

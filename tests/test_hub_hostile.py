@@ -226,3 +226,33 @@ def test_a_file_of_zero_bytes_is_stored_not_a_missing_partial(hub, tmp_path):
     assert result.size_bytes == 0 and result.path.read_bytes() == b""
     # The sha256 of nothing, as `sha256sum /dev/null` prints it.
     assert result.path.resolve().name == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+# -- answers that would size memory ----------------------------------------------------------------------
+
+def test_an_endless_file_listing_is_refused_at_a_bound_without_filling_memory(hub, tiny_file):
+    import tracemalloc
+
+    from workbench.core.hub.client import MAX_ANSWER_BYTES
+    from workbench.core.hub.files import list_gguf_files
+
+    mirror(hub, tiny_file, endless_listing=True)
+    tracemalloc.start()
+    try:
+        with pytest.raises(WorkbenchError) as caught:
+            list_gguf_files(REPO)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert f"the hub at {hub.url} sent more than 8 MB" in str(caught.value)
+    assert peak < 3 * MAX_ANSWER_BYTES  # the body buffer and its copies, not the endless answer
+    assert hub.events["hung_up"].wait(60)
+
+
+def test_a_search_hit_whose_id_is_no_repository_id_is_refused(hub, tiny_file):
+    from workbench.core.hub.search import search_gguf_repos
+
+    hub.add_repo("evil/../../victim", {FILE: tiny_file})
+    with pytest.raises(WorkbenchError) as caught:
+        search_gguf_repos("victim")
+    assert hub.url in str(caught.value) and "'evil/../../victim'" in str(caught.value)

@@ -186,7 +186,9 @@ def raise_for_status_bounded(response: Any, *, where: str = "") -> None:
     raise failure(f"the server answered HTTP {status}", where=where, fix="Try again later or use another mirror (HF_ENDPOINT)")
 
 
-MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a listing of 10,000 files is ~3 MB of JSON; more is no hub answer
+# A listing of 10,000 files (with LFS hashes) is ~2 MB of JSON; GGUF repositories hold tens. Parsed,
+# 8 MB of the smallest entries a hostile server could send becomes ~100 MB of Python objects: the bound.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
 
 
 def get_json_bounded(connection: HubConnection, url: str, *, params: dict[str, Any] | None = None, what: str) -> Any:
