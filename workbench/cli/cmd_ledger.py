@@ -8,6 +8,7 @@ import sys
 from dataclasses import asdict
 
 from workbench.cli.json_output import write_json
+from workbench.cli.split_output import add_rpc_argument
 
 MB = 1024 * 1024
 
@@ -25,6 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--ctx", type=int, help="context size in tokens to use instead of the preset's "
                         "(0 = the model's trained context, as llama.cpp's -c 0)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_rpc_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -101,13 +103,21 @@ def run(args: argparse.Namespace) -> int:
     ledger = predict_ledger(info, preset, device, ctx_size=args.ctx)
     # The preset as it would run: --ctx replaces its context (0 = the trained one, as llama.cpp does).
     problems = preset_problems(dataclasses.replace(preset, ctx_size=ledger.ctx_size), info)
+    from workbench.cli.split_output import devices_json, devices_text, predict_devices, rpc_endpoints, split_json
+
+    rpc = rpc_endpoints(args)
+    split, reports = predict_devices(info, preset, device, rpc, ctx_size=args.ctx)
     if args.json:
         data = ledger_json(ledger)
         data["problems"] = [{"level": p.level, "message": p.message, "fix": p.fix} for p in problems]
+        data["devices"] = devices_json(split)
+        data["split"] = split_json(split, reports)
         write_json(data)
     else:
         width = terminal_width()
         sys.stdout.write(ledger_text(ledger, preset.weights, device.mem_bandwidth_gbs, info.n_ctx_train, width))
+        if rpc or preset.rpc or any(d.layers or d.holds_output for d in split.devices[1:]):
+            sys.stdout.write(devices_text(split, reports, width))
         sys.stdout.write(problems_text(problems, width))
     return 0
 

@@ -15,6 +15,7 @@ from workbench.core import ggml_types, paths
 from workbench.core.errors import PresetError
 from workbench.core.model_info import ModelInfo
 from workbench.core.preset import Preset
+from workbench.core.preset_split import SPLIT_KEYS, split_fields, split_problems, split_server_args, split_toml
 from workbench.core.toml_checks import (
     Catalog,
     TomlSource,
@@ -37,6 +38,7 @@ PRESET_KEYS = (
     "cache_type_k", "cache_type_v", "flash_attn", "mlock", "mmap", "draft_prompt_lookup", "swa_full",
     "chat_template",
 )
+PRESET_KEYS += SPLIT_KEYS
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # llama.cpp's own ceilings are far above these; past them a value is a typo, not a plan.
 _MAX_CTX = 1 << 24
@@ -147,6 +149,7 @@ def _preset_from_source(data: dict[str, Any], source: TomlSource, default_name: 
         chat_template=_checked_chat_template(
             get_str(data, "chat_template", "", source, example='chat_template = "chatml"'), source),
         source=source.label if source.text else "",
+        **split_fields(data, source),
     )
 
 
@@ -201,7 +204,8 @@ def preset_to_toml(preset: Preset) -> str:
     """The preset as a TOML file in the shipped format (the keys a file may hold, in file order)."""
     import tomli_w  # only needed when writing
 
-    return tomli_w.dumps({key: getattr(preset, key) for key in PRESET_KEYS})
+    values = {key: getattr(preset, key) for key in PRESET_KEYS if key not in SPLIT_KEYS}
+    return tomli_w.dumps(values | split_toml(preset))
 
 
 def save_user_preset(preset: Preset) -> Path:
@@ -295,6 +299,7 @@ def llama_server_args(preset: Preset, model_path: str | os.PathLike[str], *,
         # LlamaPromptLookupDecoding default); the preset's number is the draft length.
         args += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(PROMPT_LOOKUP_NGRAM),
                  "--spec-ngram-simple-size-m", str(preset.draft_prompt_lookup)]
+    args += split_server_args(preset)
     return tuple(args)
 
 
@@ -347,4 +352,5 @@ def preset_problems(preset: Preset, model: ModelInfo) -> tuple[Problem, ...]:
             f"the model is already quantized ({already}); re-quantizing to {preset.weights} keeps "
             f"{already}'s losses and adds its own",
             "Start from an F16/BF16 GGUF of the model, or use the as-is preset"))
+    problems += [Problem(level, message, fix) for level, message, fix in split_problems(preset)]
     return tuple(problems)

@@ -1,0 +1,89 @@
+"""The devices of a split as the ledger sees them: RPC nodes (profile or probe) and the host's own GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+import dataclasses
+from concurrent.futures import ThreadPoolExecutor
+
+from workbench.core.devices_split import SplitDevice, SplitLedger, predict_split
+from workbench.core.model_info import ModelInfo
+from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.rpc.endpoints import RpcEndpoint, parse_endpoint
+from workbench.core.rpc.wire import NodeReport, probe_node
+
+MB = 1024 * 1024
+_GPU_NAMES = {"cuda": "CUDA0", "vulkan": "Vulkan0"}
+
+
+def probe_nodes(endpoints: Sequence[RpcEndpoint], *, measure_link: bool = True, timeout_s: float = 5.0) -> tuple[NodeReport, ...]:
+    """Probe every node at once (each one is a separate machine; a dead one costs its timeout, not the sum)."""
+    if not endpoints:
+        return ()
+    with ThreadPoolExecutor(max_workers=len(endpoints)) as pool:
+        return tuple(pool.map(lambda e: probe_node(e, timeout_s=timeout_s, round_trips=10 if measure_link else 0,
+                                                   transfer_bytes=1 << 20 if measure_link else 0), endpoints))
+
+
+def endpoints_of(preset: Preset, override: Sequence[RpcEndpoint] = ()) -> tuple[RpcEndpoint, ...]:
+    """The nodes of a load: the --rpc override when given, else the preset's `rpc` list."""
+    return tuple(override) if override else tuple(parse_endpoint(address) for address in preset.rpc)
+
+
+def rpc_device(index: int, endpoint: RpcEndpoint, report: NodeReport | None, profile: DeviceProfile | None) -> SplitDevice:
+    free = report.free_bytes if report is not None and report.reachable else None
+    if profile is not None:
+        budget, source = profile.budget_mb * MB, f"device profile {profile.name}"
+        bandwidth, bandwidth_source = profile.mem_bandwidth_gbs * 1e9 or None, f"device profile {profile.name}"
+    else:
+        budget, source = free, "free memory the node reports" if free is not None else ""
+        bandwidth, bandwidth_source = None, ""
+    return SplitDevice(
+        name=f"RPC{index}", endpoint=endpoint.address, free_bytes=free, budget_bytes=budget, budget_source=source,
+        bandwidth_bytes_per_s=bandwidth, bandwidth_source=bandwidth_source,
+        link_bytes_per_s=report.link_bytes_per_s if report is not None else None,
+        link_latency_s=report.latency_s if report is not None else None,
+    )
+
+
+def local_gpu_device(host: DeviceProfile) -> SplitDevice | None:
+    """The host profile's own accelerator (modelled: this device list is what a CUDA/Vulkan build would see)."""
+    if host.accelerator not in _GPU_NAMES:
+        return None
+    if host.vram_mb is None:
+        return SplitDevice(name=_GPU_NAMES[host.accelerator], free_bytes=host.budget_mb * MB, budget_bytes=None,
+                           budget_source="unified memory: the host's budget",
+                           bandwidth_bytes_per_s=host.mem_bandwidth_gbs * 1e9 or None,
+                           bandwidth_source=f"device profile {host.name}", shares_host_memory=True)
+    bandwidth = host.vram_bandwidth_gbs or 0.0
+    return SplitDevice(name=_GPU_NAMES[host.accelerator], free_bytes=host.vram_mb * MB, budget_bytes=host.vram_mb * MB,
+                       budget_source=f"vram_mb of {host.name}", bandwidth_bytes_per_s=bandwidth * 1e9 or None,
+                       bandwidth_source=f"vram_bandwidth_gbs of {host.name}" if bandwidth else "",
+                       alignment=128 if host.accelerator == "cuda" else 256)
+
+
+def split_devices(host: DeviceProfile, endpoints: Sequence[RpcEndpoint], reports: Sequence[NodeReport | None],
+                  profiles: Sequence[DeviceProfile | None]) -> tuple[SplitDevice, ...]:
+    """In llama.cpp's order: the RPC nodes first, then the host's own GPU when its profile has one."""
+    devices = [rpc_device(i, e, r, p) for i, (e, r, p) in enumerate(zip(endpoints, reports, profiles, strict=True))]
+    gpu = local_gpu_device(host)
+    return tuple(devices + ([gpu] if gpu is not None else []))
+
+
+def node_profiles(endpoints: Sequence[RpcEndpoint]) -> tuple[DeviceProfile | None, ...]:
+    from workbench.core.devices import load_device
+
+    return tuple(load_device(endpoint.profile) if endpoint.profile else None for endpoint in endpoints)
+
+
+def predict_devices(model: ModelInfo, preset: Preset, host: DeviceProfile, rpc: tuple, *, ctx_size: int | None = None,
+                    measure_link: bool = True) -> tuple[SplitLedger, tuple[NodeReport, ...]]:
+    """(SplitLedger, node reports): the nodes probed at once, then the per-device ledger."""
+    endpoints = endpoints_of(preset, rpc)
+    preset = dataclasses.replace(preset, rpc=tuple(endpoint.address for endpoint in endpoints))
+    reports = probe_nodes(endpoints, measure_link=measure_link)
+    devices = split_devices(host, endpoints, reports, node_profiles(endpoints))
+    split = predict_split(model, preset, devices, host_budget_bytes=host.budget_mb * MB,
+                          host_budget_source=f"device profile {host.name}",
+                          host_bandwidth_bytes_per_s=host.mem_bandwidth_gbs * 1e9 or None, ctx_size=ctx_size)
+    return split, reports
