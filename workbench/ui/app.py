@@ -92,6 +92,26 @@ class WorkbenchApp(App):
         for problem in self.startup_problems:
             self.notify(problem, title="Theme", severity="warning", timeout=10)
 
+    async def action_quit(self) -> None:
+        """Quit; a conversation no saved transcript holds is discarded only when the user says so."""
+        try:
+            conversation = self.main_screen.conversation
+        except LookupError:
+            conversation = None
+        if conversation is None or not conversation.unsaved:
+            self.exit()
+            return
+        from workbench.ui.screens.confirm_modal import ConfirmModal
+
+        def answered(discard: bool | None) -> None:
+            if discard:
+                self.exit()
+
+        self.push_screen(ConfirmModal(
+            "Quit and discard the conversation?",
+            f"Its {len(conversation.messages)} messages are not in a saved transcript. Back, then Ctrl+S, "
+            "saves them first.", "Quit"), answered)
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         try:

@@ -32,30 +32,7 @@ class ChatFlow:
         self._turn_start_sample = self.latest_sample
         self.query_one(SpeedPanel).turn_started()
         self.phase = GENERATING
-        if self.vote_mode.on:
-            self._vote_worker(self.engine, self.conversation.for_engine(), self.conversation.sampling,
-                              self.vote_mode.samples)
-            return
         self._chat_worker(self.engine, self.conversation.for_engine(), self.conversation.sampling)
-
-    @work(thread=True, exclusive=True, group="chat")
-    def _vote_worker(self, engine, messages, sampling, n) -> None:
-        from workbench.ui.chat_vote import sample_and_vote
-
-        sample_and_vote(engine, messages, sampling, n, self.post_message)
-
-    async def on_vote_arrived(self, message) -> None:
-        """Vote mode: the winning sample becomes the answer, the tally shows under it."""
-        from workbench.core.tasks.chat_vote import turn_from_samples, vote_samples
-        from workbench.ui.widgets.vote_view import VoteView
-
-        vote, winner = vote_samples(message.finished.samples)
-        text = message.finished.samples[winner].text if winner is not None else ""
-        n_ctx = self.engine.loaded.n_ctx if self.engine is not None and self.engine.loaded is not None else 0
-        if self._answer is not None:
-            await self._answer.append(text)
-            await self._answer.mount(VoteView(vote, message.n))
-        await self.on_turn_ended(TurnEnded(turn_from_samples(message.finished, text, n_ctx)))
 
     @work(thread=True, exclusive=True, group="chat")
     def _chat_worker(self, engine, messages, sampling) -> None:
@@ -140,7 +117,6 @@ class ChatFlow:
             if self.ledger else "no ledger prediction")
         details = "\n".join(["last llama.cpp log lines:", *failure.log_tail[-8:], f"prediction: {prediction}",
                              "The conversation is kept; Restart engine (Ctrl+R) loads the model again."])
-        partial = self._answer.text if self._answer is not None else ""
         await chat.add_notice(f"Engine died ({how}): {failure.message}", details, kind="error",
                               action=("restart-engine", "Restart engine"), notice_id="crash-notice")
         self.notify(f"{how}: {failure.message}", title="Engine died", severity="error", timeout=12)
@@ -167,12 +143,28 @@ class ChatFlow:
             return
         self.app.push_screen(SaveTranscriptModal(self.conversation))
 
-    async def action_new_conversation(self) -> None:
+    def action_new_conversation(self) -> None:
         if self.phase == GENERATING:
             self.notify("Cancel the answer first (Esc).", severity="warning")
             return
+        if not self.conversation.unsaved:
+            self.run_worker(self._start_new_conversation())
+            return
+        from workbench.ui.screens.confirm_modal import ConfirmModal
+
+        def answered(discard: bool | None) -> None:
+            if discard:
+                self.run_worker(self._start_new_conversation())
+
+        count = len(self.conversation.messages)
+        self.app.push_screen(ConfirmModal(
+            "Discard this conversation?",
+            f"Its {count} messages are not in a saved transcript. Back, then Ctrl+S, saves them first.",
+            "Discard"), answered)
+
+    async def _start_new_conversation(self) -> None:
         self.conversation.clear()
         chat = self.query_one(ChatView)
         await chat.clear()
-        await chat.show_welcome()
+        await chat.show_welcome(loaded=self.phase == LOADED)
         self.notify("Started a new conversation.", title="Chat")

@@ -50,23 +50,13 @@ class EngineFlow:
         if ledger is not None and ledger.verdict == DOES_NOT_FIT:
             from workbench.ui.screens.overbudget_modal import OverbudgetModal
 
-            def confirmed(answer: object) -> None:
-                if isinstance(answer, LedgerFix):
-                    self.use_fix(answer)
-                elif answer:
+            def confirmed(answer: bool | None) -> None:
+                if answer:
                     self.start_load(allow_overbudget=True)
 
             self.app.push_screen(OverbudgetModal(ledger), confirmed)
             return
         self.start_load(allow_overbudget=False)
-
-    def use_fix(self, fix: LedgerFix) -> None:
-        """Use the preset with the fix applied, as an unsaved copy, and predict again."""
-        from workbench.core.ledger_fixes import apply_fix
-
-        label = self.selection.use_unsaved(apply_fix(self.selection.preset(), fix))
-        self.select_preset(label)
-        self.notify(f"{fix.change}: saves {fix.saved_bytes / 2**20:,.0f} MiB; {fix.cost}", title="Fix applied")
 
     def start_load(self, *, allow_overbudget: bool) -> None:
         try:
@@ -105,6 +95,8 @@ class EngineFlow:
         loaded = message.loaded
         self.phase = LOADED
         self.last_failure = None
+        self.conversation.engine_restarted()  # a fresh context: send only what the model saw before
+        self.query_one(ChatView).query("#crash-notice").remove()
         self.query_one(LedgerPanel).loaded = loaded
         kv = self.query_one(KvPanel)
         kv.n_ctx, kv.cells_used, kv.segments, kv.shift_notice = loaded.n_ctx, 0, (), ""
@@ -157,6 +149,7 @@ class EngineFlow:
         """Start a fresh engine process and load the same model and preset again."""
         if self.phase in (LOADING, UNLOADING):
             return
+        self.query_one(ChatView).query("#crash-notice").remove()  # answered: the restart is under way
         if self.engine is not None:
             old, self.engine = self.engine, None
             if getattr(old, "alive", False):
@@ -167,6 +160,5 @@ class EngineFlow:
         self.start_load(allow_overbudget=self.ledger is not None and self.ledger.verdict == DOES_NOT_FIT)
 
     @work(thread=True, group="close")
-        self.query_one(ChatView).query("#crash-notice").remove()  # answered: the restart is under way
     def _close_worker(self, engine) -> None:
         engine_work.close_engine(engine)

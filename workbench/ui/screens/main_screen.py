@@ -9,7 +9,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
-from textual.events import Resize
+from textual.events import Key, Resize
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, ProgressBar, Select, Static, Tab, Tabs
@@ -34,6 +34,8 @@ from workbench.ui.widgets.thermal_panel import ThermalPanel
 WIDE_MIN_SIZE = (120, 34)  # below this the chat and the panels become tabs
 PANEL_TABS = (("chat", "Chat"), ("ledger", "Ledger"), ("kv", "KV cache"), ("speed", "Tokens/s"),
               ("thermal", "Temperature"))
+# Alt+1..5 bring a tab forward (digits alone are typed into the prompt); the label shows the number
+TAB_KEYS = tuple((f"alt+{number}", name) for number, (name, _) in enumerate(PANEL_TABS, start=1))
 
 
 class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
@@ -55,12 +57,11 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         Binding("f5", "edit_settings", "Settings"),
         Binding("ctrl+r", "restart_engine", "Restart engine", show=False),
         Binding("ctrl+n", "new_conversation", "New chat", show=False),
+        *(Binding(key, f"show_tab('{name}')", f"{name} tab", show=False) for key, name in TAB_KEYS),
     ]
 
     phase: reactive[str] = reactive(IDLE)
     compact: reactive[bool] = reactive(False)
-        *(Binding(key, f"show_tab('{name}')", f"{name} tab", show=False) for key, name in TAB_KEYS),
-        Binding("ctrl+t", "cycle_vote", "N samples, vote", show=False),
     shown_tab: reactive[str] = reactive("chat")
 
     def __init__(self, selection: Selection, engine_factory, sampler_factory, *,
@@ -133,22 +134,44 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
 
     def watch_compact(self, compact: bool) -> None:
         self.set_class(compact, "-compact")
+        self.query_one(Footer).compact = compact  # every key fits 80 columns, F5 included
         self.watch_shown_tab(self.shown_tab)
 
     def watch_shown_tab(self, shown: str) -> None:
         for name, _ in PANEL_TABS:
             self.set_class(shown == name, f"-show-{name}")
+        if shown == "chat" and self.is_mounted:
+            # back on the chat the prompt has the keys again, not the tab bar that was clicked
+            self.call_after_refresh(self.query_one(PromptInput).focus)
 
     @on(Tabs.TabActivated, "#layout-tabs")
     def _tab_activated(self, event: Tabs.TabActivated) -> None:
         self.shown_tab = event.tab.id.removeprefix("tab-") if event.tab and event.tab.id else "chat"
 
     def show_tab(self, name: str) -> None:
-        if shown == "chat" and self.is_mounted:
-            # back on the chat the prompt has the keys again, not the tab bar that was clicked
-            self.call_after_refresh(self.query_one(PromptInput).focus)
         """Bring a panel (or the chat) to the front when the layout is tabbed."""
         self.query_one("#layout-tabs", Tabs).active = f"tab-{name}"
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Esc matters only while an answer streams: the footer shows it then, and has room otherwise
+        if action == "cancel_turn":
+            return self.phase == GENERATING
+        return True
+
+    def action_show_tab(self, name: str) -> None:
+        self.show_tab(name)
+
+    def on_key(self, event: Key) -> None:
+        """Typing lands in the prompt whatever has the focus (the tab bar, a panel): never dropped."""
+        if not event.is_printable or isinstance(self.focused, (Input, Select)):
+            return
+        if self.compact and self.shown_tab != "chat":
+            self.show_tab("chat")
+        prompt = self.query_one(PromptInput)
+        prompt.focus()
+        prompt.insert_text_at_cursor(event.character or "")
+        event.stop()
+        event.prevent_default()
 
     # ---- handlers wired with @on ---------------------------------------------------------
 
@@ -239,15 +262,3 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         # the current preset against the two the bench compares by default
         presets = tuple(dict.fromkeys((self.selection.preset_name, "quality-q8", "balanced-q4km")))
         self.app.push_screen(BenchScreen(self.selection.model_path, self.selection.device_name, presets))
-    def action_cycle_vote(self) -> None:
-        samples = self.vote_mode.cycle()
-        how = ("each answer is the majority of the samples, decoded together" if samples > 1
-               else "answers stream as usual")
-        self.notify(f"Chat: {self.vote_mode.label()} ({how}).", title="N samples, vote")
-
-    def action_open_serve(self) -> None:
-        """The Serve screen: the loaded model over the OpenAI-compatible API (issue 16)."""
-        from workbench.ui.serve_screen import ServeScreen
-
-        self.app.push_screen(ServeScreen(self.engine if self.phase == LOADED else None))
-

@@ -122,12 +122,15 @@ class PresetScreen(Screen[str | None]):
             widget.compact = compact
 
     def reload_list(self, select: str | None = None) -> None:
-        from workbench.core.presets import list_presets, preset_origin, shipped_preset_names
+        from workbench.core.presets import preset_catalog, preset_origin, shipped_preset_names
 
         option_list = self.query_one("#preset-list", OptionList)
         option_list.clear_options()
         try:
-            presets = list_presets()
+            catalog = preset_catalog()
+            presets = catalog.entries
+            for broken in catalog.broken:  # named, and the other presets still listed
+                self.notify(broken.line, title="Preset file not loaded", severity="warning", timeout=15)
         except Exception as error:
             self.notify(str(error), title="Presets", severity="error", timeout=10)
             presets = ()

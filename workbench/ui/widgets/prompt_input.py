@@ -15,7 +15,8 @@ class PromptInput(Input):
     ]
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
+        # focus coming back (a tab, a dialog closing) must not select the draft: the next key would replace it
+        super().__init__(select_on_focus=False, **kwargs)
         self.history: list[str] = []
         self._position: int | None = None  # index into history while walking; None = at the draft
         self._draft = ""
