@@ -152,3 +152,30 @@ def test_hostile_state_file_is_refused_and_kept(tmp_path, document):
     assert str(state) in str(error.value) and "\n" not in str(error.value)
     assert state.exists()  # kept for the user to look at
     assert attr(root, "policy4", "scaling_max_freq") == "1800000"  # nothing written
+
+
+def test_cli_task_sweep_per_clock_cap_then_restored_with_power_cap_choice(tmp_path):
+    """End to end on a copy of the recorded Jetson tree: the real engine answers at each cap, the tree is restored."""
+    import json
+    import os
+
+    root = tree(tmp_path, "jetson-orin-nano")
+    state = tmp_path / "state.json"
+    out = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "workbench", "bench", "--task", "add-small", "--samples", "1", "--limit", "1",
+         "--presets", "as-is", "--cpu-max-freq", "729.6,max", "--governor", "powersave", "--power-cap", "10",
+         "--sysfs-root", str(root), "--dvfs-state", str(state), "--output", "json", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "WORKBENCH_CACHE_DIR": str(tmp_path / "c")},
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["cpu_max_khz"] for r in rows] == [729_600, None] and {r["governor"] for r in rows} == {"powersave"}
+    # the recorded tree's VDD_IN rail reads 5 W (tests/sysfs/README.md): power and energy are measured
+    assert all(r["power_w"] is not None and r["joules_per_question"] is not None for r in rows)
+    assert "under 10 W:" in done.stdout
+    # restored: the recorded values are back, and nothing is left to restore
+    assert attr(root, "policy0", "scaling_max_freq") == (SYSFS / "jetson-orin-nano" / POLICIES / "policy0" /
+                                                         "scaling_max_freq").read_text().strip()
+    assert attr(root, "policy0", "scaling_governor") == "schedutil"
+    assert not state.exists()

@@ -165,3 +165,29 @@ def test_power_cap_without_a_power_source_says_it_cannot_choose():
     choice = choose_under_cap([row(), row(samples=8)], 15.0)
     assert choice.row is None
     assert "cannot be made here" in choice.message and "no power source on this machine" in choice.message
+
+
+def test_battery_figures():
+    from workbench.core.tasks.battery import answers_per_charge, battery_hours, battery_line
+
+    assert battery_hours(99.9, 10.0) == pytest.approx(9.99)  # 99.9 Wh / 10 W
+    assert answers_per_charge(50.0, 18.0) == pytest.approx(10_000)  # 50 Wh = 180,000 J; / 18 J
+    assert battery_line(None, 5.0, None) == "battery: the device profile gives no battery_wh"
+    assert "need a power reading" in battery_line(50.0, None, None)
+    assert battery_line(50.0, 10.0, 18.0) == (
+        "battery 50 Wh: 5.0 h of generation at 10.0 W, ~10,000 answers like the last per charge")
+
+
+def test_device_profiles_take_a_checked_battery_wh(tmp_path):
+    from workbench.core.devices import load_device
+    from workbench.core.errors import PresetError
+
+    base = 'name = "pack"\nram_total_mb = 8192\nmem_bandwidth_gbs = 17\ncores = 4\n'
+    good = tmp_path / "pack.toml"
+    good.write_text(base + "battery_wh = 99.9\n")
+    assert load_device(str(good)).battery_wh == 99.9
+    bad = tmp_path / "bad.toml"
+    bad.write_text(base + "battery_wh = -5\n")
+    with pytest.raises(PresetError) as error:
+        load_device(str(bad))
+    assert "battery_wh" in str(error.value) and "\n" not in str(error.value)

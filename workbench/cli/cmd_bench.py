@@ -30,6 +30,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--ppl-ctx", type=int, default=512, help="perplexity window in tokens (default 512)")
     parser.add_argument("--eval-text", help="evaluation text file (default: the shipped field guide)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random prompt tokens (default 0)")
+    from workbench.cli.bench_modes import add_mode_arguments
+
+    add_mode_arguments(parser)
     parser.set_defaults(func=run)
     sub = parser.add_subparsers(dest="bench_command", metavar="{compare,serve}")
     compare = sub.add_parser("compare", help="merge result files from several machines side by side")
@@ -57,7 +60,11 @@ def run(args: argparse.Namespace) -> int:
     from workbench.core.errors import WorkbenchError
     from workbench.core.model_ref import resolve_model
     from workbench.core.presets import load_preset
+    from workbench.cli.bench_modes import restore_killed_sweep, run_mode
 
+    restore_killed_sweep(args)
+    if args.task or args.kld or args.cpu_max_freq or args.governor:
+        return run_mode(args)
     if not args.presets:
         raise WorkbenchError("no presets to compare", where="bench",
                              fix="pass --presets a,b,c (see `workbench presets`)")

@@ -8,7 +8,6 @@ from typing import Any
 
 from workbench.core import paths
 from workbench.core.errors import PresetError
-from workbench.core.device_accelerator import accelerator_fields
 from workbench.core.preset import DeviceProfile
 from workbench.core.toml_checks import (
     Catalog,
@@ -28,9 +27,8 @@ from workbench.core.toml_checks import (
 
 HOST = "host"
 DEVICE_KEYS = ("name", "description", "ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores",
-               "reserves_mb", "notes", "accelerator", "vram_mb", "vram_bandwidth_gbs")
-FIGURE_KEYS = ("ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores", "accelerator", "vram_mb",
-               "vram_bandwidth_gbs")
+               "reserves_mb", "notes", "battery_wh")
+FIGURE_KEYS = ("ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores", "battery_wh")
 _RESERVE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 
 
@@ -108,10 +106,11 @@ def _device_from_source(data: dict[str, Any], source: TomlSource, default_name: 
         mem_bandwidth_gbs=float(bandwidth or 0.0),
         power_limit_w=power,
         cores=get_int(data, "cores", None, source, minimum=1, maximum=4096, example="cores = 6"),
+        battery_wh=get_number(data, "battery_wh", None, source, minimum_exclusive=0, maximum=100_000,
+                              example="battery_wh = 99.9"),
         description=get_str(data, "description", "", source, example='description = "what the board is"'),
         notes=_notes(data, reserves, source),
         source=source.label if source.text else "",
-        **accelerator_fields(data, source),
     )
 
 

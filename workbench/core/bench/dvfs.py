@@ -157,6 +157,14 @@ class CpufreqLimits:
 
     def apply(self, setting: DvfsSetting) -> None:
         """Write the setting to every policy; the originals go to the state file first (once)."""
+        try:
+            self._apply(setting)
+        except OSError as error:
+            raise WorkbenchError(f"could not set the CPU clock limits for {setting.label} ({error.strerror or error})",
+                                 where=str(getattr(error, "filename", "") or under(self.root, CPUFREQ)),
+                                 fix="the originals are restored; check the value against cpuinfo_min/max_freq") from error
+
+    def _apply(self, setting: DvfsSetting) -> None:
         policies = self.policies()
         if not self._saved:
             save_state(self.state_path, self.root, policies)
