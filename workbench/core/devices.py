@@ -8,6 +8,7 @@ from typing import Any
 
 from workbench.core import paths
 from workbench.core.errors import PresetError
+from workbench.core.device_accelerator import accelerator_fields
 from workbench.core.preset import DeviceProfile
 from workbench.core.toml_checks import (
     Catalog,
@@ -27,8 +28,9 @@ from workbench.core.toml_checks import (
 
 HOST = "host"
 DEVICE_KEYS = ("name", "description", "ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores",
-               "reserves_mb", "notes", "battery_wh")
-FIGURE_KEYS = ("ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores", "battery_wh")
+               "reserves_mb", "notes", "accelerator", "vram_mb", "vram_bandwidth_gbs", "battery_wh")
+FIGURE_KEYS = ("ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores", "accelerator", "vram_mb",
+               "vram_bandwidth_gbs", "battery_wh")
 _RESERVE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 
 
@@ -111,6 +113,7 @@ def _device_from_source(data: dict[str, Any], source: TomlSource, default_name: 
         description=get_str(data, "description", "", source, example='description = "what the board is"'),
         notes=_notes(data, reserves, source),
         source=source.label if source.text else "",
+        **accelerator_fields(data, source),
     )
 
 

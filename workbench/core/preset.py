@@ -25,6 +25,12 @@ class Preset:
     swa_full: bool = False  # sliding-window layers keep the whole context (llama-server --swa-full)
     chat_template: str = ""  # "" = the model's own (or its family's); a llama.cpp built-in name; "completion"
     source: str = ""  # file it was loaded from ("" when built in code)
+    # Where layers go (workbench/core/preset_split.py): llama-server -ngl, -sm, -ts, -mg, --rpc.
+    gpu_layers: int | None = None  # None = not set; -1 = "all" (every layer and the output layer)
+    split_mode: str = "layer"  # "layer", "row" or "none"
+    tensor_split: tuple[float, ...] = ()  # proportions per device (RPC nodes first); () = by free memory
+    main_gpu: int = 0
+    rpc: tuple[str, ...] = ()  # "host:port" of each RPC node, in device order
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,14 @@ class DeviceProfile:
     description: str = ""
     notes: tuple[tuple[str, str], ...] = ()  # figure -> where it comes from
     source: str = ""
+    accelerator: str = "none"  # "cuda", "vulkan" or "none"
+    vram_mb: int | None = None  # the accelerator's own memory; None = unified (it uses the RAM above)
+    vram_bandwidth_gbs: float = 0.0  # bandwidth of that own memory (unified: mem_bandwidth_gbs)
+
+    @property
+    def unified_memory(self) -> bool:
+        """Whether the accelerator's buffers come out of the same RAM budget as everything else."""
+        return self.vram_mb is None
 
     @property
     def reserved_mb(self) -> int:
