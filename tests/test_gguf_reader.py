@@ -25,7 +25,7 @@ from gguf_factory import (
     write_tiny_gguf,
 )
 from workbench.core.errors import GGUFError
-from workbench.core.gguf_reader import MAX_ARRAY_STRINGS, MAX_HEADER_BYTES, LongArray, read_gguf
+from workbench.core.gguf_reader import MAX_ARRAY_STRINGS, MAX_HEADER_BYTES, LongArray, LongString, read_gguf
 from workbench.core.paths import bundled_model_path
 
 
@@ -453,3 +453,16 @@ def test_hyperparameter_beyond_32_bits(tiny: Path):
     path = tiny.with_name("wide-context.gguf")
     path.write_bytes(bytes(raw))
     assert "'llama.context_length' is 1,099,511,627,776, beyond the 32-bit range" in _refused(path)
+
+
+def test_a_long_string_value_is_skipped_not_held(tmp_path: Path):
+    # A 5 MiB description (a real one is a few hundred bytes): the reader used to hold it
+    # three times over (buffer, bytes, str); now it stands as LongString in the metadata.
+    body = (gguf_string(b"general.description") + struct.pack("<I", 8) + gguf_string(b"d" * (5 << 20))
+            + gguf_string(b"general.name") + struct.pack("<I", 8) + gguf_string(b"after the long one"))
+    path = packed_gguf(tmp_path / "long-string.gguf", 0, 2, body)
+    infos = []
+    peak = _peak_bytes_while(lambda: infos.append(read_gguf(path)))
+    assert infos[0].metadata["general.description"] == LongString(5 << 20)
+    assert infos[0].name == "after the long one"
+    assert peak < 2 * 1024 * 1024

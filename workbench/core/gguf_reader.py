@@ -33,6 +33,7 @@ MAX_HEADER_BYTES = 64 * 1024 * 1024
 MAX_METADATA_KEYS = 65_536  # real models carry under 100 keys
 MAX_TENSORS = 65_536  # the largest models llama.cpp runs have a few thousand tensors
 MAX_ARRAY_STRINGS = 2_000_000  # tokens and merges together: about 700k in the largest vocabularies
+MAX_KEPT_STRING_BYTES = 1024 * 1024  # a longer string value (chat templates take ~10 kB) is skipped, not held
 
 # GGUF value types: id -> (name, struct code or None for string/array, fixed size).
 _VALUE_TYPES: dict[int, tuple[str, str | None, int]] = {
@@ -64,6 +65,13 @@ class LongArray:
 
     def __len__(self) -> int:
         return self.length
+
+
+@dataclass(frozen=True)
+class LongString:
+    """Stands in `ModelInfo.metadata` for a string value longer than MAX_KEPT_STRING_BYTES (skipped, not read)."""
+
+    length: int
 
 
 def read_gguf(source: str | os.PathLike[str] | BinaryIO, *, label: str | None = None) -> ModelInfo:
@@ -241,6 +249,14 @@ class _Parser:
         length = self.string_length(field, limit)
         return self.reader.read(length, field).decode("utf-8", errors="replace")
 
+    def string_value(self, field: str) -> str | LongString:
+        """A metadata string: read when short, skipped (and stood for by its length) when long."""
+        length = self.string_length(field)
+        if length > MAX_KEPT_STRING_BYTES:
+            self.reader.skip(length, field)
+            return LongString(length)
+        return self.reader.read(length, field).decode("utf-8", errors="replace")
+
     def skip_string(self, field: str) -> None:
         self.reader.skip(self.string_length(field), field)
 
@@ -275,7 +291,7 @@ class _Parser:
         if code is not None:
             return self.unpack(code, size, field)
         if type_id == _STRING:
-            return self.string(field)
+            return self.string_value(field)
         item_type = self.value_type(f"{field} item type")
         if item_type == _ARRAY:
             # llama.cpp's gguf reader refuses nested arrays too
@@ -300,7 +316,7 @@ class _Parser:
         if length > ARRAYS_KEPT_WHOLE:
             self.skip_strings(length, field)
             return LongArray(item_name, length)
-        return tuple(self.string(field) for _ in range(length))
+        return tuple(self.string_value(field) for _ in range(length))
 
 
 def _parse(stream: BinaryIO, name: str) -> ModelInfo:
@@ -527,7 +543,7 @@ def _model_info(name: str, reader: _HeaderStream, version: int, metadata: dict[s
         head_dim_v=head_dim_v,
         n_vocab=n_vocab,
         n_ctx_train=_count_value(hparam("context_length")),
-        has_chat_template=isinstance(metadata.get("tokenizer.chat_template"), str),
+        has_chat_template=isinstance(metadata.get("tokenizer.chat_template"), (str, LongString)),
         tensors=tensors,
         n_head_kv_per_layer=per_layer,
         metadata=metadata,
