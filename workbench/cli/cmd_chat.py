@@ -7,6 +7,8 @@ import signal
 import sys
 from typing import Any
 
+from workbench.cli.split_output import add_rpc_argument
+
 
 _SAMPLING_FLAGS = {
     "temperature": "--temp", "top_p": "--top-p", "top_k": "--top-k", "min_p": "--min-p",
@@ -36,6 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=-1, help="sampling seed (-1 = random)")
     parser.add_argument("--max-tokens", type=int, default=512, help="longest answer in tokens")
     parser.add_argument("--no-stats", action="store_true", help="do not print the per-turn figures")
+    add_rpc_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -56,7 +59,10 @@ def run(args: argparse.Namespace) -> int:
     preset = load_preset(args.preset)
     device = load_device(args.device) if args.device else None
     system = (ChatMessage("system", args.system),) if args.system else ()
-    session = _ChatSession(EngineClient(), model_path, preset, device, args.allow_overbudget, not args.no_stats)
+    from workbench.cli.split_output import rpc_endpoints
+
+    session = _ChatSession(EngineClient(), model_path, preset, device, args.allow_overbudget, not args.no_stats,
+                           rpc=rpc_endpoints(args))
     try:
         session.load()
         history: list[ChatMessage] = []
@@ -97,8 +103,9 @@ class _ChatSession:
     """The engine client plus what it takes to restart it after a crash."""
 
     def __init__(self, client: Any, model_path: Any, preset: Any, device: Any, allow_overbudget: bool,
-                 show_stats: bool) -> None:
+                 show_stats: bool, rpc: tuple = ()) -> None:
         self._client = client
+        self._rpc = rpc  # --rpc nodes (RpcEndpoint), replacing the preset's
         self._model_path = model_path
         self._preset = preset
         self._device = device
@@ -115,7 +122,7 @@ class _ChatSession:
 
         shown: set[str] = set()
         for event in self._client.load(self._model_path, self._preset, device=self._device,
-                                       allow_overbudget=self._allow_overbudget):
+                                       allow_overbudget=self._allow_overbudget, rpc=self._rpc):
             if isinstance(event, LoadProgressed):
                 if event.stage not in shown:
                     shown.add(event.stage)
@@ -124,6 +131,10 @@ class _ChatSession:
                     _say(f"  {event.message}")
             elif isinstance(event, Loaded):
                 _say(_loaded_summary(event))
+                if len(event.devices) > 1:
+                    from workbench.cli.split_output import loaded_devices_text
+
+                    _say(loaded_devices_text(event))
             elif isinstance(event, EngineFailed):
                 for line in event.log_tail[-5:]:
                     _say(f"  | {line}")
@@ -133,6 +144,8 @@ class _ChatSession:
         """Stream one answer to stdout; its text (partial when stopped), or None when it failed."""
         from workbench.core.engine.events import ContextShifted, EngineFailed, TokenChunk, TurnFinished
 
+        if self._client.loaded is None and not self._reload():
+            return None
         interrupts = [0]
 
         def on_interrupt(_signum: int, _frame: object) -> None:
@@ -177,7 +190,19 @@ class _ChatSession:
             _say(f"  predicted: {failure.prediction}")
         _say("restarting the engine; the conversation is kept")
         self._client.start()
-        self.load()
+        self._reload()
+
+    def _reload(self) -> bool:
+        """Load again after a crash; a failure (an RPC node still down) is said, and the next message retries."""
+        from workbench.core.errors import EngineError
+
+        try:
+            self.load()
+        except EngineError as error:
+            _say(f"workbench: the model did not load again: {error}")
+            _say("the conversation is kept; your next message tries to load again")
+            return False
+        return True
 
 
 def _loaded_summary(loaded: Any) -> str:

@@ -62,6 +62,7 @@ class EngineClient:
         self._prediction = ""
         self._closing = False
         self._finalizer: weakref.finalize | None = None
+        self._engine_rpc: tuple[str, ...] = ()  # RPC nodes the running engine registered (they stay registered)
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -152,8 +153,12 @@ class EngineClient:
         *,
         device: DeviceProfile | None = None,
         allow_overbudget: bool = False,
+        rpc: tuple = (),
     ) -> Iterator[object]:
         """Validate, then load: LoadProgressed..., then Loaded or EngineFailed.
+
+        `rpc` (RpcEndpoint values, from --rpc) replaces the preset's RPC nodes; an unreachable
+        node refuses the load naming it, before any engine connects.
 
         Refused before llama.cpp sees anything (EngineFailed kind "load" for an unreadable
         GGUF, "refused" for preset errors or a ledger that does not fit `device`, the detected
@@ -167,12 +172,22 @@ class EngineClient:
 
             yield LoadProgressed("validating", 0.0)
             try:
-                plan = plan_load(model_path, preset, device, allow_overbudget=allow_overbudget)
+                if self._engine_rpc and self.alive:
+                    # A node serves one client at a time and llama.cpp keeps registered nodes for the
+                    # life of the process: an engine that used nodes makes way before they are probed.
+                    self.close()
+                self._engine_rpc = ()
+                plan = plan_load(model_path, preset, device, allow_overbudget=allow_overbudget, rpc=rpc)
             except LoadRefused as refused:
                 yield EngineFailed(refused.kind, refused.message)
                 return
             yield LoadProgressed("validating", 1.0, message=plan.prediction)
             self.start()
+            self._engine_rpc = plan.rpc
+            if plan.rpc != preset.rpc:
+                import dataclasses
+
+                preset = dataclasses.replace(preset, rpc=plan.rpc)
             self._loaded = None
             self._prediction = plan.prediction
             request = LoadRequest(str(model_path), preset, plan.quantize_to, plan.prediction, plan.warnings)
@@ -362,9 +377,15 @@ class EngineClient:
         if self._closing:
             return EngineFailed("request", f"the engine was closed while {doing}", tail, exit_signal_name(exitcode), exitcode)
         kind = "load" if doing == "loading the model" else "crash"
+        nodes = ""
+        if self._engine_rpc:
+            from workbench.core.rpc.failure import unreachable_nodes
+
+            nodes = unreachable_nodes(self._engine_rpc)
+            self._engine_rpc = ()  # a fresh engine registers them again
         return EngineFailed(
             kind,
-            f"the engine process died while {doing} ({describe_exit(exitcode)})",
+            f"{nodes}the engine process died while {doing} ({describe_exit(exitcode)})",
             tail,
             exit_signal=exit_signal_name(exitcode),
             exit_code=exitcode,

@@ -30,6 +30,22 @@ class LoadProgressed:
 
 
 @dataclass(frozen=True)
+class DeviceBuffers:
+    """One device's buffers as llama.cpp logged them at load (CPU_Mapped, CPU_REPACK, ... count as "CPU")."""
+
+    name: str  # "CPU", "RPC0", "CUDA0", "Vulkan0"
+    endpoint: str = ""  # "host:port" of an RPC node
+    model_bytes: int = 0
+    kv_bytes: int = 0  # KV cache plus recurrent state
+    compute_bytes: int = 0
+    output_bytes: int = 0  # the logits buffer (host only)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.model_bytes + self.kv_bytes + self.compute_bytes + self.output_bytes
+
+
+@dataclass(frozen=True)
 class Loaded:
     model_path: str
     preset_name: str
@@ -47,6 +63,7 @@ class Loaded:
     weights_type: str = ""  # file type of what was loaded ("Q4_1", ...)
     loaded_path: str = ""  # the file llama.cpp opened: the re-quantized cache file when the preset asked for other weights
     prediction: str = ""  # the ledger's prediction for this load, one line
+    devices: tuple[DeviceBuffers, ...] = ()  # per device, host first, then RPC nodes and GPUs in llama.cpp's order
     chat_mode: str = "model"  # chat_mode.MODEL_TEMPLATE, BUILTIN_TEMPLATE or COMPLETION
     chat_notice: str = ""  # the one message saying which chat path was taken ("" = the model's own template)
 

@@ -17,6 +17,7 @@ class LoadPlan:
     quantize_to: str | None  # weight type the preset asks for when the file holds another
     prediction: str  # one line, kept by the client for a crash report
     warnings: tuple[str, ...]
+    rpc: tuple[str, ...] = ()  # the RPC nodes the engine registers ("host:port", device order)
 
 
 class LoadRefused(Exception):
@@ -38,7 +39,8 @@ def describe_ledger(ledger: Ledger) -> str:
 
 
 def plan_load(
-    model_path: str | os.PathLike[str], preset: Preset, device: DeviceProfile | None, *, allow_overbudget: bool
+    model_path: str | os.PathLike[str], preset: Preset, device: DeviceProfile | None, *, allow_overbudget: bool,
+    rpc: tuple = (),
 ) -> LoadPlan:
     """Read the GGUF header, check the preset against the model and the ledger against the device."""
     from workbench.core.gguf_reader import read_gguf
@@ -67,6 +69,11 @@ def plan_load(
         from workbench.core.devices import load_device
 
         device = load_device("host")
+    if preset.rpc or rpc:
+        from workbench.core.engine.load_split import plan_split
+
+        prediction, addresses = plan_split(model, preset, device, rpc, allow_overbudget=allow_overbudget)
+        return LoadPlan(quantize_to, prediction, warnings, addresses)
     ledger = predict_ledger(model, preset, device)
     prediction = describe_ledger(ledger)
     if ledger.verdict == DOES_NOT_FIT and not allow_overbudget:

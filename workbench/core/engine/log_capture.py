@@ -9,6 +9,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from workbench.core.engine.events import DeviceBuffers
+
 from workbench.core.engine.log_files import MAX_LOG_FILE_BYTES
 
 # ggml.h `enum ggml_log_level`
@@ -34,6 +36,52 @@ class BufferSizes:
     kv_bytes: int = 0  # KV cache, plus recurrent state (RS) for models that have one
     output_bytes: int = 0
     compute_bytes: int = 0
+
+
+# A backend buffer's name -> the device it lives on: CPU_Mapped, CPU_REPACK and the pinned
+# host buffers of a GPU backend (CUDA_Host, Vulkan_Host) are host RAM; RPC buffers are named
+# "RPC<n>[host:port]" (ggml-rpc.cpp, the buffer type's name).
+_RPC_BUFFER = re.compile(r"^(RPC\d+)\[([^\]]*)\]$")
+
+
+def buffer_device(buffer_name: str) -> tuple[str, str]:
+    """(device name, endpoint) of a llama.cpp buffer name; endpoint is "" except for RPC nodes."""
+    rpc = _RPC_BUFFER.match(buffer_name)
+    if rpc:
+        return rpc.group(1), rpc.group(2)
+    if buffer_name.startswith("CPU") or buffer_name.endswith("_Host"):
+        return "CPU", ""
+    return buffer_name, ""
+
+
+def parse_device_buffers(lines: Iterable[str], rpc_endpoints: tuple[str, ...] = ()) -> tuple[DeviceBuffers, ...]:
+    """llama.cpp's buffer lines summed per device: the host ("CPU") first, the RPC nodes in `rpc_endpoints`
+    order, then the rest (GPUs) in order of appearance.
+
+    An RPC buffer's name carries the node's own device index ("RPC0[host:port]" on every
+    single-device node); the node is named here as llama.cpp's device list names it: RPC<i>
+    for the i-th endpoint given.
+    """
+    totals: dict[tuple[str, str], dict[str, float]] = {("CPU", ""): {}}
+    for line in lines:
+        for match in _BUFFER_LINE.finditer(line):
+            name, endpoint = buffer_device(match.group(1))
+            if endpoint in rpc_endpoints:
+                name = f"RPC{rpc_endpoints.index(endpoint)}"
+            kind = match.group(2).lower()
+            kind = "kv" if kind == "rs" else kind
+            sizes = totals.setdefault((name, endpoint), {})
+            sizes[kind] = sizes.get(kind, 0.0) + float(match.group(3))
+
+    def order(key: tuple[str, str]) -> tuple[int, int]:
+        if key[0] == "CPU":
+            return (0, 0)
+        return (1, rpc_endpoints.index(key[1])) if key[1] in rpc_endpoints else (2, 0)
+
+    return tuple(
+        DeviceBuffers(name, endpoint, *(round(sizes.get(kind, 0.0) * _MIB) for kind in ("model", "kv", "compute", "output")))
+        for (name, endpoint), sizes in sorted(totals.items(), key=lambda item: order(item[0]))
+    )
 
 
 def parse_buffer_sizes(lines: Iterable[str]) -> BufferSizes:

@@ -15,7 +15,13 @@ from workbench.core.engine.chat_template import ChatTemplate
 from workbench.core.engine.chat_turn import ChatTurn, clear_kv_cache
 from workbench.core.engine.context_fit import ConversationTooLong
 from workbench.core.engine.events import EngineFailed, Loaded, LoadProgressed, Unloaded
-from workbench.core.engine.log_capture import LOG_LEVEL_ERROR, LOG_LEVEL_WARN, LlamaLog, parse_buffer_sizes
+from workbench.core.engine.log_capture import (
+    LOG_LEVEL_ERROR,
+    LOG_LEVEL_WARN,
+    LlamaLog,
+    parse_buffer_sizes,
+    parse_device_buffers,
+)
 from workbench.core.engine.protocol import ChatRequest, LoadRequest, OpFinished, RunOpRequest
 from workbench.core.preset import Preset
 
@@ -24,6 +30,7 @@ def llama_kwargs(preset: Preset) -> dict[str, Any]:
     """`llama_cpp.Llama` keyword arguments for a preset (llama-server flag by flag)."""
     import llama_cpp
 
+    from workbench.core.preset_split import llama_split_kwargs
     from workbench.core.presets import resolve_threads
 
     threads = resolve_threads(preset)
@@ -40,6 +47,7 @@ def llama_kwargs(preset: Preset) -> dict[str, Any]:
         "swa_full": preset.swa_full,
         "use_mlock": preset.mlock,
         "use_mmap": preset.mmap,
+        **llama_split_kwargs(preset),
     }
 
 
@@ -82,6 +90,8 @@ class ModelRunner:
             if path is None:
                 return
         self._send(LoadProgressed("loading", 0.0, message=path.name))
+        if request.preset.rpc and not self._attach_rpc_nodes(request.preset.rpc):
+            return
         self._log.start_capture()
         dots = [0]
 
@@ -155,8 +165,20 @@ class ModelRunner:
                 prediction=request.prediction,
                 chat_mode=self._template.mode.kind,
                 chat_notice=self._template.mode.notice,
+                devices=parse_device_buffers((line for _, line in captured), request.preset.rpc),
             )
         )
+
+    def _attach_rpc_nodes(self, addresses: tuple[str, ...]) -> bool:
+        """Register the preset's RPC nodes with llama.cpp, each probed first; False (and refused) if one fails."""
+        from workbench.core.rpc.engine_nodes import NodesRefused, attach_nodes
+
+        try:
+            attach_nodes(addresses)
+        except NodesRefused as refused:
+            self._send(EngineFailed("refused", refused.message))
+            return False
+        return True
 
     def _quantize(self, source: Path, weights_type: str) -> Path | None:
         from workbench.core.engine.quantize_worker import QuantizeFailed, quantize_here
