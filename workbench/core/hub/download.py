@@ -37,6 +37,7 @@ from workbench.core.hub.download_events import (
 from workbench.core.hub.files import GGUFFile, RemoteFile, list_gguf_files, missing_parts
 from workbench.core.hub.metadata import FileMetadata, file_metadata
 from workbench.core.hub.names import TRUSTED_FIX, HubAnswerRefused, refused
+from workbench.core.safe_paths import UnsafePathError
 
 DISK_MARGIN_BYTES = 64 * 1024 * 1024  # leave the filesystem some room after the model
 PROGRESS_INTERVAL_S = 0.2
@@ -226,7 +227,7 @@ def _fetch_with_resume(
     partial = paths.incomplete
     if partial.exists() and partial.stat().st_size > size:
         partial.unlink()  # longer than the file: not ours to continue
-    open(partial, "ab").close()  # exists from here on, even for a file of 0 bytes
+    _open_partial(partial, "ab").close()  # exists from here on, even for a file of 0 bytes
     hashed = _HashedFile(partial)
     hashed.catch_up(stop, part.path, size)
     offset = hashed.n_bytes
@@ -341,7 +342,7 @@ def _fetch_range(
         declared = _declared_length(response)
         # Unbuffered: every byte received is on disk at once, so a killed process resumes from all of it.
         try:
-            with open(hashed.path, mode, buffering=0) as out:
+            with _open_partial(hashed.path, mode) as out:
                 for chunk in response.iter_bytes():
                     if stop.is_set():
                         raise DownloadCancelled(filename, progress.done, progress.total)
@@ -360,6 +361,19 @@ def _fetch_range(
                 raise DiskFull(hashed.path, hashed.n_bytes) from None
             raise
     return received
+
+
+def _open_partial(path: Path, mode: str):
+    """The partial file, unbuffered, never through a symlink: path_inside checked the path, and
+    O_NOFOLLOW keeps a link planted after that check from redirecting the writes."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode == "ab" else os.O_TRUNC) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        descriptor = os.open(path, flags, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UnsafePathError(f"refused to write through the symbolic link {path}", fix="Remove the link from the cache") from None
+        raise
+    return open(descriptor, mode, buffering=0)
 
 
 def _declared_length(response) -> int | None:
