@@ -9,6 +9,7 @@ from workbench.core.errors import HubError
 from workbench.core.hub.client import HubConnection, HubUnreachable, hub_connection, hub_errors
 from workbench.core.hub.files import GGUFFile, RemoteFile, list_gguf_files, missing_parts
 from workbench.core.hub.metadata import file_metadata
+from workbench.core.hub.names import user_repo_id
 from workbench.core.hub.header_cache import HeaderCacheMiss, load_header, save_header
 from workbench.core.hub.range_stream import RangeStream
 from workbench.core.ledger_types import DOES_NOT_FIT, Ledger
@@ -68,6 +69,7 @@ def read_remote_header(
     unreachable it falls back to whatever the cache holds for the name.
     """
     conn = connection or hub_connection()
+    repo = user_repo_id(repo)  # it names header-cache folders and the URL
     if listing is None:
         try:
             listing = list_gguf_files(repo, revision=revision, connection=conn).find(filename)
