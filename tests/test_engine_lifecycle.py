@@ -78,17 +78,19 @@ def test_a_truncated_gguf_is_refused_by_the_reader_before_llama_cpp_sees_it(clie
 
 
 def test_a_gguf_llama_cpp_rejects_fails_cleanly_with_llama_cpp_s_own_words(client, tmp_path):
-    # A valid header whose metadata contradicts the tensors: 9 KV heads, but attn_k is
-    # shaped for SmolLM2's 3. The header reader accepts it; llama.cpp checks the shapes.
+    # A valid header whose metadata contradicts the tensors: a feed-forward width of 1024,
+    # but ffn_gate is shaped for SmolLM2's 1536. The header reader checks the attention
+    # shapes the ledger sizes the KV cache by (a wrong head_count_kv is refused before the
+    # engine sees it), not this one; llama.cpp checks every shape.
     broken = tmp_path / "wrong-shape.gguf"
     shutil.copyfile(bundled_model_path(), broken)
     reader = gguf.GGUFReader(broken, "r+")
-    field = reader.get_field("llama.attention.head_count_kv")
-    field.parts[field.data[0]][0] = 9
+    field = reader.get_field("llama.feed_forward_length")
+    field.parts[field.data[0]][0] = 1024
     del reader  # flushes the memory map
     failed = final(client.load(broken, PRESET, device=ROOMY))
     assert isinstance(failed, EngineFailed) and failed.kind == "load"
-    assert "wrong shape" in failed.message and "attn_k" in failed.message
+    assert "wrong shape" in failed.message and "ffn_gate" in failed.message
     assert any("wrong shape" in line for line in failed.log_tail)
     # the engine survived its failed load and loads a good model next
     assert client.alive
