@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import tracemalloc
 from pathlib import Path
 
+import gguf
 import pytest
 
 from gguf_factory import with_u32_field, write_tiny_gguf
@@ -41,3 +43,21 @@ def test_files_preview_names_the_forged_file_and_lists_the_rest(forged_repo: Pat
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith(FILE))
     assert "unreadable" in row and "at most 512 layers" in out
+
+
+def test_a_split_model_whose_first_part_claims_more_layers_than_all_parts_hold(hub, tmp_path: Path, monkeypatch):
+    # Under llama.cpp's 512-layer cap, so no single part can be refused: only the parts put
+    # together show that 300 layers were claimed and 2 delivered.
+    folder = tmp_path / "split"
+    folder.mkdir()
+    with monkeypatch.context() as patch:
+        patch.setattr(gguf, "GGUFWriter", functools.partial(gguf.GGUFWriter, split_max_tensors=12))
+        write_tiny_gguf(folder / "tiny-Q4_K_M.gguf")
+    parts = sorted(folder.iterdir())
+    first = parts[0]
+    forged = with_u32_field(first, "llama.block_count", 300, "forged-part")
+    forged.replace(first)
+    hub.add_repo("mallory/Split-GGUF", {p.name: p for p in parts})
+    with pytest.raises(GGUFError) as caught:
+        read_remote_header("mallory/Split-GGUF", first.name)
+    assert "llama.block_count is 300 but the file holds the tensors of 2 layers" in str(caught.value)

@@ -226,3 +226,9 @@ def check_ledger_model(model: ModelInfo) -> None:
     if not model.tensors:
         raise fail("holds no tensors: the header describes a model but the file carries no weights",
                    model.source, "This is a vocabulary-only GGUF (as llama.cpp's tests ship): give the model file itself")
+
+
+def check_merged_split(model: ModelInfo) -> None:
+    """A split model's parts put together: `block_count` (read from the first part) against
+    the blk.N tensors of all parts, which no single part could be checked for."""
+    check_layer_count(model.architecture, model.n_layer, model.tensors, model.source, split_part=False)

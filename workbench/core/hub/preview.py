@@ -183,10 +183,14 @@ def _merge_parts(infos: list[ModelInfo]) -> ModelInfo:
     """A split model as one: the first part's metadata with every part's tensors and the summed size."""
     if len(infos) == 1:
         return infos[0]
+    from workbench.core.gguf_checks import check_merged_split
+
     first = infos[0]
-    return dataclasses.replace(
+    merged = dataclasses.replace(
         first,
         file_size=sum(info.file_size for info in infos),
         tensors=tuple(tensor for info in infos for tensor in info.tensors),
         header_bytes=sum(info.header_bytes for info in infos),
     )
+    check_merged_split(merged)  # block_count against the layers all the parts hold
+    return merged
