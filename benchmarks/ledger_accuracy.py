@@ -1,12 +1,17 @@
 """Ledger prediction vs what llama.cpp reports: KV, compute and weight buffers, plus measured RSS.
 
-Loads the bundled model and F16 / Q8_0 re-quantized copies under every shipped preset's
-settings (and a few more: flash attention off/on at 2k/4k/8k). Each load runs in its own
-process with llama.cpp's log captured; the script prints predicted vs reported MiB with
-the error in %, and the engine process's RSS after a short prompt against the ledger total.
+Part 1 (architectures): tiny random-weight models of every family the tests cover (llama,
+qwen2, qwen3, gemma2, gemma3 with SWA and a 262k vocabulary, phi3, granite, olmoe, qwen2moe,
+qwen3moe) and the bundled model, loaded in the workbench's own engine process under several
+presets (small ubatch, quantized KV + flash attention, swa_full): predicted vs llama.cpp's
+reported KV / compute / weights, and the expected resident memory after load and after a
+prompt that fills the context against the engine's measured RSS.
+Part 2 (bundled, skipped with --smallest): the bundled model and F16 / Q8_0 re-quantized
+copies under every shipped preset's settings, each load in its own process.
 
-    python benchmarks/ledger_accuracy.py            # full table
-    python benchmarks/ledger_accuracy.py --quick    # bundled model only
+    python benchmarks/ledger_accuracy.py              # everything
+    python benchmarks/ledger_accuracy.py --quick      # part 1 only
+    python benchmarks/ledger_accuracy.py --smallest   # part 1, one small setting per model (proves it runs)
 """
 
 from __future__ import annotations
@@ -130,27 +135,106 @@ def _settings() -> list[Setting]:
     return settings
 
 
+ARCH_SETTINGS = (
+    Setting("plain ctx1024", 1024, 512, "f16", "f16", False),
+    Setting("ub64 fa ctx2048", 2048, 64, "f16", "f16", True),
+    Setting("q8_0 fa ctx4096 ub256", 4096, 256, "q8_0", "q8_0", True, 256),
+    Setting("q4_0 fa ctx4096 ub128", 4096, 128, "q4_0", "q4_0", True, 128),
+    Setting("swa_full ctx2048 ub256", 2048, 256, "f16", "f16", False, 256),
+)
+SMALLEST = Setting("smallest ctx512 ub64", 512, 64, "f16", "f16", False, 64)
+
+
+def architecture_table(*, smallest: bool) -> None:
+    """Every family in the workbench's engine: predicted vs reported buffers, expected vs measured RSS."""
+    import psutil
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from arch_models import ARCH_MODELS, write_arch_gguf
+
+    from workbench.core.engine.client import EngineClient
+    from workbench.core.gguf_reader import read_gguf
+    from workbench.core.ledger import predict_ledger
+    from workbench.core.paths import bundled_model_path
+    from workbench.core.preset import DeviceProfile, Preset
+
+    roomy = DeviceProfile(name="bench-roomy", ram_total_mb=1 << 20, cores=2)
+    workdir = Path(tempfile.mkdtemp(prefix="ledger-arch-"))
+    models = [(arch, write_arch_gguf(workdir / f"{arch}.gguf", model)) for arch, model in sorted(ARCH_MODELS.items())]
+    bundled = bundled_model_path()
+    if bundled is not None:
+        models.append(("bundled", Path(bundled)))
+    header = (f"{'model':9} {'setting':24} {'KV pred/rep MiB':>19} {'err':>7} {'compute pred/rep':>19} {'err':>7} "
+              f"{'weights err':>11} {'RSS load exp/meas':>19} {'RSS prompt exp/meas':>21}")
+    print(header)
+    print("-" * len(header))
+    worst = {"kv": 0.0, "compute": 0.0, "weights": 0.0, "rss load": 0.0, "rss prompt": 0.0}
+    for label, path in models:
+        info = read_gguf(path)
+        with EngineClient() as client:
+            for setting in (SMALLEST,) if smallest else ARCH_SETTINGS:
+                preset = Preset(name=setting.label, ctx_size=setting.ctx_size, batch_size=setting.batch_size,
+                                ubatch_size=setting.ubatch_size, cache_type_k=setting.cache_type_k,
+                                cache_type_v=setting.cache_type_v, flash_attn=setting.flash_attn,
+                                swa_full=setting.label.startswith("swa_full"), threads=2)
+                try:
+                    loaded = client.load_blocking(path, preset, device=roomy)
+                except Exception as error:  # noqa: BLE001 - a row says why it is missing
+                    print(f"{label:9} {setting.label:24} load failed: {error}")
+                    continue
+                ledger = predict_ledger(info, preset, roomy)
+                client.run_op("bench", n_prompt=loaded.n_ctx - 8, n_gen=2)
+                rss_prompt = psutil.Process(client.pid).memory_info().rss
+                errors = {
+                    "kv": _err(ledger.kv_bytes, loaded.kv_buffer_bytes),
+                    "compute": _err(ledger.compute_bytes, loaded.compute_buffer_bytes),
+                    "weights": _err(ledger.weights_bytes, loaded.model_buffer_bytes),
+                    "rss load": _err(ledger.resident.after_load_bytes, loaded.rss_bytes),
+                    "rss prompt": _err(ledger.resident.after_prompt_bytes, rss_prompt),
+                }
+                for key, value in errors.items():
+                    worst[key] = max(worst[key], abs(value))
+                print(f"{label:9} {setting.label:24} "
+                      f"{ledger.kv_bytes / MIB:9.2f}/{loaded.kv_buffer_bytes / MIB:<9.2f} {errors['kv']:+6.2f}% "
+                      f"{ledger.compute_bytes / MIB:9.2f}/{loaded.compute_buffer_bytes / MIB:<9.2f} {errors['compute']:+6.2f}% "
+                      f"{errors['weights']:+10.2f}% "
+                      f"{ledger.resident.after_load_bytes / MIB:9.1f}/{loaded.rss_bytes / MIB:<9.1f} "
+                      f"{ledger.resident.after_prompt_bytes / MIB:10.1f}/{rss_prompt / MIB:<10.1f}")
+    print()
+    print("worst |error|: " + ", ".join(f"{key} {value:.2f}%" for key, value in worst.items()))
+    print("targets: KV, compute and weights within 2% (tests/test_arch_ledger.py); resident memory within its stated band")
+    print()
+
+
+def _err(predicted: int, reported: int) -> float:
+    return (predicted - reported) / reported * 100 if reported else 0.0
+
+
 def _pct(predicted: float, reported: float) -> str:
     return f"{(predicted - reported) / reported * 100:+6.2f}%" if reported else "   n/a"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="bundled model only")
+    parser.add_argument("--quick", action="store_true", help="the architecture table only")
+    parser.add_argument("--smallest", action="store_true", help="architecture table, one small setting per model")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         action, spec = args.child
         {"load": _child_load, "quantize": _child_quantize}[action](json.loads(spec))
         return 0
+    architecture_table(smallest=args.smallest)
+    if args.quick or args.smallest:
+        return 0
 
     from workbench.core.gguf_reader import read_gguf
     from workbench.core.ledger import (
+        llama_n_ctx,
         predicted_compute_bytes,
-        predicted_kv_bytes,
         predicted_overhead_bytes,
         predicted_weights_bytes,
-        llama_n_ctx,
+        preset_kv_bytes,
     )
     from workbench.core.paths import bundled_model_path
     from workbench.core.preset import Preset
@@ -194,7 +278,7 @@ def main() -> int:
                              cache_type_v=setting.cache_type_v, flash_attn=setting.flash_attn)
             n_ctx = llama_n_ctx(info, setting.ctx_size)
             predicted = {
-                "kv": predicted_kv_bytes(info, n_ctx, setting.cache_type_k, setting.cache_type_v) / MIB,
+                "kv": preset_kv_bytes(info, preset, n_ctx) / MIB,
                 "compute": predicted_compute_bytes(info, preset, n_ctx) / MIB,
                 "weights": predicted_weights_bytes(info, "keep") / MIB,
             }

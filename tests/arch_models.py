@@ -21,7 +21,7 @@ TURN_TOKENS = {
     "gemma": ("<start_of_turn>", "<end_of_turn>"),
     "llama3": ("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),
     "chatml": ("<|im_start|>", "<|im_end|>"),
-    "phi3": ("<|user|>", "<|assistant|>", "<|end|>", "<|system|>"),
+    "phi3": ("<|user|>", "<|assistant|>", "<|end|>", "<|system|>", "<|endoftext|>"),  # llama.cpp needs <|endoftext|> for phi3
     "granite": ("<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"),
 }
 
@@ -31,13 +31,15 @@ class ArchModel:
     """One tiny model of an architecture family."""
 
     arch: str
+    # Proportions of a small real model: a vocabulary 256x n_embd (SmolLM2 85x, Qwen3-0.6B 148x,
+    # Gemma 3 1B 227x), a query as wide as n_embd (Llama, Qwen3-1.7B/8B), grouped KV heads.
     n_layer: int = 4
-    n_embd: int = 256
-    n_head: int = 4
-    n_head_kv: int = 2
+    n_embd: int = 128
+    n_head: int = 2
+    n_head_kv: int = 1
     head_dim: int = 64
-    n_ff: int = 512
-    n_vocab: int = 4096
+    n_ff: int = 384
+    n_vocab: int = 32768
     n_ctx_train: int = 8192
     weight_type: str = "Q8_0"
     tied_embeddings: bool = False
@@ -61,17 +63,18 @@ class ArchModel:
 ARCH_MODELS: dict[str, ArchModel] = {
     "llama": ArchModel("llama", turn_tokens="llama3"),
     "qwen2": ArchModel("qwen2", qkv_bias=True, turn_tokens="chatml"),
-    "qwen3": ArchModel("qwen3", qk_norm="head", n_head=8, turn_tokens="chatml"),  # 8 x 64 > n_embd: Q is wider
+    "qwen3": ArchModel("qwen3", qk_norm="head", turn_tokens="chatml"),
     "gemma2": ArchModel("gemma2", n_layer=6, tied_embeddings=True, post_norms=True, sliding_window=512,
                         turn_tokens="gemma"),
     # Gemma 3's real vocabulary (262,144), tied embeddings, SWA on 5 of every 6 layers.
-    "gemma3": ArchModel("gemma3", n_layer=8, n_embd=128, n_head=4, n_head_kv=1, head_dim=128, n_ff=256,
-                        n_vocab=262144, tied_embeddings=True, qk_norm="head", post_norms=True,
+    "gemma3": ArchModel("gemma3", n_layer=8, n_vocab=262144, tied_embeddings=True, qk_norm="head", post_norms=True,
                         sliding_window=512, turn_tokens="gemma"),
-    "phi3": ArchModel("phi3", n_head_kv=4, fused_qkv=True, turn_tokens="phi3"),
+    "phi3": ArchModel("phi3", n_head_kv=2, fused_qkv=True, turn_tokens="phi3"),  # no grouped KV, as Phi-3 mini
     "granite": ArchModel("granite", turn_tokens="granite", extra_keys={
         "logit_scale": 8.0, "residual_scale": 0.22, "embedding_scale": 12.0, "attention.scale": 0.0078125}),
-    "olmoe": ArchModel("olmoe", qk_norm="full", n_head_kv=4, n_expert=8, n_expert_used=2, n_ff_expert=128),
+    # olmoe sizes its experts with feed_forward_length (llama.cpp olmoe.cpp), like the real OLMoE (1024);
+    # its k-norm spans n_embd, so KV heads = query heads
+    "olmoe": ArchModel("olmoe", qk_norm="full", n_head_kv=2, n_ff=128, n_expert=8, n_expert_used=2, n_ff_expert=128),
     "qwen2moe": ArchModel("qwen2moe", qkv_bias=True, n_expert=8, n_expert_used=2, n_ff_expert=128,
                           n_ff_shared=256, turn_tokens="chatml"),
     "qwen3moe": ArchModel("qwen3moe", qk_norm="head", n_expert=8, n_expert_used=2, n_ff_expert=128,

@@ -247,18 +247,18 @@ def test_sliding_window_layers_as_llama_cpp_decides_them(arch_infos):
 def test_window_cache_cells_and_bytes_by_hand(arch_infos):
     from workbench.core.kv_layers import kv_cells, predicted_kv_layers
 
-    gemma3 = arch_infos["gemma3"]  # 1 KV head x 128, 7 window layers + 1 global
+    gemma3 = arch_infos["gemma3"]  # 1 KV head x 64, 7 window layers + 1 global
     # window 512 + ubatch 512 = 1024 cells (already a multiple of 256); ubatch 64: pad256(576) = 768
     assert kv_cells(gemma3, 4096, n_ubatch=512).swa_cells == 1024
     assert kv_cells(gemma3, 4096, n_ubatch=64).swa_cells == 768
     assert kv_cells(gemma3, 512, n_ubatch=512).swa_cells == 512  # never more than the context
     assert kv_cells(gemma3, 4096, n_ubatch=64, swa_full=True).swa_cells == 4096
-    # f16: a layer's K+V per cell = 128 x 2 x 2 = 512 bytes
+    # f16: a layer's K+V per cell = 64 x 2 bytes x 2 = 256 bytes
     layers = predicted_kv_layers(gemma3, 4096, "f16", "f16", n_ubatch=512)
-    assert sum(layer.n_bytes for layer in layers) == 512 * (7 * 1024 + 1 * 4096)
+    assert sum(layer.n_bytes for layer in layers) == 256 * (7 * 1024 + 1 * 4096)
     # two sequences, not unified: 2 streams of pad256(4096 / 2) cells; the window is per stream
     two = predicted_kv_layers(gemma3, 4096, "f16", "f16", n_ubatch=512, n_seq=2)
-    assert sum(layer.n_bytes for layer in two) == 512 * 2 * (7 * 1024 + 1 * 2048)
+    assert sum(layer.n_bytes for layer in two) == 256 * 2 * (7 * 1024 + 1 * 2048)
 
 
 def test_ledger_splits_the_kv_line_and_swa_full_costs_more(arch_infos):
@@ -269,7 +269,7 @@ def test_ledger_splits_the_kv_line_and_swa_full_costs_more(arch_infos):
     assert (split.swa_layers, split.global_layers, split.swa_cells, split.global_cells) == (7, 1, 1024, 4096)
     assert split.swa_bytes + split.global_bytes == ledger.kv_bytes
     full = predict_ledger(gemma3, dataclasses.replace(preset, swa_full=True), _device(8000))
-    assert full.kv_bytes == 512 * 8 * 4096 and full.kv_split.swa_full
+    assert full.kv_bytes == 256 * 8 * 4096 and full.kv_split.swa_full
     # the largest context accounts for the window: on a budget where the full-size cache stops
     # at 4096, the windowed one (one global layer grows, not eight) goes further
     budget = _device(int(full.total_bytes / MB) + 1)
@@ -278,12 +278,12 @@ def test_ledger_splits_the_kv_line_and_swa_full_costs_more(arch_infos):
 
 
 def test_experts_counted_in_memory_but_not_all_read_per_token(arch_infos):
-    qwen2moe = arch_infos["qwen2moe"]  # 4 layers, 8 experts of n_ff 128 over n_embd 256, 2 used, 1 shared
+    qwen2moe = arch_infos["qwen2moe"]  # 4 layers, 8 experts of n_ff 128 over n_embd 128, 2 used, 1 shared
     ledger = predict_ledger(qwen2moe, Preset("p", ctx_size=1024), _device(8000, bandwidth=10))
     experts = ledger.experts
     assert (experts.total, experts.used, experts.shared) == (8, 2, 1)
-    # Q8_0 (34 bytes per 32): 3 projections x 256 x 128 x 8 experts x 4 layers
-    assert experts.expert_bytes == 3 * 256 * 128 * 8 * 4 * 34 // 32
+    # Q8_0 (34 bytes per 32): 3 projections x 128 x 128 x 8 experts x 4 layers
+    assert experts.expert_bytes == 3 * 128 * 128 * 8 * 4 * 34 // 32
     assert experts.active_bytes_per_token == ledger.weights_bytes - experts.expert_bytes * 6 // 8
     assert ledger.decode_tps_bound[0] == pytest.approx(10e9 / experts.active_bytes_per_token)
     assert predict_ledger(arch_infos["llama"], Preset("p"), _device(8000)).experts is None

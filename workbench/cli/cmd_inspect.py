@@ -55,7 +55,41 @@ def _summary(info) -> dict:
         "has_chat_template": info.has_chat_template,
         "n_tensors": len(info.tensors),
         "header_bytes": info.header_bytes,
+        **_architecture_json(info),
     }
+
+
+def _architecture_json(info) -> dict:
+    from workbench.core.experts import expert_counts
+    from workbench.core.kv_layers import sliding_window
+
+    experts, window = expert_counts(info), sliding_window(info)
+    return {
+        "experts": None if experts is None else {"total": experts.total, "used": experts.used, "shared": experts.shared,
+                                                 "expert_bytes": experts.expert_bytes,
+                                                 "active_bytes_per_token": experts.active_bytes_per_token},
+        "sliding_window": None if window is None else {"n_swa": window.n_swa, "swa_layers": window.n_swa_layers,
+                                                       "source": window.source},
+    }
+
+
+def _architecture_lines(info) -> list[tuple[str, str]]:
+    """Experts (MoE) and sliding-window attention, when the model has them."""
+    from workbench.core.experts import expert_counts
+    from workbench.core.kv_layers import sliding_window
+
+    lines = []
+    experts = expert_counts(info)
+    if experts is not None:
+        shared = f", {experts.shared} shared" if experts.shared else ", no shared expert"
+        lines.append(("experts", f"{experts.total} per layer, {experts.used} used per token{shared} "
+                                 f"({experts.expert_bytes / MB:,.1f} MiB of experts; a token reads "
+                                 f"{experts.active_bytes_per_token / MB:,.1f} MiB of weights)"))
+    window = sliding_window(info)
+    if window is not None:
+        lines.append(("sliding window", f"{window.n_swa:,} tokens on {window.n_swa_layers} of {info.n_layer} layers "
+                                        f"({window.source})"))
+    return lines
 
 
 def _params_text(n_params: int) -> str:
@@ -93,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
         ("attention", f"{heads}, head dim K {info.head_dim_k} / V {info.head_dim_v}"),
         ("vocabulary", f"{info.n_vocab:,} tokens"),
         ("trained context", f"{info.n_ctx_train:,} tokens" if info.n_ctx_train else "not stated"),
-        ("chat template", "yes" if info.has_chat_template else "no"),
+        ("chat template", "yes" if info.has_chat_template else "no (at load: the family's built-in template, else completion mode)"),
+        *_architecture_lines(info),
         ("tensors", f"{len(info.tensors)} (header read: {info.header_bytes / 1024:,.0f} KiB)"),
     ]
     width = max(len(label) for label, _ in lines)

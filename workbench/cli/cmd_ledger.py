@@ -61,9 +61,10 @@ def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0
         window = "full size: swa_full" if split.swa_full else f"window {split.n_swa:,} + ubatch, padded to 256"
         rows.append(("  window layers", mb_text(split.swa_bytes),
                      f"{split.swa_layers} layers x {split.swa_cells:,} cells ({window})"))
-    verified = f", verified on {ledger.verified_on}" if ledger.verified_on and not ledger.unverified else ""
-    rows.append(("compute buffer", mb_text(ledger.compute_bytes), f"llama.cpp graph peak incl. logits{verified}"))
-    rows.append(("runtime overhead", mb_text(ledger.overhead_bytes), f"engine process beyond its buffers (measured){verified}"))
+    # the llama.cpp build these two lines were verified on, or that the installed one is not it
+    build = "UNVERIFIED build" if ledger.unverified else ledger.verified_on
+    rows.append(("compute buffer", mb_text(ledger.compute_bytes), f"graph peak + logits; {build}"))
+    rows.append(("runtime overhead", mb_text(ledger.overhead_bytes), f"measured; {build}"))
     rows.append(("total", mb_text(ledger.total_bytes), ""))
     rows.append(("headroom", mb_text(ledger.headroom_bytes), f"{ledger.headroom_bytes / ledger.budget_bytes:.0%} of budget"
                  if ledger.budget_bytes > 0 else ""))
@@ -133,6 +134,7 @@ def problems_text(problems, width: int | None = None) -> str:
 def extras_text(ledger, width: int | None = None) -> str:
     """Resident memory, experts, the build the ledger was verified on, and the fixes when it does not fit."""
     from workbench.cli.text_table import wrap_text
+    from workbench.core.llama_build import VERIFIED_ON
 
     out = []
     if ledger.resident is not None:
@@ -149,6 +151,8 @@ def extras_text(ledger, width: int | None = None) -> str:
                              f"{mb_text(experts.active_bytes_per_token)} MB (decode bound)", width))
     if ledger.unverified:
         out.append(wrap_text(f"warning: {ledger.unverified}", width))
+    elif ledger.verified_on:
+        out.append(wrap_text(f"compute and overhead lines verified on {VERIFIED_ON}", width))
     if ledger.fixes:
         out.append("to make it fit (cheapest first):")
         for fix in ledger.fixes:

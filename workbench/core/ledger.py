@@ -10,11 +10,11 @@ from math import ceil
 from workbench.core.errors import WorkbenchError
 from workbench.core.ggml_types import CACHE_TYPES, QUANT_TYPES, cache_type
 from workbench.core.gguf_checks import check_ledger_model
-from workbench.core.kv_layers import CTX_PAD, n_ubatch_of, predicted_kv_layers, sliding_window
+from workbench.core.kv_layers import CTX_PAD, kv_cells, n_ubatch_of, predicted_kv_layers, sliding_window
 from workbench.core.experts import expert_counts
 from workbench.core.ledger_fixes import propose_fixes
 from workbench.core.ledger_types import DOES_NOT_FIT, FITS, TIGHT, KVSplit, Ledger, ResidentMemory
-from workbench.core.llama_build import VERIFIED_ON, unverified_reason
+from workbench.core.llama_build import VERIFIED_LLAMA_CPP, unverified_reason
 from workbench.core.ledger_weights import requantized_weights_bytes
 from workbench.core.model_info import ModelInfo
 from workbench.core.preset import DeviceProfile, Preset
@@ -24,21 +24,24 @@ TIGHT_HEADROOM = 0.10  # under 10% of the budget left is "tight"
 MAX_CTX_TYPES = ("f16", "q8_0", "q4_0")  # the cache types the ledger offers a max context for
 
 # What the engine process costs beyond llama.cpp's weight, KV and compute buffers, measured
-# with benchmarks/ledger_accuracy.py (x86-64, CPython 3.11, llama-cpp-python 0.3.36):
-# - the interpreter with llama_cpp, numpy and libllama/libggml loaded: 43-44 MiB RSS
-#   before any model is opened;
-# - llama.cpp's host-side model structures (vocabulary maps, token-to-piece cache, graph
-#   metadata, the logits output buffer): RSS after load minus weights and KV was 7.8 MiB
-#   at 8k vocab, 9.1 at 16k, 12.0 at 32k and 22.4 MiB at 49k (BPE with merges), fitted
-#   as 6 MiB + 320 bytes per vocabulary token.
-ENGINE_PROCESS_BYTES = 44 * MB
-HOST_STRUCTURES_BYTES = 6 * MB
-HOST_BYTES_PER_VOCAB_TOKEN = 320
+# with benchmarks/ledger_accuracy.py (x86-64, CPython 3.11, llama-cpp-python 0.3.36) as the
+# engine's RSS right after load minus the weights and the KV cache:
+# - the interpreter with the workbench engine, llama_cpp, numpy and libllama/libggml
+#   loaded, plus llama.cpp's fixed host structures (graph metadata, the output buffer): 52 MiB;
+# - the vocabulary (token texts, the text-to-id map, the token-to-piece cache): ~160 bytes
+#   per token, and ~190 bytes per BPE merge rule (the merge-rank map). Fitted on the tiny
+#   models of every family (32,768 tokens, no merges), the 262,144-token Gemma 3 vocabulary
+#   and the bundled SmolLM2 (49,152 tokens, 48,900 merges): each within 3 MiB.
+ENGINE_PROCESS_BYTES = 52 * MB
+HOST_BYTES_PER_VOCAB_TOKEN = 160
+HOST_BYTES_PER_MERGE = 190
 
 
 def predicted_overhead_bytes(model: ModelInfo) -> int:
     """The engine process beyond its buffers: interpreter and libraries plus llama.cpp's host structures."""
-    return ENGINE_PROCESS_BYTES + HOST_STRUCTURES_BYTES + HOST_BYTES_PER_VOCAB_TOKEN * model.n_vocab
+    merges = model.metadata.get("tokenizer.ggml.merges")
+    n_merges = len(merges) if merges is not None and hasattr(merges, "__len__") and not isinstance(merges, str) else 0
+    return ENGINE_PROCESS_BYTES + HOST_BYTES_PER_VOCAB_TOKEN * model.n_vocab + HOST_BYTES_PER_MERGE * n_merges
 
 
 def llama_n_ctx(model: ModelInfo, ctx_size: int) -> int:
@@ -137,51 +140,92 @@ def _feed_forward_length(model: ModelInfo) -> int:
 def predicted_compute_bytes(model: ModelInfo, preset: Preset, n_ctx: int) -> int:
     """The CPU compute buffer llama.cpp reserves: the peak of its graph allocator.
 
-    See the derivation in the comments of `_compute_peak`.
+    See the derivation in the comments of `_stage_widths`.
     """
-    n_ubatch = max(1, min(preset.ubatch_size, preset.batch_size or preset.ubatch_size, n_ctx or preset.ubatch_size))
-    return _compute_peak(model, n_ctx, n_ubatch, preset.flash_attn)
+    n_ubatch = preset_n_ubatch(preset, n_ctx)
+    return ceil(max(_compute_stages(model, preset, n_ctx)) * 4 * n_ubatch)
 
 
-def _compute_peak(model: ModelInfo, n_ctx: int, n_tokens: int, flash_attn: bool) -> int:
-    """Peak of llama.cpp's CPU graph allocator for one worst-case ubatch of `n_tokens`.
+def predicted_prompt_compute_bytes(model: ModelInfo, preset: Preset, n_ctx: int) -> int:
+    """The part of the compute buffer a chat prompt writes: a full-context ubatch that asks for
+    the last token's logits only, so the n_vocab x n_ubatch logits area stays untouched."""
+    attention, feed_forward, _ = _compute_stages(model, preset, n_ctx)
+    return ceil(max(attention, feed_forward) * 4 * preset_n_ubatch(preset, n_ctx)) + 4 * model.n_vocab
+
+
+def _compute_stages(model: ModelInfo, preset: Preset, n_ctx: int) -> tuple[float, float, float]:
+    n_ubatch = preset_n_ubatch(preset, n_ctx)
+    swa_cells = kv_cells(model, n_ctx, n_ubatch=n_ubatch, swa_full=preset.swa_full).swa_cells
+    return _stage_widths(model, n_ctx, swa_cells, preset.flash_attn)
+
+
+def _expert_ff(model: ModelInfo) -> int | None:
+    """Floats per token the mixture-of-experts feed-forward keeps live, None for a dense model."""
+    def key(name: str) -> int:
+        value = model.metadata.get(f"{model.architecture}.{name}")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    n_expert, n_used = key("expert_count"), key("expert_used_count")
+    if n_expert <= 1 or n_used <= 0:
+        return None
+    n_ff_exp = key("expert_feed_forward_length") or _feed_forward_length(model)
+    routed = 3 * n_used * n_ff_exp + n_expert  # gate and up of each used expert, their product; router logits
+    shared = key("expert_shared_feed_forward_length")
+    if not shared and any("_shexp." in tensor.name for tensor in model.tensors):
+        shared = _feed_forward_length(model)  # qwen2moe: the shared expert is feed_forward_length wide
+    # the shared expert runs after the routed ones, over their n_embd-wide sum
+    return max(routed, 3 * shared + 2 * model.n_embd) if shared else routed
+
+
+def _stage_widths(model: ModelInfo, n_ctx: int, swa_cells: int, flash_attn: bool) -> tuple[float, float, float]:
+    """Floats per ubatch token live at llama.cpp's three graph stages: (attention, feed-forward, logits).
+
+    The compute buffer is the peak of llama.cpp's CPU graph allocator for one worst-case ubatch.
 
     llama.cpp reserves the compute buffer by laying out the graph of a full ubatch
     (n_tokens = min(n_ubatch, n_ctx), every token an output, all n_ctx KV cells visible)
     with ggml-alloc, which frees each intermediate after its last use. The buffer is the
-    peak of live f32 activations, which is one of three stages, each n_tokens x 4 bytes x:
+    peak of live f32 activations, which is one of three stages, each n_tokens x 4 bytes x
+    (q = n_head x head_dim_k, kv = n_head_kv x (head_dim_k + head_dim_v)):
 
-      attention (no flash attn)  n_ctx*n_head      the KQ scores, softmaxed in place
-                                 + n_ctx           the f32 KQ mask (an input, live for all layers)
-                                 + 5*n_embd + n_head_kv*(head_dim_k + head_dim_v)
-                                                   residual, norm, Q, K, V, attention out
-      attention (flash attn)     n_ctx/2           the f16 KQ mask; no score matrix exists
-                                 + 5*n_embd + n_head_kv*(head_dim_k + head_dim_v)
+      attention (no flash attn)  n_ctx*n_head      the KQ scores of a full-context layer, softmaxed in place
+                                 + mask            f32 KQ masks, inputs live for all layers: n_ctx cells,
+                                                   plus the window cache's cells on a sliding-window model
+                                 + 3*n_embd + 2*q + kv   residual, norms, Q (roped), K, V, attention out
+      attention (flash attn)     mask/2            the masks in f16; no score matrix exists
+                                 + 4*n_embd + 3*q + 2*kv  (Q, K, V and their f16 copies for the kernel)
       feed-forward               3*n_ff + mask + 4*n_embd   gate, up, their SwiGLU product
+                                 mixture of experts: 3 x used experts x expert n_ff + the router's
+                                 logits, or a shared expert's 3*n_ff + 2*n_embd, whichever is larger
       logits                     n_vocab + 3*n_embd (2.5 with flash attn)
                                                    logits (n_vocab x n_ubatch x 4 bytes) over the
                                                    final norm and what is still live below it
 
-    Derived empirically (benchmarks/ledger_accuracy.py and a sweep of synthetic llama
-    GGUFs varying n_ctx 256-16384, n_ubatch 128-512, n_embd, n_head, n_head_kv, head
-    dim, n_ff and n_vocab, flash attention on/off): the attention and feed-forward
-    stages match llama.cpp's figure to under 1%. The logits stage sits above whatever
-    small tensors the allocator left under it, which varies chaotically with n_ctx
-    (between 2 and 4 n_embd, sometimes plus the mask: +4% at flash attn, ctx 2048 on
-    the bundled model); the constants are the middle of what was measured.
+    Derived from llama.cpp's graph (llama-graph.cpp build_attn / build_ffn / build_moe_ffn) and
+    checked against its reported buffer on every architecture of tests/arch_models.py, varying
+    n_ctx 512-16384, n_ubatch 64-512, flash attention and the KV type
+    (tests/test_arch_ledger.py, benchmarks/ledger_accuracy.py): the attention and
+    feed-forward stages match to under 1%. Where the logits stage is the peak, the allocator
+    may place it above a fragment of the last layer's tensors instead of on the final norm:
+    measured between 2 and 12 n_embd under it (the wider the query, the higher), so a model
+    whose vocabulary is under ~100x its n_embd can be off by a few percent there.
     """
     n_embd, n_head, n_head_kv = model.n_embd, model.n_head, model.n_head_kv
-    qkv = 5 * n_embd + n_head_kv * (model.head_dim_k + model.head_dim_v)
+    q = n_head * model.head_dim_k
+    kv = n_head_kv * (model.head_dim_k + model.head_dim_v)
+    mask_cells = n_ctx + swa_cells
     if flash_attn:
-        mask = n_ctx / 2  # f16 mask, in f32 units
-        attention = mask + qkv
+        mask = mask_cells / 2  # f16 masks, in f32 units
+        attention = mask + 4 * n_embd + 3 * q + 2 * kv
         logits = model.n_vocab + 2.5 * n_embd
     else:
-        mask = n_ctx
-        attention = n_ctx * n_head + mask + qkv
+        mask = mask_cells
+        attention = n_ctx * n_head + mask + 3 * n_embd + 2 * q + kv
         logits = model.n_vocab + 3 * n_embd
-    feed_forward = 3 * _feed_forward_length(model) + mask + 4 * n_embd
-    return ceil(max(attention, feed_forward, logits) * 4 * n_tokens)
+    expert_ff = _expert_ff(model)
+    ff_width = expert_ff if expert_ff is not None else 3 * _feed_forward_length(model)
+    feed_forward = ff_width + mask + 4 * n_embd
+    return attention, feed_forward, logits
 
 
 def _fits_budget(model: ModelInfo, preset: Preset, weights_bytes: int, n_ctx: int, type_k: str, type_v: str,
@@ -294,10 +338,11 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
         max_ctx_by_kv_type=tuple(max_ctx),
         decode_tps_bound=decode_tps_bound(device.mem_bandwidth_gbs, read_per_token, kv_bytes),
         kv_split=kv_split(model, preset, n_ctx),
-        resident=predicted_resident(weights_bytes, kv_bytes, compute_bytes, overhead_bytes, preset),
+        resident=predicted_resident(weights_bytes, kv_bytes, predicted_prompt_compute_bytes(model, preset, n_ctx),
+                                    overhead_bytes, preset),
         experts=experts,
         fixes=fixes,
-        verified_on=VERIFIED_ON,
+        verified_on=f"llama.cpp {VERIFIED_LLAMA_CPP}",
         unverified=unverified_reason(),
     )
 
@@ -307,7 +352,7 @@ def _predicted_total(model: ModelInfo, preset: Preset, n_ctx: int) -> int:
             + predicted_compute_bytes(model, preset, n_ctx) + predicted_overhead_bytes(model))
 
 
-def predicted_resident(weights_bytes: int, kv_bytes: int, compute_bytes: int, overhead_bytes: int,
+def predicted_resident(weights_bytes: int, kv_bytes: int, prompt_compute_bytes: int, overhead_bytes: int,
                        preset: Preset) -> ResidentMemory:
     """What the engine's RSS shows after load and after a prompt that fills the context.
 
@@ -315,15 +360,16 @@ def predicted_resident(weights_bytes: int, kv_bytes: int, compute_bytes: int, ov
     (mmap: llama.cpp prefetches the mapping with MAP_POPULATE, so the pages are resident;
     without mmap they are read into memory) and the KV cache (llama.cpp zeroes it at load).
     The compute buffer is reserved but untouched until the first decode; a prompt that
-    fills the context writes all of it.
+    fills the context writes its attention and feed-forward part, not the logits area
+    (a chat prompt asks for the last token's logits only).
     """
     weights_how = "mmap, prefetched" if preset.mmap else "read into memory"
     after_load = overhead_bytes + weights_bytes + kv_bytes
     return ResidentMemory(
         after_load_bytes=after_load,
         after_load_source=f"overhead + weights ({weights_how}) + KV cache (zeroed at load)",
-        after_prompt_bytes=after_load + compute_bytes,
-        after_prompt_source="after load + compute buffer (written by the first full ubatch over a full context)",
+        after_prompt_bytes=after_load + prompt_compute_bytes,
+        after_prompt_source="after load + the compute buffer a full-context prompt writes (all but the logits area)",
     )
 
 

@@ -108,3 +108,8 @@ def _one_per_kind(fixes: Iterable[LedgerFix]) -> tuple[LedgerFix, ...]:
         seen.add(keys)
         kept.append(fix)
     return tuple(kept)
+
+
+def apply_fix(preset: Preset, fix: LedgerFix) -> Preset:
+    """`preset` with the fix's changes; a quantized V cache comes with flash attention already."""
+    return dataclasses.replace(preset, **dict(fix.preset_changes))

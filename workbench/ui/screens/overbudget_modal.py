@@ -1,4 +1,4 @@
-"""Asks before loading a preset the ledger says does not fit, naming what breaks."""
+"""Asks before loading a preset the ledger says does not fit, naming what breaks and offering one-key fixes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from workbench.core.ledger_types import Ledger
+from workbench.core.ledger_types import Ledger, LedgerFix
 from workbench.ui.units import mib
 
 
@@ -21,11 +21,20 @@ def what_breaks(ledger: Ledger) -> str:
             "the engine, not in an error message. Here the engine runs in its own process, so the app survives.")
 
 
-class OverbudgetModal(ModalScreen[bool]):
-    """Dismisses with True to load anyway (allow_overbudget), False to go back."""
+MAX_FIXES = 4  # keys 1-4
+
+
+def fix_line(key: int, fix: LedgerFix) -> str:
+    verdict = "fits" if fix.fits else "not enough alone"
+    return f"[{key}] {fix.change}: saves {mib(fix.saved_bytes)} ({verdict}); cost: {fix.cost}"
+
+
+class OverbudgetModal(ModalScreen[object]):
+    """Dismisses with True to load anyway (allow_overbudget), False to go back, or the LedgerFix to apply."""
 
     CSS_PATH = "modals.tcss"
-    BINDINGS = [Binding("escape", "dismiss(False)", "Back")]
+    BINDINGS = [Binding("escape", "dismiss(False)", "Back")] + [
+        Binding(str(key), f"apply_fix({key - 1})", f"Fix {key}", show=False) for key in range(1, MAX_FIXES + 1)]
 
     def __init__(self, ledger: Ledger) -> None:
         super().__init__()
@@ -35,12 +44,21 @@ class OverbudgetModal(ModalScreen[bool]):
         with Vertical(classes="dialog -danger"):
             yield Static(f"✘ {self.ledger.preset} does not fit {self.ledger.device}", classes="dialog-title")
             yield Static(what_breaks(self.ledger), classes="dialog-body", markup=False)
+            fixes = self.ledger.fixes[:MAX_FIXES]
+            if fixes:
+                lines = [fix_line(index + 1, fix) for index, fix in enumerate(fixes)]
+                yield Static("Press a number to apply a fix (an unsaved copy of the preset):\n" + "\n".join(lines),
+                             id="fixes", classes="dialog-body", markup=False)
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Back", id="back", variant="primary")
                 yield Button("Load anyway", id="load-anyway", variant="error")
 
     def on_mount(self) -> None:
         self.query_one("#back", Button).focus()
+
+    def action_apply_fix(self, index: int) -> None:
+        if index < len(self.ledger.fixes[:MAX_FIXES]):
+            self.dismiss(self.ledger.fixes[index])
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "load-anyway")

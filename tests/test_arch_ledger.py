@@ -1,0 +1,123 @@
+"""The ledger on every architecture family: predicted KV, compute and weights against what llama.cpp reports when the real engine loads tiny models."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import psutil
+import pytest
+
+from arch_models import ARCH_MODELS, write_arch_gguf
+from workbench.core.engine.client import EngineClient
+from workbench.core.gguf_reader import read_gguf
+from workbench.core.ledger import predict_ledger
+from workbench.core.preset import DeviceProfile, Preset
+
+MIB = 1024 * 1024
+ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)
+# llama.cpp prints each buffer in MiB with two decimals: a buffer line is exact to 0.005 MiB.
+LOG_ROUNDING = 0.006 * MIB
+
+# Three presets per family: the defaults, a small ubatch with flash attention, a quantized
+# KV cache (needs flash attention) on a longer context. One thread: the test machine is shared.
+PRESETS = (
+    Preset("plain", ctx_size=1024, batch_size=512, ubatch_size=512, threads=1),
+    Preset("small-ubatch-fa", ctx_size=2048, batch_size=512, ubatch_size=64, flash_attn=True, threads=1),
+    Preset("q8-kv-fa", ctx_size=4096, batch_size=256, ubatch_size=256, cache_type_k="q8_0", cache_type_v="q8_0",
+           flash_attn=True, threads=1),
+)
+SWA_FULL = Preset("swa-full", ctx_size=2048, batch_size=256, ubatch_size=256, swa_full=True, threads=1)
+
+
+def within(predicted: int, reported: int, share: float = 0.02) -> bool:
+    return abs(predicted - reported) <= share * reported + LOG_ROUNDING
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("arch")
+
+
+@pytest.fixture(scope="module", params=sorted(ARCH_MODELS))
+def arch_engine(request, model_dir):
+    """One engine process per architecture, reused by every preset of that family."""
+    path = write_arch_gguf(model_dir / f"{request.param}.gguf", ARCH_MODELS[request.param])
+    client = EngineClient()
+    yield request.param, path, client
+    client.close()
+
+
+def _load(client: EngineClient, path: Path, preset: Preset):
+    loaded = client.load_blocking(path, preset, device=ROOMY)
+    return loaded, predict_ledger(read_gguf(path), preset, ROOMY)
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=[p.name for p in PRESETS])
+def test_kv_compute_and_weights_within_two_percent_of_llama_cpp(arch_engine, preset):
+    arch, path, client = arch_engine
+    loaded, ledger = _load(client, path, preset)
+    report = (f"{arch}/{preset.name}: predicted KV {ledger.kv_bytes / MIB:.3f} compute {ledger.compute_bytes / MIB:.3f} "
+              f"weights {ledger.weights_bytes / MIB:.3f}; llama.cpp KV {loaded.kv_buffer_bytes / MIB:.3f} "
+              f"compute {loaded.compute_buffer_bytes / MIB:.3f} weights {loaded.model_buffer_bytes / MIB:.3f} MiB")
+    assert loaded.n_ctx == ledger.ctx_size, report
+    assert within(ledger.kv_bytes, loaded.kv_buffer_bytes), report
+    assert within(ledger.compute_bytes, loaded.compute_buffer_bytes), report
+    assert within(ledger.weights_bytes, loaded.model_buffer_bytes), report
+
+
+# By hand (f16 K and V of one 64-wide KV head = 256 bytes per cell per layer; ctx 2048, ubatch 256):
+# window layers hold pad256(window 512 + ubatch 256) = 768 cells, global layers 2048; swa_full: all 2048.
+SWA_BY_HAND = {
+    "gemma2": (256 * (3 * 768 + 3 * 2048), 256 * 6 * 2048),  # 6 layers, every other one slides
+    "gemma3": (256 * (7 * 768 + 1 * 2048), 256 * 8 * 2048),  # 8 layers, layer 5 is the only global one
+}
+
+
+@pytest.fixture(scope="module", params=sorted(SWA_BY_HAND))
+def swa_engine(request, model_dir):
+    path = write_arch_gguf(model_dir / f"swa-{request.param}.gguf", ARCH_MODELS[request.param])
+    client = EngineClient()
+    yield request.param, path, client
+    client.close()
+
+
+def test_swa_full_costs_what_llama_cpp_allocates(swa_engine):
+    """With swa_full the window layers keep the whole context; without, a window. Both as llama.cpp sizes them."""
+    arch, path, client = swa_engine
+    windowed, ledger_windowed = _load(client, path, dataclasses.replace(SWA_FULL, swa_full=False))
+    full, ledger_full = _load(client, path, SWA_FULL)
+    by_hand_windowed, by_hand_full = SWA_BY_HAND[arch]
+    # llama.cpp prints each of the two caches' buffers in MiB to two decimals
+    assert abs(windowed.kv_buffer_bytes - by_hand_windowed) <= 2 * LOG_ROUNDING
+    assert abs(full.kv_buffer_bytes - by_hand_full) <= 2 * LOG_ROUNDING
+    assert within(ledger_windowed.kv_bytes, windowed.kv_buffer_bytes)
+    assert within(ledger_full.kv_bytes, full.kv_buffer_bytes)
+    assert ledger_windowed.kv_split.swa_cells == 768 and ledger_full.kv_split.swa_cells == 2048
+
+
+# The engine's resident memory against the ledger's expectation. The band: 5% of the
+# expectation plus 4 MiB. The overhead line (interpreter, libraries, llama.cpp's host
+# structures per vocabulary token and merge) is a fit of measurements; the band covers
+# the allocator's and the interpreter's run-to-run variation measured on every family.
+RESIDENT_BAND = (0.05, 4 * MIB)
+
+
+def _in_band(expected: int, measured: int) -> bool:
+    share, fixed = RESIDENT_BAND
+    return abs(measured - expected) <= share * expected + fixed
+
+
+def test_resident_memory_after_load_and_after_a_full_prompt(arch_engine):
+    arch, path, client = arch_engine
+    preset = PRESETS[0]
+    loaded, ledger = _load(client, path, preset)
+    resident = ledger.resident
+    report = (f"{arch}: expected after load {resident.after_load_bytes / MIB:.1f}, measured {loaded.rss_bytes / MIB:.1f}"
+              f" MiB; expected after a full prompt {resident.after_prompt_bytes / MIB:.1f}")
+    assert _in_band(resident.after_load_bytes, loaded.rss_bytes), report
+    # A prompt that fills the context: the compute buffer is written by the prefill.
+    client.run_op("bench", n_prompt=loaded.n_ctx - 8, n_gen=2)
+    measured = psutil.Process(client.pid).memory_info().rss
+    report += f", measured {measured / MIB:.1f} MiB"
+    assert _in_band(resident.after_prompt_bytes, measured), report
