@@ -15,9 +15,10 @@ class LedgerPredicted(Message):
     """The ledger for the selected model, preset and device (before anything loads)."""
 
     def __init__(self, model: ModelInfo, preset: Preset, device: DeviceProfile, ledger: Ledger,
-                 problems: tuple = ()) -> None:
+                 problems: tuple = (), choice=None) -> None:
         super().__init__()
         self.model, self.preset, self.device, self.ledger, self.problems = model, preset, device, ledger, problems
+        self.choice = choice  # the selectors' loaded_choice.Choice this was predicted for
 
 
 class PredictionFailed(Message):

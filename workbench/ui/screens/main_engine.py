@@ -7,8 +7,9 @@ from pathlib import Path
 from textual import work
 from textual.widgets import Button, ProgressBar, Select, Static
 
-from workbench.core.ledger_types import DOES_NOT_FIT, LedgerFix
+from workbench.core.ledger_types import DOES_NOT_FIT
 from workbench.ui import engine_work
+from workbench.ui.loaded_choice import choice_of
 from workbench.ui.messages import LoadFailed, LoadProgressReported, ModelLoaded, ModelUnloaded
 from workbench.ui.screens.phases import GENERATING, IDLE, LOADED, LOADING, UNLOADING
 from workbench.ui.widgets.chat_view import ChatView
@@ -24,11 +25,7 @@ class EngineFlow:
         if phase != LOADING:
             # a hidden indeterminate bar still animates (and repaints) at 15 fps: give it an end
             self.query_one("#load-progress", ProgressBar).update(total=100, progress=100)
-        button = self.query_one("#load-button", Button)
-        button.label = {IDLE: "Load", LOADING: "Loading…", LOADED: "Unload", GENERATING: "Unload",
-                        UNLOADING: "Unloading…"}[phase]
-        button.disabled = phase in (LOADING, UNLOADING)
-        button.variant = "primary" if phase == IDLE else "default"
+        self.show_load_button()
         # usable while an answer streams (a change only re-predicts; loading uses it): restyling
         # three selects on and off costs ~50 ms of a core at each turn's start and end
         for select in self.query(Select):
@@ -38,8 +35,21 @@ class EngineFlow:
         self.query_one(PromptInput).cursor_blink = phase != GENERATING
         self.refresh_bindings()  # Esc (cancel) is in the footer only while an answer streams
 
+    def show_load_button(self) -> None:
+        """Load, Unload, or Reload when the selectors name something other than what is loaded."""
+        phase = self.phase
+        reload = phase == LOADED and self.loaded_choice.differs(choice_of(self.selection))
+        button = self.query_one("#load-button", Button)
+        button.label = "Reload" if reload else {IDLE: "Load", LOADING: "Loading…", LOADED: "Unload",
+                                                GENERATING: "Unload", UNLOADING: "Unloading…"}[phase]
+        button.disabled = phase in (LOADING, UNLOADING)
+        button.variant = "primary" if phase == IDLE or reload else "default"
+
     def action_toggle_load(self) -> None:
-        if self.phase in (LOADED, GENERATING):
+        """Ctrl+L: load; unload; or, when another choice is selected, reload with it in one press."""
+        if self.phase == LOADED and self.loaded_choice.differs(choice_of(self.selection)):
+            self.request_load()
+        elif self.phase in (LOADED, GENERATING):
             self.unload()
         elif self.phase == IDLE:
             self.request_load()
@@ -50,23 +60,13 @@ class EngineFlow:
         if ledger is not None and ledger.verdict == DOES_NOT_FIT:
             from workbench.ui.screens.overbudget_modal import OverbudgetModal
 
-            def confirmed(answer: object) -> None:
-                if isinstance(answer, LedgerFix):
-                    self.use_fix(answer)
-                elif answer:
+            def confirmed(answer: bool | None) -> None:
+                if answer:
                     self.start_load(allow_overbudget=True)
 
             self.app.push_screen(OverbudgetModal(ledger), confirmed)
             return
         self.start_load(allow_overbudget=False)
-
-    def use_fix(self, fix: LedgerFix) -> None:
-        """Use the preset with the fix applied, as an unsaved copy, and predict again."""
-        from workbench.core.ledger_fixes import apply_fix
-
-        label = self.selection.use_unsaved(apply_fix(self.selection.preset(), fix))
-        self.select_preset(label)
-        self.notify(f"{fix.change}: saves {fix.saved_bytes / 2**20:,.0f} MiB; {fix.cost}", title="Fix applied")
 
     def start_load(self, *, allow_overbudget: bool) -> None:
         try:
@@ -82,6 +82,7 @@ class EngineFlow:
             except Exception as error:
                 self.notify(str(error), title="Cannot start the engine", severity="error", timeout=8)
                 return
+        self.loaded_choice.load_started(choice_of(self.selection))
         self.phase = LOADING
         progress = self.query_one("#load-progress", ProgressBar)
         progress.update(total=None, progress=0)
@@ -103,6 +104,7 @@ class EngineFlow:
 
     def on_model_loaded(self, message: ModelLoaded) -> None:
         loaded = message.loaded
+        self.loaded_choice.load_finished()
         self.phase = LOADED
         self.last_failure = None
         self.conversation.engine_restarted()  # a fresh context: send only what the model saw before
@@ -124,6 +126,7 @@ class EngineFlow:
             self.run_worker(self.query_one(ChatView).add_notice(loaded.chat_notice, kind="info"))
 
     async def on_load_failed(self, message: LoadFailed) -> None:
+        self.loaded_choice.unloaded()  # a failed load leaves no model in the engine
         self.phase = IDLE
         self.predict()
         failure = message.failure
@@ -151,6 +154,9 @@ class EngineFlow:
 
     def clear_loaded_panels(self) -> None:
         """No model in memory: the ledger loses its reported column, the KV panel its cache."""
+        self.loaded_choice.unloaded()
+        self.show_on_panels(self.ledger)  # the panels go back to describing the selection
+        self.predict()  # and the verdict line drops its "not loaded" note
         self.query_one(LedgerPanel).loaded = None
         kv = self.query_one(KvPanel)
         kv.n_ctx, kv.cells_used, kv.segments = 0, 0, ()

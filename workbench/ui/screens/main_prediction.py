@@ -9,7 +9,9 @@ from textual.widgets import Select, Static
 
 from workbench.core.ledger_types import DOES_NOT_FIT, TIGHT
 from workbench.ui.messages import LedgerPredicted, PredictionFailed
+from workbench.ui.loaded_choice import choice_of
 from workbench.ui.selection import model_options, preset_options
+from workbench.ui.units import mib
 from workbench.ui.widgets.kv_panel import KvPanel
 from workbench.ui.widgets.ledger_panel import LedgerPanel
 from workbench.ui.widgets.speed_panel import SpeedPanel
@@ -36,6 +38,7 @@ class PredictionFlow:
 
     @work(thread=True, exclusive=True, group="predict")
     def predict(self) -> None:
+        choice = choice_of(self.selection)
         try:
             model, preset, device = self.selection.resolve()
             from workbench.core.ledger import predict_ledger
@@ -46,20 +49,34 @@ class PredictionFlow:
         except Exception as error:
             self.post_message(PredictionFailed(str(error) or type(error).__name__))
             return
-        self.post_message(LedgerPredicted(model, preset, device, ledger, problems))
+        self.post_message(LedgerPredicted(model, preset, device, ledger, problems, choice))
 
     def on_ledger_predicted(self, message: LedgerPredicted) -> None:
         self.ledger = message.ledger
         ledger = message.ledger
+        if message.choice is not None:
+            self.loaded_choice.predicted(message.choice, ledger)
         verdict = self.query_one("#verdict", Static)
         mark = {DOES_NOT_FIT: "✘", TIGHT: "⚠"}.get(ledger.verdict, "✔")
         errors = [p for p in message.problems if p.level == "error"]
-        text = f"{mark} {ledger.verdict.upper()} — {ledger.reason}"
+        if self.loaded_choice.differs(choice_of(self.selection)):
+            # the panels keep describing what the engine runs; this line is the selection's own prediction
+            text = (f"{mark} selected {ledger.preset} on {ledger.device}: {ledger.verdict.upper()}, "
+                    f"{mib(ledger.total_bytes)} of {mib(ledger.budget_bytes)}; not loaded — Ctrl+L reloads with it")
+        else:
+            text = f"{mark} {ledger.verdict.upper()} — {ledger.reason}"
         if errors:
             text += f"  Preset problem: {errors[0].message}"
         verdict.update(text)
         verdict.set_classes({DOES_NOT_FIT: "-nofit", TIGHT: "-tight"}.get(ledger.verdict, "-fits"))
+        self.show_load_button()
+        self.show_on_panels(self.loaded_choice.panel_ledger(ledger))
+
+    def show_on_panels(self, ledger) -> None:
+        """The ledger and KV panels describe `ledger` (the loaded choice's while a model is loaded)."""
         self.query_one(LedgerPanel).ledger = ledger
+        if ledger is None:
+            return
         kv = self.query_one(KvPanel)
         kv.bytes_per_token = ledger.kv_bytes_per_token
         kv.cache_types = f"K {ledger.cache_type_k} / V {ledger.cache_type_v}"
@@ -77,12 +94,12 @@ class PredictionFlow:
         verdict = self.query_one("#verdict", Static)
         verdict.update(f"✘ cannot predict the ledger: {message.reason}")
         verdict.set_classes("-nofit")
-        self.query_one(LedgerPanel).ledger = None
+        self.show_on_panels(self.loaded_choice.panel_ledger(None))
         self.notify(message.reason, title="Cannot predict the ledger", severity="error", timeout=8)
 
     def _update_bound(self) -> None:
         """The bandwidth bound at the current context: time per token grows with the KV read."""
-        ledger = self.ledger
+        ledger = self.loaded_choice.panel_ledger(self.ledger)
         speed = self.query_one(SpeedPanel)
         if ledger is None or ledger.decode_tps_bound[0] <= 0:
             speed.bound_tps = 0.0

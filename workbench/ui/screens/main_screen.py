@@ -18,6 +18,7 @@ from workbench.core.engine.events import EngineFailed
 from workbench.core.ledger_types import Ledger
 from workbench.ui import engine_work
 from workbench.ui.conversation import Conversation
+from workbench.ui.loaded_choice import LoadedChoice
 from workbench.ui.screens.main_chat import ChatFlow
 from workbench.ui.screens.main_engine import EngineFlow
 from workbench.ui.screens.main_prediction import PredictionFlow
@@ -74,6 +75,7 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         self.token_batch_interval_s = token_batch_interval_s
         self.engine = None
         self.conversation = Conversation()
+        self.loaded_choice = LoadedChoice()  # what the engine runs; the panels describe it
         self.ledger: Ledger | None = None
         self.last_failure: EngineFailed | None = None
         self.latest_sample = None
