@@ -41,7 +41,8 @@ class Fault:
     cut_after: int | None = None  # close the connection after this many body bytes
     stall_after: int | None = None  # stop sending after this many body bytes ...
     stall_seconds: float = 60.0  # ... for this long (or until released, or the server stops)
-    release: threading.Event | None = None  # set it to end the stall early (the body then goes on)
+    release: threading.Event | None = None  # set it to end the stall early: the body goes on ...
+    cut_on_release: bool = False  # ... or the connection drops, as a link that dies after hanging
     corrupt_at: int | None = None  # flip the byte at this file offset
     status: int | None = None  # answer the resolve request with this status instead
     oversend: int | None = None  # send this many bytes more than the range, announced in Content-Length
@@ -437,7 +438,7 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 release = fault.release or threading.Event()  # type: ignore[union-attr]
                 while time.monotonic() < deadline and not hub._stopping.is_set() and not release.is_set():
                     time.sleep(0.05)
-                if release.is_set():  # released: the rest of the range follows on the same connection
+                if release.is_set() and not fault.cut_on_release:  # type: ignore[union-attr] - the rest follows on this connection
                     self._send_file(source, start + send, length - send, None)
                     return
             if action is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -110,8 +111,8 @@ async def test_an_unreachable_hub_says_so_and_points_to_local_models(served, mon
         assert app.query_one("#hub-repos", DataTable).row_count == len(curated_models())  # still offered
 
 
-async def test_a_download_keeps_running_when_the_screen_is_left(served, monkeypatch):
-    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "1")
+async def test_a_download_keeps_running_when_the_screen_is_left(served):
+    release = threading.Event()
     app = Host(on_screen=True)
     async with app.run_test(size=(180, 50)) as pilot:
         await app.push_screen(HubScreen())
@@ -120,33 +121,36 @@ async def test_a_download_keeps_running_when_the_screen_is_left(served, monkeypa
         files.move_cursor(row=0)
         preview = app.screen.query_one("#hub-preview", Static)
         await wait_for(pilot, lambda: "FITS" in str(preview.render()), "the fit preview")
-        served.set_fault(REPO, FILE, Fault(stall_after=30_000_000, stall_seconds=30))  # hold the download mid-file
+        served.set_fault(REPO, FILE, Fault(stall_after=30_000_000, stall_seconds=120, release=release))  # hold it mid-file
         await pilot.click("#hub-download")
-        await wait_for(pilot, lambda: served.body_bytes_sent() >= 30_000_000, "the stall point")
+        await wait_for(pilot, lambda: served.events["stalled"].is_set(), "the stall point")
         app.pop_screen()  # leave while the link is stalled
+        release.set()  # the link comes back while no screen shows the download
 
         await wait_for(pilot, lambda: cached_models() != (), "the download finishing with no screen showing it")
         await app.push_screen(HubScreen())  # come back: the new browser shows the finished job
         assert "Downloaded and verified" in str(app.screen.query_one("#hub-progress-text", Static).render())
-        resumed = served.file_requests()[-1]
-        assert resumed.range == "bytes=30000000-"
+        # The same transfer went on (no resume): the one GET without a Range (previews read ranges) sent every byte.
+        (transfer,) = [r for r in served.file_requests() if r.range is None]
+        assert transfer.body_bytes == bundled_model_path().stat().st_size
 
 
-async def test_quitting_the_app_stops_the_download_and_keeps_the_partial(served, monkeypatch):
+async def test_quitting_the_app_stops_the_download_and_keeps_the_partial(served):
     from workbench.core.hub.cache import partial_downloads
     from workbench.ui.hub_browser import _JOBS
 
-    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "1")
+    release = threading.Event()
     app = Host()
     async with app.run_test(size=(180, 50)) as pilot:
         files = app.query_one("#hub-files", DataTable)
         await wait_for(pilot, lambda: "FITS" in text_of(app, "#hub-preview"), "the fit preview")
-        served.set_fault(REPO, FILE, Fault(stall_after=20_000_000, stall_seconds=30, times=None))
+        served.set_fault(REPO, FILE, Fault(stall_after=20_000_000, stall_seconds=120, release=release, cut_on_release=True, times=None))
         files.focus()
         await pilot.click("#hub-download")
         await wait_for(pilot, lambda: any(p.size_bytes >= 20_000_000 for p in partial_downloads()), "the stall point")
     job = _JOBS[app]
-    deadline = time.monotonic() + 30  # liveness bound: the stalled read gives up after 1 s
+    release.set()  # the held link drops after the app quit: the job must stop there, not resume
+    deadline = time.monotonic() + 30  # liveness bound for a broken build
     while job.running and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "download cancelled at" in str(job.outcome)
