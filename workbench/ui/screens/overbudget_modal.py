@@ -13,10 +13,15 @@ from workbench.ui.units import mib
 
 
 def what_breaks(ledger: Ledger) -> str:
-    over = -ledger.headroom_bytes
-    return (f"{ledger.reason}\n\nPredicted {mib(ledger.total_bytes)} against {mib(ledger.budget_bytes)} left for "
-            f"the LLM on {ledger.device}: {mib(over)} over. Weights {mib(ledger.weights_bytes)}, KV cache "
-            f"{mib(ledger.kv_bytes)} at ctx {ledger.ctx_size:,}, compute {mib(ledger.compute_bytes)}.\n\n"
+    """One sentence, one "over" figure, in MiB only (llama.cpp's unit), then what happens on the device.
+
+    The ledger's own reason is not repeated: it states the same shortfall in other words and units.
+    """
+    over = ledger.total_bytes - ledger.budget_bytes
+    return (f"Predicted {mib(ledger.total_bytes)} (weights {mib(ledger.weights_bytes)}, KV cache "
+            f"{mib(ledger.kv_bytes)} at ctx {ledger.ctx_size:,}, compute {mib(ledger.compute_bytes)}, overhead "
+            f"{mib(ledger.overhead_bytes)}) against the {mib(ledger.budget_bytes)} left for the LLM on "
+            f"{ledger.device}: {mib(over)} over.\n\n"
             "On the device this ends in swapping (decode slows to a crawl) or the kernel's OOM killer ending "
             "the engine, not in an error message. Here the engine runs in its own process, so the app survives.")
 
