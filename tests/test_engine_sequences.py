@@ -193,3 +193,43 @@ def test_stop_strings_are_cut_even_when_split_over_tokens():
     assert shown == "abc " and stops.stopped
     plain = StopStringFilter(["END"])
     assert plain.feed("EN") == "" and plain.feed("x") == "ENx" and plain.flush() == ""
+
+
+def test_a_long_prompt_is_taken_in_chunks_while_another_sequence_keeps_decoding():
+    """The scheduler driven step by step in this process: one llama_decode per step, a micro-batch at most."""
+    from llama_cpp import Llama
+
+    from workbench.core.engine.chat_template import ChatTemplate
+    from workbench.core.engine.sequence_context import ensure_sequences
+    from workbench.core.engine.sequences import SequenceScheduler
+
+    llama = Llama(model_path=str(bundled_model_path()), n_ctx=2048, n_batch=128, n_ubatch=64, n_threads=1,
+                  n_threads_batch=1, verbose=False)  # a second thread only waits on a shared 2-core box
+    try:
+        assert ensure_sequences(llama, 2)
+        events: list = []
+        scheduler = SequenceScheduler(llama, 2, 1024, events.append, ChatTemplate(llama))
+        greedy = Sampling(temperature=0.0, repeat_penalty=1.0)
+        scheduler.submit(1, SequenceRequest(prompt="One, two, three,", sampling=greedy, max_tokens=40))
+        while scheduler.status().slots[0].generated_tokens < 2:
+            scheduler.step()
+        long_prompt = "The list goes on: " + ", ".join(["red", "green", "blue"] * 30)
+        scheduler.submit(2, SequenceRequest(prompt=long_prompt, sampling=greedy, max_tokens=4))
+        accepted = [event for event in events if isinstance(event, SequenceAccepted) and event.request_id == 2][0]
+        assert accepted.prompt_tokens > 128  # three micro-batches of 64 at least
+        before = scheduler.status().slots[0].generated_tokens
+        scheduler.step()
+        status = scheduler.status()
+        # One batch: the decoding sequence's next token plus the first 63 prompt tokens (64 in all).
+        assert status.last_batch_sequences == 2 and status.last_batch_tokens == 64
+        assert status.slots[1].phase == "prefill" and status.slots[1].kv_cells == 63
+        assert status.slots[0].generated_tokens == before + 1
+        scheduler.step()
+        assert scheduler.status().slots[1].kv_cells == 126 and scheduler.status().slots[0].generated_tokens == before + 2
+        scheduler.cancel_all()
+        finished = {event.request_id: event for event in events if isinstance(event, SequenceFinished)}
+        assert {event.stop_reason for event in finished.values()} == {"cancelled"} and set(finished) == {1, 2}
+        assert all(scheduler.slot_cells(slot) == 0 for slot in range(2))  # both freed their cells
+        scheduler.close()
+    finally:
+        llama.close()
