@@ -517,3 +517,27 @@ def test_one_broken_user_preset_is_named_and_the_others_still_listed(config_dir:
     captured = capsys.readouterr()
     assert "mine" in [row["name"] for row in json.loads(captured.out)]
     assert captured.err.count("broken: ") == 2
+
+
+def test_a_fifo_or_a_device_given_as_a_preset_is_named_and_never_read(tmp_path: Path):
+    # A plain read of a FIFO waits for a writer for ever, and /dev/zero never ends (it grew
+    # until the memory ran out): in a child capped at 1 GiB and bounded in time, so that a
+    # regression fails the test instead of hanging or exhausting the machine.
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    script = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+              "from workbench.core.presets import load_preset\n"
+              "from workbench.core.devices import load_device\n"
+              "from workbench.core.errors import PresetError\n"
+              "for load, spec in ((load_preset, sys.argv[1]), (load_preset, '/dev/zero'), (load_device, sys.argv[1])):\n"
+              "    try:\n        load(spec)\n    except PresetError as error:\n        print(error)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(fifo)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"{fifo}: is a named pipe (FIFO), not a preset file. Give the path of a preset .toml file",
+        "/dev/zero: is a character device (like /dev/zero), not a preset file. Give the path of a preset .toml file",
+        f"{fifo}: is a named pipe (FIFO), not a device file. Give the path of a device .toml file",
+    ]

@@ -16,10 +16,10 @@ _GIVE_A_FILE = "Give the path of a .gguf file, or 'bundled' for the demo model"
 
 # What a path that exists but is no regular file is, in words ("/dev/zero is a character device").
 _SPECIAL_KINDS = (
-    (stat.S_ISFIFO, "a named pipe (FIFO): reading it waits for a writer, it holds no model"),
-    (stat.S_ISCHR, "a character device (like /dev/zero), not a model file"),
-    (stat.S_ISBLK, "a block device (a whole disk or partition), not a model file"),
-    (stat.S_ISSOCK, "a socket, not a model file"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device (like /dev/zero)"),
+    (stat.S_ISBLK, "a block device (a whole disk or partition)"),
+    (stat.S_ISSOCK, "a socket"),
 )
 
 
@@ -45,7 +45,7 @@ def check_model_path(path: Path, where: str) -> None:
         raise WorkbenchError("no such model file", where=where,
                              fix=f"{_GIVE_A_FILE}, or run `workbench models` to see downloaded ones") from None
     except OSError as error:
-        raise NotARegularFile(_os_error_text(error), where=where, fix=_GIVE_A_FILE) from None
+        raise NotARegularFile(path_error_text(error), where=where, fix=_GIVE_A_FILE) from None
     _check_mode(mode, where)
 
 
@@ -54,7 +54,7 @@ def _check_mode(mode: int, where: str) -> None:
         raise NotARegularFile("is a directory, not a model file", where=where, fix="Give the path of a .gguf file inside it")
     kind = special_file_kind(mode)
     if kind is not None:
-        raise NotARegularFile(f"is {kind}", where=where, fix=_GIVE_A_FILE)
+        raise NotARegularFile(f"is {kind}, not a model file", where=where, fix=_GIVE_A_FILE)
 
 
 def _dangling_link(path: str | os.PathLike[str], where: str) -> NotARegularFile:
@@ -62,7 +62,8 @@ def _dangling_link(path: str | os.PathLike[str], where: str) -> NotARegularFile:
                            fix="Fix or remove the link, or give the path of the .gguf file itself")
 
 
-def _os_error_text(error: OSError) -> str:
+def path_error_text(error: OSError) -> str:
+    """What an OSError from opening or stat-ing a path means, in words ("is a symbolic link loop")."""
     if error.errno == errno.ELOOP:
         return "is a symbolic link loop (the links point at each other and never reach a file)"
     if error.errno == errno.ENOTDIR:
@@ -90,7 +91,7 @@ def open_model_file(path: str | os.PathLike[str], where: str) -> BinaryIO:
         raise
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENAMETOOLONG):
-            raise NotARegularFile(_os_error_text(error), where=where, fix=_GIVE_A_FILE) from None
+            raise NotARegularFile(path_error_text(error), where=where, fix=_GIVE_A_FILE) from None
         raise
     try:
         _check_mode(os.fstat(fd).st_mode, where)

@@ -6,6 +6,7 @@ import dataclasses
 import difflib
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,8 +14,10 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from workbench.core.errors import PresetError
+from workbench.core.model_ref import path_error_text, special_file_kind
 
 Entry = TypeVar("Entry")  # a Preset or a DeviceProfile
+MAX_TOML_BYTES = 1024 * 1024  # presets and device profiles take a few hundred bytes
 MAX_NESTING = 32  # arrays/inline tables inside each other; presets need 2, tomllib recurses until it crashes
 _UTF8_BOM = b"\xef\xbb\xbf"
 _SYNTAX_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
@@ -58,15 +61,17 @@ def read_toml(path: Path, kind: str) -> tuple[dict[str, Any], TomlSource]:
     """Parse a TOML file; a missing file or a syntax error becomes one PresetError line."""
     label = str(path)
     try:
-        raw = path.read_bytes()
+        raw = _read_small_file(path, kind, label)
     except FileNotFoundError:
         raise PresetError(f"no {kind} file here", where=label, fix=f"Check the path, or give a {kind} name") from None
     except IsADirectoryError:
         raise PresetError(f"is a folder, not a {kind} file", where=label,
                           fix=f"Give the path of a .toml file inside it, or a {kind} name") from None
-    except OSError as error:
+    except PermissionError as error:
         raise PresetError(f"cannot read the {kind} file ({error.strerror})", where=label,
                           fix="Check the file's permissions") from None
+    except OSError as error:
+        raise PresetError(path_error_text(error), where=label, fix=f"Give the path of a {kind} .toml file") from None
     try:
         # utf-8-sig: a byte-order mark (Windows editors write one) is read past, not a syntax error
         text = raw.decode("utf-8-sig")
@@ -93,6 +98,27 @@ def read_toml(path: Path, kind: str) -> tuple[dict[str, Any], TomlSource]:
         raise PresetError(f"not valid TOML: {what}", where=where,
                           fix='Fix the syntax on that line (text values need quotes, e.g. weights = "Q4_K_M")') from None
     return data, TomlSource(label, text)
+
+
+def _read_small_file(path: Path, kind: str, label: str) -> bytes:
+    """The bytes of a regular file of at most MAX_TOML_BYTES, opened without ever blocking.
+
+    A FIFO would block a plain read for ever and /dev/zero never ends: O_NONBLOCK opens
+    either at once, and fstat on the descriptor says what was opened.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as stream:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(path)
+        special = special_file_kind(info.st_mode)
+        if special is not None:
+            raise PresetError(f"is {special}, not a {kind} file", where=label, fix=f"Give the path of a {kind} .toml file")
+        if info.st_size > MAX_TOML_BYTES:
+            raise PresetError(f"is {info.st_size:,} bytes; a {kind} file takes a few hundred", where=label,
+                              fix=f"Give the path of a {kind} .toml file")
+        os.set_blocking(fd, True)
+        return stream.read(MAX_TOML_BYTES + 1)[:MAX_TOML_BYTES]
 
 
 def _nesting_too_deep(text: str) -> int | None:
@@ -270,7 +296,7 @@ def text_of(source: str) -> str:
     if not source or not os.path.isfile(source):
         return ""
     try:
-        return Path(source).read_text(encoding="utf-8")
+        return Path(source).read_text(encoding="utf-8-sig")  # as read_toml reads it: a BOM is no character
     except (OSError, UnicodeDecodeError):
         return ""
 
