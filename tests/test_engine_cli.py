@@ -97,3 +97,50 @@ def test_stats_of_an_answer_stopped_in_the_prompt_do_not_claim_the_prompt_was_ev
                             context_shifts=0, started_at=10.0, finished_at=11.0, prefill_s=0.5, decode_s=0.1)
     assert dict(line.split(":", 1) for line in format_turn_stats(finished).splitlines())["prompt eval count"].strip() \
         == "800 token(s)"
+
+
+def _engine_child(parent_pid: int, deadline: float) -> int:
+    """The chat process's engine: its one Python child that is not the resource tracker."""
+    import time
+
+    import psutil
+
+    while time.monotonic() < deadline:
+        for child in psutil.Process(parent_pid).children():
+            if "workbench.core.engine.process" in " ".join(child.cmdline()):
+                return child.pid
+        time.sleep(0.1)
+    raise AssertionError("the chat process started no engine")
+
+
+@pytest.mark.parametrize("crash_signal", [signal.SIGKILL, signal.SIGSEGV])
+def test_chat_restarts_a_crashed_engine_and_keeps_the_conversation(preset_file, crash_signal):
+    """Issue 10 item 4: after a crash the restart ran inside the chat generator that still held
+    the one-request lock, so the reload said "the engine is busy" and chat exited 2."""
+    import time
+
+    chat = subprocess.Popen(
+        [sys.executable, "-m", "workbench", "chat", "bundled", "--preset", str(preset_file), "--device", "host",
+         "--temp", "0", "--seed", "1", "--max-tokens", "400", "--no-stats"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    try:
+        engine_pid = _engine_child(chat.pid, time.monotonic() + 120)
+        chat.stdin.write("Write a long story about a lighthouse keeper.\n")
+        chat.stdin.flush()
+        first = chat.stdout.read(1)  # the answer has started streaming: the engine is mid-answer
+        assert first
+        os.kill(engine_pid, crash_signal)
+        chat.stdin.write("What is the capital of France?\n")
+        chat.stdin.flush()
+        out, err = chat.communicate(timeout=300)  # closes stdin: EOF ends the chat after that answer
+    finally:
+        if chat.poll() is None:
+            chat.kill()
+            chat.wait()
+    assert chat.returncode == 0, err
+    assert "the engine process died while generating" in err
+    assert signal.Signals(crash_signal).name in err
+    assert "restarting the engine; the conversation is kept" in err
+    assert "busy" not in err
+    assert err.count("loaded test-chat") == 2  # the restart loaded the model again
+    assert out.strip()  # and the second question was answered

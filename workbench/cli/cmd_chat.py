@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 from typing import Any
@@ -154,30 +155,36 @@ class _ChatSession:
                 raise KeyboardInterrupt
             self._client.cancel()
 
+        failure = None
         previous = signal.signal(signal.SIGINT, on_interrupt)
         try:
-            for event in self._client.chat(messages, sampling):
-                if isinstance(event, TokenChunk):
-                    sys.stdout.write(event.text)
-                    sys.stdout.flush()
-                elif isinstance(event, ContextShifted):
-                    _say(f"[context full: dropped the {event.turns_dropped} oldest turn(s), "
-                         f"{event.tokens_dropped} tokens]")
-                elif isinstance(event, TurnFinished):
-                    print(flush=True)
-                    if event.stop_reason == "cancelled":
-                        _say("[stopped]")
-                    if event.answer_note:
-                        _say(f"[{event.answer_note}]")
-                    if self._show_stats:
-                        _say(format_turn_stats(event))
-                    return event.text
-                elif isinstance(event, EngineFailed):
-                    print(flush=True)
-                    self._report_failure(event)
-                    return None
+            # closing(): the chat generator holds the client's one-request lock until it ends,
+            # so it must be finished before a crash restarts the engine below.
+            with contextlib.closing(self._client.chat(messages, sampling)) as events:
+                for event in events:
+                    if isinstance(event, TokenChunk):
+                        sys.stdout.write(event.text)
+                        sys.stdout.flush()
+                    elif isinstance(event, ContextShifted):
+                        _say(f"[context full: dropped the {event.turns_dropped} oldest turn(s), "
+                             f"{event.tokens_dropped} tokens]")
+                    elif isinstance(event, TurnFinished):
+                        print(flush=True)
+                        if event.stop_reason == "cancelled":
+                            _say("[stopped]")
+                        if event.answer_note:
+                            _say(f"[{event.answer_note}]")
+                        if self._show_stats:
+                            _say(format_turn_stats(event))
+                        return event.text
+                    elif isinstance(event, EngineFailed):
+                        print(flush=True)
+                        failure = event
+                        break
         finally:
             signal.signal(signal.SIGINT, previous)
+        if failure is not None:
+            self._report_failure(failure)
         return None
 
     def _report_failure(self, failure: Any) -> None:
