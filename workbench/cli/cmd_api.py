@@ -73,7 +73,6 @@ def run(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace, listener: socket.socket, model_path, preset, device, api_key: str | None) -> int:
     import uvicorn
 
-    from workbench.core.errors import EngineError
     from workbench.core.serve.app import ServerConfig, create_app
     from workbench.core.serve.engine_host import ServingEngine
 
@@ -81,10 +80,7 @@ def _serve(args: argparse.Namespace, listener: socket.socket, model_path, preset
     sampler = None
     try:
         print("loading the model and opening the slots ...", file=sys.stderr, flush=True)
-        try:
-            host.start()
-        except EngineError:
-            raise
+        host.start()  # EngineError (one line) when the model cannot load or the slots cannot open
         _print_opened(host)
         if not args.no_telemetry:
             from workbench.core.telemetry.sampler import Sampler

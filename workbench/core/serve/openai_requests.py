@@ -114,8 +114,7 @@ def _with_sampling(body: dict[str, Any], known: set[str], **what: Any) -> ApiReq
         value = body.get(name)
         if value not in (None, False, 0, [], "none", "auto") and not (name == "response_format" and value == {"type": "text"}):
             raise ApiError(400, why, param=name, code="unsupported_parameter")
-    n = _number(body, "n", int, 1, 1, 1, "this server answers one choice per request (n = 1)")
-    del n
+    _number(body, "n", int, 1, 1, 1, "this server answers one choice per request (n = 1)")
     defaults = Sampling()
     temperature = _number(body, "temperature", float, 1.0, 0.0, 2.0)
     top_p = _number(body, "top_p", float, 1.0, 0.0, 1.0, exclusive_low=True)
