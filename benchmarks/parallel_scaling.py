@@ -1,0 +1,165 @@
+"""Parallel sampling: N samples of one prompt through the workbench, beside llama.cpp's own batched decode.
+
+For each N, in one run on the same model, threads and prompt:
+
+- workbench: `EngineClient.sample_n(prompt, N)` in the engine process (the prompt evaluated
+  once in sequence 0, copied to the others, all N decoded together); its wall time, the
+  tokens llama.cpp evaluated and the decode calls it made;
+- llama.cpp: the same done directly with llama-cpp-python's low-level API in this process
+  (llama_decode of the prompt, llama_memory_seq_cp to N-1 sequences, then one batch of N
+  tokens per step), each sequence generating exactly as many tokens as the workbench's
+  sample of the same index did, so both decode the same token counts.
+
+Printed per N: wall time / N=1 for each side, their quotient (target: workbench within 10%
+of llama.cpp's figure) and the prompt evaluations per question on the workbench side
+(target 1 whatever N). Timing is wall clock on both sides, the best of --runs.
+
+    python benchmarks/parallel_scaling.py [--samples 1,2,4,8] [--threads 1] [--max-tokens 48] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+PROMPT = "Once upon a time, in a small lighthouse by the sea, there lived"  # raw text: the model continues it
+
+
+def workbench_side(model: Path, threads: int, ctx: int, samples: list[int], max_tokens: int, runs: int):
+    from workbench.core.engine.client import EngineClient
+    from workbench.core.engine.events import Sampling
+    from workbench.core.preset import Preset
+
+    preset = Preset("parallel-scaling", ctx_size=ctx, batch_size=512, ubatch_size=512, threads=threads)
+    results = {}
+    with EngineClient() as client:
+        client.load_blocking(model, preset, allow_overbudget=True)
+        sampling = Sampling(temperature=0.8, seed=7, max_tokens=max_tokens, repeat_penalty=1.0)
+        client.sample_n(PROMPT, 1, sampling)  # warm-up
+        for n in samples:
+            best = None
+            for _ in range(runs):
+                finished = client.sample_n(PROMPT, n, sampling)
+                if best is None or finished.wall_s < best.wall_s:
+                    best = finished
+            results[n] = best
+    return results
+
+
+def sampler_chain(seed: int):
+    """llama.cpp's own sampler chain with the workbench side's settings (top-k 40, top-p 0.95, min-p 0.05, temp 0.8)."""
+    import llama_cpp
+
+    chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+    llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_top_k(40))
+    llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_top_p(0.95, 1))
+    llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_min_p(0.05, 1))
+    llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_temp(0.8))
+    llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_dist(seed))
+    return chain
+
+
+def llama_side(model: Path, threads: int, ctx: int, n: int, prompt_tokens: list[int], lengths: list[int], runs: int):
+    """Seconds for: the prompt once in sequence 0, copied to n-1 sequences, then batched sampled decode."""
+    import llama_cpp
+
+    mparams = llama_cpp.llama_model_default_params()
+    loaded = llama_cpp.llama_model_load_from_file(str(model).encode(), mparams)
+    cparams = llama_cpp.llama_context_default_params()
+    cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = ctx, 512, 512
+    cparams.n_threads = cparams.n_threads_batch = threads
+    cparams.n_seq_max, cparams.kv_unified = max(n, 1), True
+    ctx_ptr = llama_cpp.llama_init_from_model(loaded, cparams)
+    batch = llama_cpp.llama_batch_init(max(512, n), 0, n)
+    samplers = [sampler_chain(7 + i) for i in range(n)]
+    best = float("inf")
+    try:
+        for _ in range(runs + 1):  # the first is a warm-up
+            llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx_ptr), True)
+            started = time.perf_counter()
+            batch.n_tokens = len(prompt_tokens)
+            for i, token in enumerate(prompt_tokens):
+                batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.logits[i] = token, i, 1, i == len(prompt_tokens) - 1
+                batch.seq_id[i][0] = 0
+            assert llama_cpp.llama_decode(ctx_ptr, batch) == 0
+            memory = llama_cpp.llama_get_memory(ctx_ptr)
+            for seq in range(1, n):
+                llama_cpp.llama_memory_seq_cp(memory, 0, seq, -1, -1)
+            tokens = [llama_cpp.llama_sampler_sample(samplers[s], ctx_ptr, -1) for s in range(n)]
+            produced = [1] * n  # the first token of each sequence comes from the shared prompt's logits
+            position = len(prompt_tokens)
+            while True:
+                live = [s for s in range(n) if produced[s] < lengths[s]]
+                if not live:
+                    break
+                batch.n_tokens = len(live)
+                for i, seq in enumerate(live):
+                    batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.logits[i] = tokens[seq], position, 1, True
+                    batch.seq_id[i][0] = seq
+                assert llama_cpp.llama_decode(ctx_ptr, batch) == 0
+                for i, seq in enumerate(live):
+                    tokens[seq] = llama_cpp.llama_sampler_sample(samplers[seq], ctx_ptr, i)
+                    produced[seq] += 1
+                position += 1
+            best = min(best, time.perf_counter() - started)
+    finally:
+        for chain in samplers:
+            llama_cpp.llama_sampler_free(chain)
+        llama_cpp.llama_batch_free(batch)
+        llama_cpp.llama_free(ctx_ptr)
+        llama_cpp.llama_model_free(loaded)
+    return best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="bundled")
+    parser.add_argument("--samples", default="1,2,4,8")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--ctx", type=int, default=2048)
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+
+    import llama_cpp
+
+    from workbench.core.model_ref import resolve_model
+
+    model = resolve_model(args.model)
+    samples = sorted({int(x) for x in args.samples.split(",")} | {1})
+    wb = workbench_side(model, args.threads, args.ctx, samples, args.max_tokens, args.runs)
+
+    # the same prompt tokens as the engine evaluated (raw prompt, BOS as the model wants)
+    vocab_model = llama_cpp.Llama(str(model), vocab_only=True, verbose=False)
+    prompt_tokens = vocab_model.tokenize(PROMPT.encode(), add_bos=True, special=True)
+    vocab_model.close()
+    if len(prompt_tokens) != wb[1].prompt_tokens:
+        print(f"note: the engine evaluated {wb[1].prompt_tokens} prompt tokens, this side {len(prompt_tokens)}")
+
+    print(f"model {model.name}, {args.threads} thread(s), prompt {len(prompt_tokens)} tokens, "
+          f"up to {args.max_tokens} tokens per sample, best of {args.runs}")
+    print("| N | tokens | workbench s | llama.cpp s | workbench / N=1 | llama.cpp / N=1 | quotient | prompt evals | decode calls |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    base_wb = base_ll = None
+    for n in samples:
+        finished = wb[n]
+        lengths = [max(1, s.generated_tokens) for s in finished.samples]
+        ll = llama_side(model, args.threads, args.ctx, n, list(prompt_tokens), lengths, args.runs)
+        if n == 1:
+            base_wb, base_ll = finished.wall_s, ll
+        generated = sum(s.generated_tokens for s in finished.samples)
+        prompt_evals = (finished.llama_tokens_evaluated - generated) / finished.prompt_tokens
+        wb_ratio, ll_ratio = finished.wall_s / base_wb, ll / base_ll
+        print(f"| {n} | {generated} | {finished.wall_s:.3f} | {ll:.3f} | {wb_ratio:.2f} | {ll_ratio:.2f} | "
+              f"{wb_ratio / ll_ratio:.3f} | {prompt_evals:.2f} | {finished.decode_calls} |")
+    print("quotient = (workbench / N=1) / (llama.cpp / N=1); target <= 1.10. "
+          "Token counts per sample differ with N (sampling), so compare the quotient, not the raw ratios.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
