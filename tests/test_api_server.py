@@ -192,6 +192,24 @@ def test_past_the_queue_a_request_gets_429_and_disconnects_free_their_slots(serv
     assert metrics[("workbench_api_requests_total", (("endpoint", "chat"), ("status", "429")))] >= 1
 
 
+def test_a_client_that_hangs_up_on_a_whole_answer_frees_its_slot(server):
+    import json
+    import socket
+    from urllib.parse import urlparse
+
+    address = urlparse(server.url)
+    body = json.dumps({"messages": [{"role": "user", "content": "Write a long essay about rivers."}],
+                       "max_tokens": 400, "temperature": 0.8}).encode()
+    with socket.create_connection((address.hostname, address.port), timeout=60) as raw:
+        raw.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        _wait(lambda: server.health()["slots_busy"] == 1)
+    # The connection is closed before any answer: the generation is cancelled, the slot freed.
+    _wait(lambda: server.health()["slots_busy"] == 0)
+    metrics = server.metrics()
+    assert metrics[("workbench_api_requests_total", (("endpoint", "chat"), ("status", "499")))] >= 1
+
+
 def test_without_the_key_every_request_gets_401(server):
     with pytest.raises(openai.AuthenticationError):
         server.client(key="wrong").chat.completions.create(model="any", messages=QUESTION, max_tokens=4)
