@@ -56,6 +56,7 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         Binding("f3", "open_presets", "Presets"),
         Binding("f4", "open_bench", "Bench"),
         Binding("f5", "edit_settings", "Settings"),
+        Binding("f6", "open_serve", "Serve", show=False),
         Binding("ctrl+r", "restart_engine", "Restart engine", show=False),
         Binding("ctrl+n", "new_conversation", "New chat", show=False),
         *(Binding(key, f"show_tab('{name}')", f"{name} tab", show=False) for key, name in TAB_KEYS),
@@ -253,6 +254,12 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
             self.select_preset(name or self.selection.preset_name)
 
         self.app.push_screen(PresetScreen(self.selection), chosen)
+
+    def action_open_serve(self) -> None:
+        """The Serve screen: the loaded model over the OpenAI-compatible API (issue 16)."""
+        from workbench.ui.serve_screen import ServeScreen
+
+        self.app.push_screen(ServeScreen(self.engine if self.phase == LOADED else None))
 
     def action_open_bench(self) -> None:
         try:
