@@ -12,6 +12,7 @@ from workbench.core.engine.events import (
     EngineFailed,
     Loaded,
     LoadProgressed,
+    PrefillProgressed,
     Sampling,
     TokenChunk,
     TurnFinished,
@@ -28,12 +29,15 @@ class FakeEngine:
     """EngineClient's interface with scripted events; timestamps are fixed so charts repeat."""
 
     def __init__(self, answer: Sequence[str] = SCRIPTED_ANSWER, *, token_delay_s: float = 0.0,
-                 n_ctx: int = 2048, fail_load: str = "", shift_on_turn: int = 0) -> None:
+                 n_ctx: int = 2048, fail_load: str = "", shift_on_turn: int = 0, prefill_tokens: int = 0,
+                 prefill_gate: threading.Event | None = None) -> None:
         self.answer = tuple(answer)
         self.token_delay_s = token_delay_s
         self.n_ctx = n_ctx
         self.fail_load = fail_load  # a message: the next load ends in EngineFailed(kind="load")
         self.shift_on_turn = shift_on_turn  # 1-based turn that reports a context shift
+        self.prefill_tokens = prefill_tokens  # > 0: each turn reports reading that many prompt tokens
+        self.prefill_gate = prefill_gate  # set by the test: the prefill halts halfway until then
         self.crash_next_chat = False
         self.pid: int | None = None
         self.alive = False
@@ -86,6 +90,12 @@ class FakeEngine:
             return
         if self.shift_on_turn == self._turns:
             yield ContextShifted(turns_dropped=1, tokens_dropped=64)
+        if self.prefill_tokens:
+            yield PrefillProgressed(0, self.prefill_tokens)
+            yield PrefillProgressed(self.prefill_tokens // 2, self.prefill_tokens)
+            if self.prefill_gate is not None:
+                self.prefill_gate.wait(30)
+            yield PrefillProgressed(self.prefill_tokens, self.prefill_tokens)
         prompt_tokens = 40 + 12 * len(messages)
         reused = self._cells if self._turns > 1 else 0
         text, stop, generated = [], "stop", 0

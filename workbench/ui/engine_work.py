@@ -15,6 +15,7 @@ from workbench.core.engine.events import (
     EngineFailed,
     Loaded,
     LoadProgressed,
+    PrefillProgressed,
     Sampling,
     TokenChunk,
     TurnFinished,
@@ -27,6 +28,7 @@ from workbench.ui.messages import (
     LoadProgressReported,
     ModelLoaded,
     ModelUnloaded,
+    PrefillReported,
     TelemetryFailed,
     TelemetrySampled,
     TokensArrived,
@@ -86,7 +88,9 @@ def stream_turn(engine, messages: Sequence[ChatMessage], sampling: Sampling, pos
                     flush()
                 continue
             flush()
-            if isinstance(event, ContextShifted):
+            if isinstance(event, PrefillProgressed):
+                post(PrefillReported(event.evaluated, event.total))
+            elif isinstance(event, ContextShifted):
                 post(ContextShiftNoticed(event))
             elif isinstance(event, TurnFinished):
                 post(TurnEnded(event))

@@ -58,6 +58,17 @@ class TokensArrived(Message):
         self.first_timestamp, self.last_timestamp = first_timestamp, last_timestamp
 
 
+class PrefillReported(Message):
+    """The engine is reading the prompt: `evaluated` of `total` new tokens so far."""
+
+    def __init__(self, evaluated: int, total: int) -> None:
+        super().__init__()
+        self.evaluated, self.total = evaluated, total
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, PrefillReported)
+
+
 class ContextShiftNoticed(Message):
     def __init__(self, shift: ContextShifted) -> None:
         super().__init__()

@@ -10,7 +10,7 @@ from typing import Any
 
 from workbench.core.engine.chat_template import ChatTemplate
 from workbench.core.engine.context_fit import fit_conversation
-from workbench.core.engine.events import ContextShifted, Sampling, TokenChunk, TurnFinished
+from workbench.core.engine.events import ContextShifted, PrefillProgressed, Sampling, TokenChunk, TurnFinished
 from workbench.core.engine.protocol import ChatRequest
 
 # Tokens kept free for the answer when deciding whether old turns must go: the answer's
@@ -239,6 +239,11 @@ class ChatTurn:
         pending = prompt[reused:]
         abort = llama_cpp.ggml_abort_callback(lambda _data: self._cancel_requested())
         llama_cpp.llama_set_abort_callback(llama.ctx, abort, None)
+        # a prompt of several batches (a long history after a reload) takes seconds on a small board:
+        # progress after each batch, so the UI shows it instead of a blank answer
+        reports = len(pending) > llama.n_batch
+        if reports:
+            self._send(PrefillProgressed(0, len(pending)))
         try:
             for start in range(0, len(pending), llama.n_batch):
                 if self._cancel_requested():
@@ -249,6 +254,8 @@ class ChatTurn:
                     if self._cancel_requested():
                         return False  # llama_decode returned 2: aborted, its ubatch rolled back
                     raise
+                if reports:
+                    self._send(PrefillProgressed(min(start + llama.n_batch, len(pending)), len(pending)))
         finally:
             llama_cpp.llama_set_abort_callback(llama.ctx, llama_cpp.ggml_abort_callback(), None)
         return not self._cancel_requested()

@@ -83,6 +83,14 @@ class ContextShifted:
 
 
 @dataclass(frozen=True)
+class PrefillProgressed:
+    """The prompt is being read in batches: `evaluated` of the `total` new prompt tokens are in the cache."""
+
+    evaluated: int
+    total: int
+
+
+@dataclass(frozen=True)
 class TurnFinished:
     text: str
     stop_reason: str  # "stop", "length", "cancelled"

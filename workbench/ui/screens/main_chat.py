@@ -9,7 +9,7 @@ from textual import work
 from workbench.ui import engine_work
 from workbench.ui.conversation import stats_line
 from workbench.ui.kv_layout import kv_segments
-from workbench.ui.messages import ContextShiftNoticed, EngineDied, TokensArrived, TurnEnded
+from workbench.ui.messages import ContextShiftNoticed, EngineDied, PrefillReported, TokensArrived, TurnEnded
 from workbench.ui.screens.phases import GENERATING, IDLE, LOADED
 from workbench.ui.units import mib
 from workbench.ui.widgets.chat_view import ChatView
@@ -50,6 +50,12 @@ class ChatFlow:
             self._kv_drawn_at = now
             segments = self._settled_segments + (("current", self._turn_generated),)
             kv.show_cells(segments, min(kv.n_ctx, sum(n for _, n in segments)))
+
+    def on_prefill_reported(self, message: PrefillReported) -> None:
+        if self._answer is not None and message.total:
+            share = message.evaluated / message.total
+            self._answer.show_status(f"reading the prompt: {message.evaluated:,} of {message.total:,} tokens "
+                                     f"({share:.0%})")
 
     def on_context_shift_noticed(self, message: ContextShiftNoticed) -> None:
         shift = message.shift

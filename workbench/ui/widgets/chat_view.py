@@ -36,12 +36,24 @@ class AnswerBlock(Vertical):
         self.reserve_lines = reserve_lines
 
     def compose(self) -> ComposeResult:
-        yield StreamingText(reserve_lines=self.reserve_lines, classes="answer-live")
-        yield Static("generating…", classes="answer-stats")
+        live = StreamingText(reserve_lines=self.reserve_lines, classes="answer-live")
+        live.status = "generating…"  # drawn right under the text while it streams
+        yield live
+        stats = Static("", classes="answer-stats")
+        stats.display = False  # the stats line takes the status's place when the answer ends
+        yield stats
 
     async def append(self, fragment: str) -> None:
         self.text += fragment
-        self.query_one(StreamingText).append(fragment)
+        live = self.query_one(StreamingText)
+        live.append(fragment)
+        if live.status != "generating…":
+            live.set_status("generating…")
+
+    def show_status(self, status: str) -> None:
+        """The line under the streaming text: prefill progress before the first token, then "generating…"."""
+        for live in self.query(StreamingText):
+            live.set_status(status)
 
     async def finish(self, stats: str, *, failed: bool = False) -> None:
         for live in self.query(StreamingText):
@@ -52,6 +64,7 @@ class AnswerBlock(Vertical):
             await live.remove()
         label = self.query_one(".answer-stats", Static)
         label.update(stats)
+        label.display = True
         label.set_class(failed, "-failed")
 
 

@@ -32,15 +32,34 @@ class StreamingText(Widget):
         self._tail = ""  # the paragraph still growing (after the last newline)
         self._tail_lines: list[str] = []
         self._style_cache: Style | None = None
+        # drawn on the line right after the text ("generating…", prefill progress): the reserved blank
+        # lines come after it, never between the answer and its status
+        self.status = ""
         self.append(text)
 
     @property
     def line_count(self) -> int:
-        return len(self._settled_lines) + len(self._tail_lines)
+        return len(self._settled_lines) + len(self._tail_lines) if self.text else 0
+
+    @property
+    def status_row(self) -> int:
+        return self.line_count
 
     @property
     def reserved_height(self) -> int:
-        return -(-self.line_count // self.reserve_lines) * self.reserve_lines
+        used = self.line_count + (1 if self.status else 0)
+        return max(1, -(-used // self.reserve_lines) * self.reserve_lines)
+
+    def set_status(self, status: str) -> None:
+        """Show `status` under the text; a repaint of one line unless the height has to grow."""
+        if status == self.status:
+            return
+        height_before = self.reserved_height
+        self.status = status
+        if self.reserved_height != height_before:
+            self.refresh(layout=True)
+        else:
+            self.refresh(Region(0, self.status_row, self.size.width, 1))
 
     def append(self, fragment: str) -> None:
         if not fragment:
@@ -55,8 +74,8 @@ class StreamingText(Widget):
         self._tail_lines = self._wrap(self._tail)
         if self.reserved_height != height_before:
             self.refresh(layout=True)
-        else:
-            self.refresh(Region(0, first_changed, self.size.width, self.line_count - first_changed))
+        else:  # the changed lines and the status line that moved down with them
+            self.refresh(Region(0, first_changed, self.size.width, self.line_count + 1 - first_changed))
 
     def _wrap(self, paragraph: str) -> list[str]:
         if not paragraph:
@@ -87,10 +106,16 @@ class StreamingText(Widget):
 
     def render_line(self, y: int) -> Strip:
         self._wrap_all(self.content_region.width)
+        style = self._line_style()
+        width = self.content_region.width
+        if self.status and y == self.status_row:
+            status_style = style + Style(dim=True, italic=True)
+            return Strip([Segment(self.status[:width], status_style)]).extend_cell_length(width, style)
         settled = len(self._settled_lines)
-        if y < settled:
+        if y >= self.line_count:
+            text = ""
+        elif y < settled:
             text = self._settled_lines[y]
         else:
             text = self._tail_lines[y - settled] if y - settled < len(self._tail_lines) else ""
-        style = self._line_style()
-        return Strip([Segment(text, style)]).extend_cell_length(self.content_region.width, style)
+        return Strip([Segment(text, style)]).extend_cell_length(width, style)
