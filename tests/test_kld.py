@@ -91,3 +91,30 @@ def test_lower_precision_diverges_more_on_the_real_engine(f16_model, tmp_path, m
         assert r.ppl_base == pytest.approx(rows["same-f16"].ppl_base)
     # the reference's ppl from its codes agrees with the F16 model's own ppl (same tokens, exact logits)
     assert rows["same-f16"].ppl == pytest.approx(rows["same-f16"].ppl_base, rel=1e-3)
+
+
+def test_cli_kld_rows_in_csv_carry_the_quality_keys(f16_model, tmp_path):
+    import csv
+    import io
+    import os
+    import subprocess
+    import sys
+
+    text = tmp_path / "eval.txt"
+    text.write_text(shipped_eval_text()[:400], encoding="utf-8")
+    preset = tmp_path / "small-q8.toml"
+    preset.write_text('name = "small-q8"\nweights = "Q8_0"\nctx_size = 256\nbatch_size = 128\nubatch_size = 128\n'
+                      'threads = 1\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "workbench", "bench", "--kld", "--model", str(f16_model), "--presets", str(preset),
+         "--eval-text", str(text), "--ppl-ctx", "128", "--output", "csv"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "WORKBENCH_CACHE_DIR": str(tmp_path / "c")},
+    )
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(io.StringIO(done.stdout)))
+    assert len(rows) == 1 and rows[0]["preset"] == "small-q8"
+    for key in ("kld_mean", "kld_p99", "top1_agree", "delta_ppl"):
+        assert float(rows[0][key]) == float(rows[0][key])  # a number, not n/a
+    bad = subprocess.run([sys.executable, "-m", "workbench", "bench", "--kld", "--presets", "as-is", "--kld-tokens", "0"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--kld-tokens" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
