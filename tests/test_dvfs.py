@@ -124,6 +124,15 @@ def test_restore_after_sigkill_mid_sweep(tmp_path):
     assert restore_pending(root, state) == ""  # nothing left to do
 
 
+def test_a_state_file_of_another_tree_is_left_alone(tmp_path):
+    root = tree(tmp_path, "rk3588")
+    state = tmp_path / "state.json"
+    state.write_text('{"format": "workbench-cpufreq-originals/1", "root": "/elsewhere", "policies": []}')
+    message = restore_pending(root, state)
+    assert "/elsewhere" in message and "left alone" in message
+    assert state.exists()
+
+
 def test_not_writable_says_so(tmp_path):
     root = tree(tmp_path, "raspberry-pi-5")
 
@@ -140,7 +149,6 @@ def test_not_writable_says_so(tmp_path):
     '{"format": "workbench-cpufreq-originals/1", "root": "ROOT", "policies": [{"policy": "../../etc", "max_khz": 1, "min_khz": 1, "governor": "x", "hw_min_khz": 1, "hw_max_khz": 1}]}',
     '{"format": "workbench-cpufreq-originals/1", "root": "ROOT", "policies": [{"policy": "policy0", "max_khz": 1, "min_khz": 1, "governor": "x; rm -rf", "hw_min_khz": 1, "hw_max_khz": 1}]}',
     '{"format": "workbench-cpufreq-originals/1", "root": "ROOT", "policies": [{"policy": "policy0", "max_khz": -5, "min_khz": 1, "governor": "x", "hw_min_khz": 1, "hw_max_khz": 1}]}',
-    '{"format": "workbench-cpufreq-originals/1", "root": "/elsewhere", "policies": []}',
     'not json',
 ])
 def test_hostile_state_file_is_refused_and_kept(tmp_path, document):

@@ -277,12 +277,23 @@ def state_owner_alive(state_path: Path) -> int | None:
     return pid
 
 
+def _saved_root(state_path: Path) -> str | None:
+    try:
+        root = json.loads(state_path.read_text(encoding="utf-8")).get("root")
+    except (OSError, ValueError, AttributeError):
+        return None  # unreadable: load_state says why
+    return root if isinstance(root, str) else None
+
+
 def restore_pending(root: str | Path = "/", state_path: Path | None = None,
                     reader: Reader = read_text, writer: Writer = write_text) -> str:
     """At start: undo the limits a killed sweep left behind. One line saying what was done, or ''."""
     limits = CpufreqLimits(root, state_path, reader, writer)
     if not limits.state_path.exists():
         return ""
+    saved_root = _saved_root(limits.state_path)
+    if saved_root is not None and saved_root != str(Path(root).resolve()):
+        return f"the saved CPU clock limits in {limits.state_path} are for {saved_root}, not {root}: left alone"
     owner = state_owner_alive(limits.state_path)
     if owner is not None:
         return f"a DVFS sweep (pid {owner}) is running and holds the CPU clock limits; not touching them"
