@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import TextIO
 
+from workbench.cli.split_output import add_rpc_argument
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -30,6 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--ppl-ctx", type=int, default=512, help="perplexity window in tokens (default 512)")
     parser.add_argument("--eval-text", help="evaluation text file (default: the shipped field guide)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random prompt tokens (default 0)")
+    add_rpc_argument(parser)
     from workbench.cli.bench_modes import add_mode_arguments
 
     add_mode_arguments(parser)
@@ -72,6 +75,13 @@ def run(args: argparse.Namespace) -> int:
     if not presets:
         raise WorkbenchError(f"--presets {args.presets!r} names no preset", where="bench",
                              fix="pass --presets a,b,c (see `workbench presets`)")
+    from workbench.cli.split_output import rpc_endpoints
+
+    rpc = rpc_endpoints(args)
+    if rpc:  # the nodes travel with each preset into its engine; their profiles stay for the prediction
+        import dataclasses
+
+        presets = tuple(dataclasses.replace(p, rpc=tuple(e.address for e in rpc)) for p in presets)
     if args.out:
         _check_writable(Path(args.out))
     soak_seconds = None
@@ -96,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         eval_text=eval_text,
         ppl_ctx=args.ppl_ctx,
+        rpc=rpc,
     )
     results, failures = sweep_with_progress(config, sys.stderr)
     for failure in failures:

@@ -21,6 +21,14 @@ class LedgerPredicted(Message):
         self.choice = choice  # the selectors' loaded_choice.Choice this was predicted for
 
 
+class SplitPredicted(Message):
+    """The per-device ledger (devices_split.SplitLedger), or None when every layer stays on the CPU."""
+
+    def __init__(self, split: object | None) -> None:
+        super().__init__()
+        self.split = split
+
+
 class PredictionFailed(Message):
     def __init__(self, reason: str) -> None:
         super().__init__()

@@ -19,6 +19,10 @@ def build_selection(args: argparse.Namespace):
     model = resolve_model(args.model) if getattr(args, "model", None) else bundled
     selection = Selection(model_path=model, preset_name=getattr(args, "preset", None) or DEFAULT_PRESET,
                           device_name=getattr(args, "device", None) or DEFAULT_DEVICE)
+    if getattr(args, "rpc", ""):
+        from workbench.core.rpc.endpoints import parse_rpc_option
+
+        selection.rpc = parse_rpc_option(args.rpc)
     if bundled is not None:
         selection.add_model(bundled, f"{bundled.stem} (bundled)")
     selection.add_model(model)

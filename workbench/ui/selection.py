@@ -23,6 +23,7 @@ class Selection:
     models: dict[str, str] = field(default_factory=dict)  # path -> label, in the order offered
     # presets used from the editor without saving: label ("as-is (edited)") -> preset, never written
     unsaved_presets: dict[str, Preset] = field(default_factory=dict)
+    rpc: tuple = ()  # --rpc nodes (RpcEndpoint): they replace every preset's rpc list
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _model_cache: dict[tuple[str, float], ModelInfo] = field(default_factory=dict, repr=False)
     _device_cache: dict[str, DeviceProfile] = field(default_factory=dict, repr=False)
@@ -47,8 +48,10 @@ class Selection:
         from workbench.core.presets import load_preset
 
         if self.preset_name in self.unsaved_presets:
-            return self.unsaved_presets[self.preset_name]
-        return load_preset(self.preset_name)
+            preset = self.unsaved_presets[self.preset_name]
+        else:
+            preset = load_preset(self.preset_name)
+        return replace(preset, rpc=tuple(node.address for node in self.rpc)) if self.rpc else preset
 
     def use_unsaved(self, preset: Preset, *, saved_names: tuple[str, ...] | set[str] = ()) -> str:
         """Offer an edited preset for this session only (nothing is written); return its label."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import typing
@@ -79,6 +80,8 @@ def _csv_cell(name: str, value: Any) -> str:
         return ";".join(repr(x) for x in value)
     if name == "unavailable":
         return json.dumps(dict(value)) if value else ""  # reasons may hold any punctuation
+    if name == "devices":
+        return json.dumps([dataclasses.asdict(device) for device in value]) if value else ''
     return repr(value) if isinstance(value, float) else str(value)
 
 
@@ -174,6 +177,9 @@ def sweep_notes(rows: tuple[BenchRow, ...]) -> list[str]:
     notes = []
     if rows and rows[0].reference:
         notes.append(f"Δppl and speedup are against {rows[0].reference} (the largest weights in this sweep).\n")
+    for row in rows:
+        if row.devices:
+            notes.append(split_note(row))
     scored = [row for row in rows if row.ppl is not None]
     windows = sorted({row.ppl_ctx for row in scored})
     if len(windows) == 1:
@@ -182,6 +188,17 @@ def sweep_notes(rows: tuple[BenchRow, ...]) -> list[str]:
         notes.append(f"ppl: windows differ ({', '.join(map(str, windows))} tokens: the smaller contexts'); "
                      "compare only rows with the same ppl_ctx.\n")
     return notes
+
+
+def split_note(row: BenchRow) -> str:
+    """A split row's devices and decode against its per-device bound, one line."""
+    devices = ", ".join(
+        f"{d.name}{f' {d.endpoint}' if d.endpoint else ''} {d.predicted / MIB:.1f}/"
+        f"{d.reported / MIB:.1f}" if d.reported is not None else f"{d.name} {d.predicted / MIB:.1f}/n/a"
+        for d in row.devices)
+    bound = (f"bound {row.split_bound_tps:.1f} t/s (network {row.network_ms_per_token:.2f} ms/token)"
+             if row.split_bound_tps else "bound n/a (a device's bandwidth or link is unknown)")
+    return f"{row.preset}: decode {row.avg_ts:.2f} t/s vs {bound}; per device predicted/llama.cpp MiB: {devices}.\n"
 
 
 def write_results(results: BenchResults, fmt: str, path: str | Path) -> Path:
@@ -292,6 +309,10 @@ def _parse_cell(name: str, cell: str, hint: Any) -> Any:
         return tuple(float(x) for x in cell.split(";") if x)
     if name == "unavailable":
         return tuple(json.loads(cell).items()) if cell else ()
+    if name == "devices":
+        from workbench.core.bench.split_rows import DeviceBench
+
+        return tuple(DeviceBench(**device) for device in json.loads(cell)) if cell else ()
     if cell == NOT_AVAILABLE:
         return None
     kinds = typing.get_args(hint) or (hint,)

@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.core.bench.split_rows import DeviceBench
+
 
 @dataclass(frozen=True)
 class BenchRow:
@@ -54,6 +56,10 @@ class BenchRow:
     speedup: float | None = None  # decode tok/s over that row's
     reference: str = ""  # the preset the deltas are against
     unavailable: tuple[tuple[str, str], ...] = ()  # (field, why)
+    # A split preset (gpu_layers/rpc, bench --rpc): per-device bytes and the per-device decode bound.
+    devices: tuple[DeviceBench, ...] = ()
+    split_bound_tps: float | None = None  # per-device bandwidth bound including the network term
+    network_ms_per_token: float | None = None  # the bound's network term
     # What llama-bench's schema also records (None/"" in rows written before they were kept)
     prefill_samples_ts: tuple[float, ...] = ()  # prompt tokens per second of each timed run
     n_gpu_layers: int | None = None
@@ -120,4 +126,5 @@ def row_from_dict(data: dict[str, Any]) -> BenchRow:
     values["prefill_samples_ts"] = tuple(float(x) for x in values.get("prefill_samples_ts", ()))
     notes = values.get("unavailable", {})
     values["unavailable"] = tuple(notes.items()) if isinstance(notes, dict) else tuple(tuple(x) for x in notes)
+    values["devices"] = tuple(DeviceBench(**device) for device in values.get("devices", ()))
     return BenchRow(**values)

@@ -8,7 +8,9 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from workbench.core.devices_split import SplitLedger
 from workbench.core.engine.events import Loaded
+from workbench.core.rpc.node_memory import LocalNodeMemory
 from workbench.core.ledger_types import DOES_NOT_FIT, TIGHT, Ledger
 from workbench.core.telemetry.sample import TelemetrySample
 from workbench.ui.units import UNAVAILABLE, mib, mib_number, size
@@ -25,6 +27,11 @@ class LedgerPanel(Widget):
     ledger: reactive[Ledger | None] = reactive(None)
     loaded: reactive[Loaded | None] = reactive(None)
     sample: reactive[TelemetrySample | None] = reactive(None)
+    split: reactive[SplitLedger | None] = reactive(None)  # the per-device ledger, when layers leave the CPU
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._node_memory = LocalNodeMemory()
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh())
@@ -40,8 +47,47 @@ class LedgerPanel(Widget):
         width = max(10, self.content_region.width or 40)
         parts: list[RenderableType] = [self._budget_table(ledger), self._stacked_bar(ledger, width),
                                        self._legend(ledger), self._comparison_table(ledger)]
+        if self.split is not None and len(self.split.devices) > 1:
+            parts.append(self._devices_table(self.split))
         parts.append(self._system_memory())
         return Group(*parts)
+
+    def _devices_table(self, split: SplitLedger) -> Table:
+        """One column group per device: predicted, llama.cpp's report, and measured where it can be."""
+        table = Table(expand=True, box=None, padding=(0, 0, 0, 1), show_edge=False, header_style="bold",
+                      title=f"per device · {split.verdict}", title_justify="left", title_style="bold")
+        table.add_column("MiB", no_wrap=True)
+        reported = {(d.name, d.endpoint): d for d in self.loaded.devices} if self.loaded else {}
+        for device in split.devices:
+            for column in ("pred", "cpp", "meas"):
+                table.add_column(f"{device.name}\n{column}", justify="right", no_wrap=True)
+        rows = {"weights": [], "KV": [], "compute": [], "total": []}
+        for device in split.devices:
+            report = reported.get((device.name, device.endpoint))
+            measured = self._device_measured(device)
+            for label, predicted, got in (
+                ("weights", device.weights_bytes, report.model_bytes if report else None),
+                ("KV", device.kv_bytes, report.kv_bytes if report else None),
+                ("compute", device.compute_bytes, report.compute_bytes if report else None),
+                ("total", device.total_bytes, report.total_bytes if report else None),
+            ):
+                rows[label] += [mib_number(predicted), mib_number(got), mib_number(measured) if label == "total" else "—"]
+        for label, cells in rows.items():
+            table.add_row(Text(label, style="bold" if label == "total" else ""), *cells)
+        budgets = []
+        for device in split.devices:
+            budgets += [mib_number(device.budget_bytes), "", Text(device.verdict, style=self._verdict_style(device.verdict))]
+        table.add_row("budget", *budgets)
+        return table
+
+    def _device_measured(self, device) -> int | None:
+        if not device.endpoint:
+            return self._engine_rss() if device.name == "CPU" else None
+        return self._node_memory.rss_bytes(device.endpoint)
+
+    def _verdict_style(self, verdict: str) -> str:
+        colour = {DOES_NOT_FIT: "ledger-over", TIGHT: "ledger-compute"}.get(verdict, "ledger-headroom")
+        return theme_colour(self.app, colour)
 
     def _budget_table(self, ledger: Ledger) -> Table:
         table = Table.grid(padding=(0, 1), expand=True)

@@ -1,0 +1,136 @@
+"""Decode speed of the bundled model split over local llama.cpp RPC nodes, measured beside the predicted bound.
+
+Settings: 0, 1 and 2 nodes on 127.0.0.1, then one node behind a shaped link (a Python
+TCP relay on 127.0.0.1 with a bandwidth and a one-way delay: workbench/core/rpc/link_shaper.py).
+For each, the engine loads the model with every layer on the nodes, generates --n-gen
+tokens greedily, and the table prints llama.cpp's measured decode tok/s beside the
+ledger's bound (per-device bytes / bandwidth + activations / link + round trips x latency,
+with the link figures from `node probe` through the same relay) and their ratio.
+All traffic stays on this machine.
+
+    python benchmarks/split_speed.py              # every setting
+    python benchmarks/split_speed.py --smallest   # 0 and 1 node and one shaped link, 16 tokens
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+
+from workbench.core.devices import load_device
+from workbench.core.devices_split import predict_split
+from workbench.core.engine.client import EngineClient
+from workbench.core.engine.events import ChatMessage, Sampling, TurnFinished
+from workbench.core.gguf_reader import read_gguf
+from workbench.core.paths import bundled_model_path
+from workbench.core.preset import Preset
+from workbench.core.rpc.endpoints import parse_endpoint
+from workbench.core.rpc.link_shaper import LinkShaper, LinkSpec
+from workbench.core.rpc.local_nodes import LocalNode
+from workbench.core.rpc.nodes import probe_nodes, rpc_device
+
+LINKS = (
+    LinkSpec("1 Gb/s", 1e9 / 8),
+    LinkSpec("100 Mb/s", 100e6 / 8),
+    LinkSpec("100 Mb/s +2 ms", 100e6 / 8, 0.002),
+)
+PROMPT = (ChatMessage("user", "Write a short story about a lighthouse keeper."),)
+
+
+def _bound(model, preset, host, addresses, host_bandwidth):
+    endpoints = [parse_endpoint(address) for address in addresses]
+    reports = probe_nodes(endpoints, measure_link=True, timeout_s=30)
+    for report in reports:
+        if not report.reachable:
+            raise SystemExit(f"split_speed: node {report.address} unreachable: {report.reason}")
+    devices = []
+    for index, (endpoint, report) in enumerate(zip(endpoints, reports)):
+        device = rpc_device(index, endpoint, report, None)
+        # A local node reads its memory as fast as the host does: the same RAM.
+        devices.append(dataclasses.replace(device, bandwidth_bytes_per_s=host_bandwidth,
+                                           bandwidth_source="host bandwidth (local node)"))
+    split = predict_split(model, preset, devices, host_budget_bytes=host.budget_mb << 20,
+                          host_bandwidth_bytes_per_s=host_bandwidth)
+    return split.decode_empty, reports
+
+
+def _measure(client, preset, n_gen):
+    client.load_blocking(bundled_model_path(), preset, device=None, allow_overbudget=True)
+    finished = None
+    for event in client.chat(PROMPT, Sampling(temperature=0.0, seed=1, max_tokens=n_gen)):
+        if isinstance(event, TurnFinished):
+            finished = event
+    if finished is None or finished.generated_tokens < 2:
+        raise SystemExit("split_speed: the turn did not finish")
+    return finished.decode_tps
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n-gen", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads on the host and on each node")
+    parser.add_argument("--smallest", action="store_true", help="0 and 1 node and one shaped link, 16 tokens")
+    args = parser.parse_args()
+    n_gen = 16 if args.smallest else args.n_gen
+    model = read_gguf(bundled_model_path())
+    host = load_device("host")
+    host_bandwidth = host.mem_bandwidth_gbs * 1e9
+    if not host_bandwidth:
+        raise SystemExit("split_speed: the host profile has no memory bandwidth; run `workbench devices` once to measure it")
+    base = Preset(name="split-speed", ctx_size=512, batch_size=256, ubatch_size=256, threads=args.threads)
+    nodes = [LocalNode(threads=args.threads) for _ in range(1 if args.smallest else 2)]
+    shapers: list[LinkShaper] = []
+    rows = []
+    try:
+        settings = [("0 nodes", ())] + [(f"{n} node{'s' if n > 1 else ''} (loopback)", tuple(x.address for x in nodes[:n]))
+                                         for n in range(1, len(nodes) + 1)]
+        for link in LINKS[-1:] if args.smallest else LINKS:
+            shaper = LinkShaper("127.0.0.1", nodes[0].port, link)
+            shapers.append(shaper)
+            settings.append((f"1 node over {link.name}", (shaper.address,)))
+        for label, addresses in settings:
+            preset = dataclasses.replace(base, rpc=addresses, gpu_layers=-1 if addresses else 0)
+            if addresses:
+                bound, reports = _bound(model, preset, host, addresses, host_bandwidth)
+            else:
+                split = predict_split(model, preset, (), host_budget_bytes=host.budget_mb << 20,
+                                      host_bandwidth_bytes_per_s=host_bandwidth)
+                bound, reports = split.decode_empty, ()
+            client = EngineClient()
+            try:
+                started = time.monotonic()
+                measured = _measure(client, preset, n_gen)
+                seconds = time.monotonic() - started
+            finally:
+                client.close()
+            predicted = bound.tokens_per_s
+            rows.append((label, measured, predicted, bound.network_seconds * 1000, bound.dominant(), seconds,
+                         ", ".join(f"{r.latency_s * 1000:.2f} ms / {r.link_bytes_per_s * 8 / 1e6:,.0f} Mb/s"
+                                   for r in reports if r.latency_s and r.link_bytes_per_s)))
+            print(f"  {label}: {measured:.1f} tok/s measured, bound {predicted or 0:.1f}", file=sys.stderr, flush=True)
+    finally:
+        for shaper in shapers:
+            shaper.close()
+        for node in nodes:
+            node.stop()
+    print(f"\nbundled model, {n_gen} generated tokens, {args.threads} thread(s); host bandwidth "
+          f"{host.mem_bandwidth_gbs:g} GB/s ({host.name} profile)\n")
+    # "with link": the 0-node run's measured time per token plus the ledger's network term for the
+    # setting, i.e. the prediction of what the link adds, on top of what this host really achieves.
+    local_s = 1.0 / rows[0][1]
+    print(f"{'setting':<28} {'measured':>9} {'bound':>8} {'meas/bound':>10} {'with link':>9} {'meas/with':>9} "
+          f"{'net ms/tok':>10}  probe (rtt / link)  dominant")
+    for label, measured, predicted, network_ms, dominant, _seconds, probe in rows:
+        ratio = f"{measured / predicted:.2f}" if predicted else "n/a"
+        with_link = 1.0 / (local_s + network_ms / 1000)
+        print(f"{label:<28} {measured:>9.1f} {predicted or 0:>8.1f} {ratio:>10} {with_link:>9.1f} "
+              f"{measured / with_link:>9.2f} {network_ms:>10.3f}  {probe or '-':<18}  {dominant}")
+    print("\nThe bound is an upper limit from memory bandwidth and the link; on a CPU-only host decode is often "
+          "compute-bound, so meas/bound well under 1 says how far from the bandwidth limit each setting runs.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
