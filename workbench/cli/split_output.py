@@ -93,7 +93,8 @@ def devices_text(split: Any, reports: tuple, width: int | None = None) -> str:
         held += " +out" if device.holds_output else ""
         rows.append((device.name + (f" {device.endpoint}" if device.endpoint else ""), held, _mb(device.weights_bytes),
                      _mb(device.kv_bytes), _mb(device.compute_bytes), _mb(device.overhead_bytes or None) if device.overhead_bytes else "",
-                     _mb(device.total_bytes), _mb(device.budget_bytes), device.verdict))
+                     _mb(device.total_bytes), "in host" if device.budget_source.startswith("shares") else
+                     _mb(device.budget_bytes), device.verdict))
     out.append(f"per device (layers split by {split.splits_source}):\n")
     out.append(format_table(("DEVICE", "LAYERS", "WEIGHTS", "KV", "COMPUTE", "OVERHEAD", "TOTAL MB", "BUDGET", "VERDICT"),
                             rows, right=(2, 3, 4, 5, 6, 7)))
