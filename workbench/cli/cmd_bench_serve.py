@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import asdict
 from urllib.parse import urlparse
 
 MAX_CLIENTS = 256
+MAX_MODELS_BYTES = 1_000_000
+MAX_METRICS_BYTES = 5_000_000
 
 
 def add_serve_parser(sub: argparse._SubParsersAction) -> None:
@@ -85,25 +88,38 @@ def run_serve(args: argparse.Namespace) -> int:
 def _first_model(client, url: str, headers: dict[str, str]) -> str:
     from workbench.core.errors import WorkbenchError
 
+    status, text = _get_capped(client, url + "/models", headers, MAX_MODELS_BYTES)
+    if status is None:
+        raise WorkbenchError(f"cannot reach {url}: {text}", fix="Check the --url and that the server runs")
+    if status != 200:
+        raise WorkbenchError(f"{url}/models answered HTTP {status}", fix="Check --url and --api-key")
     try:
-        response = client.get(url + "/models", headers=headers)
-    except Exception as error:  # noqa: BLE001 - one line, not a traceback
-        raise WorkbenchError(f"cannot reach {url}: {error}", fix="Check the --url and that the server runs") from None
-    if response.status_code != 200:
-        raise WorkbenchError(f"{url}/models answered HTTP {response.status_code}", fix="Check --url and --api-key")
-    try:
-        data = response.json()["data"]
-        return str(data[0]["id"])[:200]
+        model = json.loads(text)["data"][0]["id"]
+        if not isinstance(model, str) or not model.isprintable() or not 0 < len(model) <= 200:
+            raise ValueError(model)
+        return model
     except (ValueError, KeyError, IndexError, TypeError):
-        raise WorkbenchError(f"{url}/models did not list a model", fix="Give the model id with --model") from None
+        raise WorkbenchError(f"{url}/models did not list a usable model id", fix="Give the model id with --model") from None
+
+
+def _get_capped(client, url: str, headers: dict[str, str], limit: int) -> tuple[int | None, str]:
+    """(status, at most `limit` bytes of the body as text); (None, why) when the server cannot be reached."""
+    try:
+        with client.stream("GET", url, headers=headers) as response:
+            body = b""
+            for piece in response.iter_bytes():
+                body += piece
+                if len(body) > limit:
+                    return response.status_code, ""  # too large to be what was asked for
+            return response.status_code, body.decode("utf-8", errors="replace")
+    except Exception as error:  # noqa: BLE001 - one line, not a traceback
+        return None, f"{type(error).__name__}: {error}"[:200]
 
 
 def _get_text(client, url: str, headers: dict[str, str]) -> str | None:
-    try:
-        response = client.get(url, headers=headers)
-    except Exception:  # noqa: BLE001 - a server without /metrics is normal (llama-server without --metrics)
-        return None
-    return response.text[:5_000_000] if response.status_code == 200 else None
+    # A server without /metrics is normal (llama-server without --metrics).
+    status, text = _get_capped(client, url, headers, MAX_METRICS_BYTES)
+    return text if status == 200 and text else None
 
 
 def _queue_wait(before, after) -> tuple[float | None, str]:
@@ -143,8 +159,6 @@ def _telemetry_text(sampler, first) -> str:
 
 
 def _print_level(result, as_json: bool) -> None:
-    import json
-
     if as_json:
         print(json.dumps(asdict(result)), flush=True)
         return

@@ -65,20 +65,22 @@ def stream_one(client: Any, url: str, model: str, prompt: str, max_tokens: int, 
     started = time.monotonic()
     first = last = None
     chunks = 0
+    max_chunks = 4 * max_tokens + 16  # a token may come as several chunks, never as this many
     usage_tokens = None
     try:
         with client.stream("POST", url.rstrip("/") + "/chat/completions", json=body, headers=headers) as response:
             if response.status_code != 200:
-                response.read()
                 return RequestOutcome(response.status_code, None, 0, "chunks", time.monotonic() - started, None,
-                                      _error_text(response))
-            for line in response.iter_lines():
+                                      _error_text(_head(response)))
+            for line in _lines(response):
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
                 if data == "[DONE]":
                     break
                 payload = json.loads(data)
+                if not isinstance(payload, dict):
+                    raise ValueError(f"an SSE event is {type(payload).__name__}, not an object")
                 if "error" in payload:
                     return RequestOutcome(500, None, chunks, "chunks", time.monotonic() - started, None,
                                           str(payload["error"].get("message", payload["error"]))[:200])
@@ -90,6 +92,9 @@ def stream_one(client: Any, url: str, model: str, prompt: str, max_tokens: int, 
                         first = first or now
                         last = now
                         chunks += 1
+                if chunks > max_chunks:  # a server streaming past what was asked is not waited for
+                    return RequestOutcome(200, None, chunks, "chunks", time.monotonic() - started, None,
+                                          f"the server sent more than {max_chunks} chunks for max_tokens {max_tokens}")
     except Exception as error:  # noqa: BLE001 - a load test counts failures, it does not stop on them
         return RequestOutcome(0, None, chunks, "chunks", time.monotonic() - started, None, f"{type(error).__name__}: {error}"[:200])
     total = time.monotonic() - started
@@ -98,11 +103,38 @@ def stream_one(client: Any, url: str, model: str, prompt: str, max_tokens: int, 
     return RequestOutcome(200, (first - started) if first else None, tokens, source, total, tps)
 
 
-def _error_text(response: Any) -> str:
+MAX_LINE_BYTES = 1_000_000  # an SSE line longer than this is no answer chunk
+
+
+def _lines(response: Any) -> Any:
+    """The response's text lines, refusing one longer than MAX_LINE_BYTES (a server could send one endless line)."""
+    pending = b""
+    for piece in response.iter_bytes():
+        pending += piece
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.rstrip(b"\r").decode("utf-8", errors="replace")
+        if len(pending) > MAX_LINE_BYTES:
+            raise ValueError(f"the server sent a line of more than {MAX_LINE_BYTES} bytes")
+    if pending:
+        yield pending.decode("utf-8", errors="replace")
+
+
+def _head(response: Any, limit: int = 65_536) -> str:
+    """At most `limit` bytes of an error body, as text."""
+    body = b""
+    for piece in response.iter_bytes():
+        body += piece
+        if len(body) >= limit:
+            break
+    return body[:limit].decode("utf-8", errors="replace")
+
+
+def _error_text(text: str) -> str:
     try:
-        return str(response.json()["error"]["message"])[:200]
-    except Exception:  # noqa: BLE001
-        return response.text[:200]
+        return str(json.loads(text)["error"]["message"])[:200]
+    except Exception:  # noqa: BLE001 - any other body is shown as it is, cut
+        return text[:200]
 
 
 def run_level(clients: int, requests_per_client: int, duration_s: float | None, send: Callable[[int], RequestOutcome]
