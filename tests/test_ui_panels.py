@@ -123,3 +123,38 @@ async def test_thermal_panel_values_sparklines_and_missing_sensors():
         await pilot.pause()
         text = rendered(panel)
         assert "no thermal sensors exposed" in text and "°C" not in text and "0.0 W" not in text
+
+
+async def test_speed_panel_plots_each_answer_from_its_first_token_and_keeps_the_last_five():
+    panel = SpeedPanel(classes="panel")
+
+    def turn(n: int) -> TurnFinished:
+        return TurnFinished(text="x", stop_reason="stop", prompt_tokens=10, reused_tokens=0, generated_tokens=10,
+                            ttft_s=0.1 * n, prefill_tps=300.0, decode_tps=30.0 + n, kv_cells_used=20, n_ctx=2048,
+                            context_shifts=0, started_at=0.0, finished_at=1.0)
+
+    async with panel_host(panel).run_test(size=(80, 30)) as pilot:
+        for number in range(1, 8):
+            start = 1000.0 * number  # ten idle minutes and more between answers (engine clock)
+            panel.turn_started()
+            panel.tokens_arrived(5, start, start + 0.1)
+            panel.tokens_arrived(5, start + 0.15, start + 0.3)
+            panel.turn_finished(turn(number))
+        await pilot.pause()
+        assert len(panel.series) == 5 and len(panel.turns) <= 5
+        # every answer's points start at its own first token: 0.1 s and 0.3 s in, not 7,000 s
+        assert all([round(x, 2) for x, _ in points] == [0.1, 0.3] for points in panel.series)
+        table = rendered(panel.query_one("#speed-turns"))
+        assert "#7" in table and "#5" in table and "#4" not in table  # numbered over the whole session
+        assert "last 5 answers" in rendered(panel.query_one("#speed-chart"))
+
+
+def test_a_legend_breaks_between_pairs_never_inside_one():
+    from workbench.ui.widgets.colours import legend
+
+    items = [("red", "weights"), ("blue", "KV cache"), ("green", "compute"), ("grey", "overhead"), ("white", "headroom")]
+    for width in range(12, 60):
+        lines = legend(items, width).plain.split("\n")
+        pairs = [pair for line in lines for pair in line.split("  ")]
+        assert pairs == [f"■ {label}" for _, label in items], (width, lines)
+        assert all(len(line) <= width for line in lines)

@@ -109,6 +109,7 @@ class EngineFlow:
         self.last_failure = None
         self.conversation.engine_restarted()  # a fresh context: send only what the model saw before
         self.query_one(ChatView).query("#crash-notice").remove()
+        self.query_one(ChatView).update_welcome(loaded=True)
         self.query_one(LedgerPanel).loaded = loaded
         kv = self.query_one(KvPanel)
         kv.n_ctx, kv.cells_used, kv.segments, kv.shift_notice = loaded.n_ctx, 0, (), ""
@@ -155,6 +156,7 @@ class EngineFlow:
     def clear_loaded_panels(self) -> None:
         """No model in memory: the ledger loses its reported column, the KV panel its cache."""
         self.loaded_choice.unloaded()
+        self.query_one(ChatView).update_welcome(loaded=False)
         self.show_on_panels(self.ledger)  # the panels go back to describing the selection
         self.predict()  # and the verdict line drops its "not loaded" note
         self.query_one(LedgerPanel).loaded = None

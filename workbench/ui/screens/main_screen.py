@@ -33,6 +33,7 @@ from workbench.ui.widgets.speed_panel import SpeedPanel
 from workbench.ui.widgets.thermal_panel import ThermalPanel
 
 WIDE_MIN_SIZE = (120, 34)  # below this the chat and the panels become tabs
+ROOMY_SIZE = (160, 48)  # below this (and above WIDE_MIN_SIZE) the panels take more of the screen
 PANEL_TABS = (("chat", "Chat"), ("ledger", "Ledger"), ("kv", "KV cache"), ("speed", "Tokens/s"),
               ("thermal", "Temperature"))
 # Alt+1..5 bring a tab forward (digits alone are typed into the prompt); the label shows the number
@@ -134,6 +135,7 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
 
     def _apply_size(self, width: int, height: int) -> None:
         self.compact = width < WIDE_MIN_SIZE[0] or height < WIDE_MIN_SIZE[1]
+        self.set_class(not self.compact and (width < ROOMY_SIZE[0] or height < ROOMY_SIZE[1]), "-medium")
 
     def watch_compact(self, compact: bool) -> None:
         self.set_class(compact, "-compact")

@@ -99,6 +99,11 @@ class ChatView(VerticalScroll):
         if not self.query("#welcome"):
             await self.mount(Notice(*(WELCOME_LOADED if loaded else WELCOME), kind="info", id="welcome"))
 
+    def update_welcome(self, *, loaded: bool) -> None:
+        """The welcome follows a load or an unload: no "Ctrl+L loads" while a model is loaded."""
+        for title in self.query("#welcome .notice-title"):
+            title.update((WELCOME_LOADED if loaded else WELCOME)[0])
+
     async def start_turn(self, prompt: str) -> AnswerBlock:
         """The prompt and an empty answer below it, mounted together: one layout, not two."""
         # the streaming text grows a third of the view at a time: one layout every few seconds

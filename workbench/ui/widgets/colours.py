@@ -25,3 +25,27 @@ def sparkline(values: list[float] | tuple[float, ...], width: int) -> str:
     if span <= 0:
         return SPARK_BARS[len(SPARK_BARS) // 2 - 1] * len(tail)
     return "".join(SPARK_BARS[min(len(SPARK_BARS) - 1, int((v - low) / span * len(SPARK_BARS)))] for v in tail)
+
+
+def legend(items: list[tuple[str, str]], width: int) -> "Text":
+    """Swatch-and-label pairs ("■ weights") laid out in lines of `width` cells, never split inside a pair.
+
+    Rich wraps at any whitespace, a no-break space included (it is whitespace to Python's regex), so the
+    lines are broken here, between pairs.
+    """
+    from rich.text import Text
+
+    text = Text()
+    used = 0
+    for colour, label in items:
+        cells = 2 + len(label)
+        if used and used + 2 + cells > width:
+            text.append("\n")
+            used = 0
+        elif used:
+            text.append("  ")
+            used += 2
+        text.append("■ ", style=colour)
+        text.append(label)
+        used += cells
+    return text

@@ -11,7 +11,7 @@ from textual.widget import Widget
 
 from workbench.core.kv_blocks import choose_block_tokens, kv_block_map, window_bar, window_cells_used
 from workbench.ui.units import mib
-from workbench.ui.widgets.colours import theme_colour
+from workbench.ui.widgets.colours import legend as swatch_legend, theme_colour
 
 BLOCK_STATES = ("system", "history", "reused", "current", "free")
 TEXT_LINES = 4  # cells line, legend, bytes-per-block line, context-shift line (+1 with a window cache)
@@ -69,10 +69,8 @@ class KvPanel(Widget):
                 if index == len(row) or row[index] != row[run_start]:
                     grid.append("■ " * (index - run_start), style=theme_colour(self.app, f"kv-{row[run_start]}"))
                     run_start = index
-        legend = Text()
-        for state in BLOCK_STATES:
-            legend.append("■\u00a0", style=theme_colour(self.app, f"kv-{state}"))  # keeps swatch and label together
-            legend.append(f"{state}  ")
+        legend = swatch_legend([(theme_colour(self.app, f"kv-{state}"), state) for state in BLOCK_STATES],
+                               self.content_region.width or 40)  # a swatch never parts from its label
         block_bytes = self.bytes_per_token * block_tokens
         sizes = Text(f"1 block = {block_tokens} tokens = {mib(block_bytes) if block_bytes else 'n/a'}"
                      f" at {self.cache_types}", style="dim")

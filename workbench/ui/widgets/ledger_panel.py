@@ -14,7 +14,7 @@ from workbench.core.rpc.node_memory import LocalNodeMemory
 from workbench.core.ledger_types import DOES_NOT_FIT, TIGHT, Ledger
 from workbench.core.telemetry.sample import TelemetrySample
 from workbench.ui.units import UNAVAILABLE, mib, mib_number, size
-from workbench.ui.widgets.colours import theme_colour
+from workbench.ui.widgets.colours import legend as swatch_legend, theme_colour
 
 CATEGORIES = (("weights", "weights"), ("kv", "KV cache"), ("compute", "compute"), ("overhead", "overhead"))
 
@@ -122,12 +122,10 @@ class LedgerPanel(Widget):
         return bar
 
     def _legend(self, ledger: Ledger) -> Text:
-        legend = Text()
-        for key, label in (*CATEGORIES, ("headroom", "headroom")):
-            # non-breaking spaces keep each swatch with its label when the legend wraps
-            legend.append("■\u00a0", style=theme_colour(self.app, f"ledger-{key}"))
-            legend.append(label.replace(" ", "\u00a0") + "  ")
-        return legend
+        # broken between pairs, never inside one (Rich would break at a no-break space too)
+        return swatch_legend([(theme_colour(self.app, f"ledger-{key}"), label)
+                              for key, label in (*CATEGORIES, ("headroom", "headroom"))],
+                             self.content_region.width or 40)
 
     def _comparison_table(self, ledger: Ledger) -> Table:
         loaded = self.loaded

@@ -16,6 +16,9 @@ from workbench.ui.units import rate, seconds
 from workbench.ui.widgets.colours import theme_colour
 
 RATE_WINDOW_S = 1.0  # decode rate is averaged over this much engine time: batches are too jumpy
+# Each answer is plotted from its own first token, the last few over each other: idle time between
+# answers never squeezes the live one into a column, and the rates stay side by side (and bounded).
+PLOTTED_ANSWERS = 5
 REDRAW_INTERVAL_S = 1.0  # the chart redraws at most this often, however fast tokens come (a redraw costs ~20 ms)
 
 
@@ -52,11 +55,13 @@ class SpeedPanel(Vertical):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.series: list[list[tuple[float, float]]] = []  # one list of (t, tok/s) per turn
-        self.turns: list[TurnFinished] = []
+        # one list of (seconds since the answer's first token, tok/s) per answer, the last PLOTTED_ANSWERS
+        self.series: list[list[tuple[float, float]]] = []
+        self.turns: list[TurnFinished] = []  # the table shows the last three; kept short too
         self._window: list[tuple[float, int]] = []
-        self._origin: float | None = None  # engine time of the first token shown
+        self._origin: float | None = None  # engine time of this answer's first token
         self._dirty = True
+        self._turn_count = 0  # answers finished in all (the table numbers them)
 
     def compose(self) -> ComposeResult:
         yield ChartView(id="speed-chart")
@@ -74,7 +79,9 @@ class SpeedPanel(Vertical):
 
     def turn_started(self) -> None:
         self.series.append([])
+        del self.series[:-PLOTTED_ANSWERS]
         self._window = []
+        self._origin = None
 
     def tokens_arrived(self, n_tokens: int, first_timestamp: float, last_timestamp: float) -> None:
         """One batch: the rate is tokens over engine time across the last RATE_WINDOW_S."""
@@ -96,6 +103,8 @@ class SpeedPanel(Vertical):
 
     def turn_finished(self, finished: TurnFinished) -> None:
         self.turns.append(finished)
+        del self.turns[:-PLOTTED_ANSWERS]
+        self._turn_count += 1
         self._window = []
         self._redraw()
         self.query_one("#speed-turns", Static).update(self._turn_table())
@@ -131,18 +140,22 @@ class SpeedPanel(Vertical):
         plt.ticks_color(foreground)
         decode_rgb = Color.parse(theme_colour(self.app, "chart-decode")).rgb
         bound_rgb = Color.parse(theme_colour(self.app, "chart-bound")).rgb
+        earlier_rgb = Color.parse(theme_colour(self.app, "chart-decode")).blend(Color.parse(
+            self.app.theme_variables.get("surface", "#000000")), 0.55).rgb
         peak = 0.0
-        for points in self.series:
+        for index, points in enumerate(self.series):
             if points:
                 xs, ys = zip(*points)
-                plt.plot(list(xs), list(ys), color=decode_rgb, marker="hd")
+                latest = index == len(self.series) - 1
+                plt.plot(list(xs), list(ys), color=decode_rgb if latest else earlier_rgb, marker="hd")
                 peak = max(peak, max(ys))
         if self.bound_tps > 0:
             plt.hline(self.bound_tps, bound_rgb)
             peak = max(peak, self.bound_tps)
         plt.ylim(0, peak * 1.15 if peak else 10)
-        plt.xlabel("s (engine clock)")
-        plt.title("decode tok/s" + (f"  — bound {self.bound_tps:,.0f}" if self.bound_tps > 0 else ""))
+        plt.xlabel("s since each answer's first token")
+        shown = f"last {len(self.series)} answers" if len(self.series) > 1 else "this answer"
+        plt.title(f"decode tok/s, {shown}" + (f"  — bound {self.bound_tps:,.0f}" if self.bound_tps > 0 else ""))
         chart.show(Text.from_ansi(plt.build()))
 
     def _turn_table(self) -> Table | Text:
@@ -153,8 +166,8 @@ class SpeedPanel(Vertical):
         table = Table(box=None, expand=True, padding=(0, 0, 0, 1), header_style="bold", show_edge=False)
         for name in ("#", "TTFT", "prefill t/s", "decode t/s", "tokens"):
             table.add_column(name, justify="left" if name == "#" else "right", no_wrap=True)
-        first = max(len(self.turns) - 3, 0)
-        for number, finished in enumerate(self.turns[-3:], start=first + 1):
+        shown = self.turns[-3:]
+        for number, finished in enumerate(shown, start=self._turn_count - len(shown) + 1):
             table.add_row(f"#{number}", seconds(finished.ttft_s), number_or_na(finished.prefill_tps),
                           number_or_na(finished.decode_tps), str(finished.generated_tokens))
         return table
