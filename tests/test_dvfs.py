@@ -187,3 +187,25 @@ def test_cli_task_sweep_per_clock_cap_then_restored_with_power_cap_choice(tmp_pa
                                                          "scaling_max_freq").read_text().strip()
     assert attr(root, "policy0", "scaling_governor") == "schedutil"
     assert not state.exists()
+
+
+def test_cli_speed_sweep_per_clock_cap_then_restored(tmp_path):
+    """The plain speed bench at each cap on a copy of the recorded RK3588 tree: a table per setting, then restored."""
+    import os
+
+    root = tree(tmp_path, "rk3588")
+    state = tmp_path / "state.json"
+    text = tmp_path / "eval.txt"
+    text.write_text("A short text for the perplexity step of this test, long enough to score. " * 4)
+    done = subprocess.run(
+        [sys.executable, "-m", "workbench", "bench", "--presets", "as-is", "-p", "8", "-n", "4", "-r", "1",
+         "--eval-text", str(text), "--ppl-ctx", "64", "--cpu-max-freq", "1008,max",
+         "--sysfs-root", str(root), "--dvfs-state", str(state), "--out", str(tmp_path / "speed.json"),
+         "--output", "json"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "WORKBENCH_CACHE_DIR": str(tmp_path / "c")},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "CPU limits: 1008 MHz" in done.stderr and "CPU limits: as set" in done.stderr
+    assert (tmp_path / "speed-1008MHz.json").is_file() and (tmp_path / "speed-max.json").is_file()
+    assert attr(root, "policy6", "scaling_max_freq") == "2400000" and attr(root, "policy0", "scaling_max_freq") == "1800000"
+    assert not state.exists()

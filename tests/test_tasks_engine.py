@@ -99,7 +99,7 @@ def test_cli_task_list_and_bad_input_are_one_line():
     assert listed.returncode == 0 and "add-small" in listed.stdout and "word-problems" in listed.stdout
     for argv, said in ((["--task", "gsm9k", "--presets", "as-is"], "unknown task"),
                        (["--task", "add-small", "--presets", "as-is", "--samples", "0"], "--samples"),
-                       (["--cpu-max-freq", "1200", "--presets", "as-is"], "--task")):
+                       (["--power-cap", "5", "--presets", "as-is"], "--task")):
         bad = subprocess.run([sys.executable, "-m", "workbench", "bench", *argv], capture_output=True, text=True,
                              timeout=120)
         assert bad.returncode == 2 and said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

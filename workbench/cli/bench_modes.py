@@ -56,12 +56,65 @@ def run_mode(args: argparse.Namespace) -> int:
         return _list_tasks()
     if args.kld and args.task:
         raise WorkbenchError("--kld and --task are two separate runs", where="bench", fix="run one, then the other")
-    if (args.cpu_max_freq or args.governor or args.power_cap is not None) and not args.task:
-        raise WorkbenchError("--cpu-max-freq, --governor and --power-cap sweep the task bench", where="bench",
+    if args.power_cap is not None and not args.task:
+        raise WorkbenchError("--power-cap chooses among task points (accuracy under a power cap)", where="bench",
                              fix="add --task NAME (see `workbench bench --task list`)")
+    if args.kld and (args.cpu_max_freq or args.governor):
+        raise WorkbenchError("--kld measures quality, which CPU clocks do not change", where="bench",
+                             fix="drop --cpu-max-freq/--governor, or sweep them with --task or the speed bench")
     if args.kld:
         return _run_kld(args)
+    if not args.task:
+        return _run_speed_dvfs(args)
     return _run_task(args)
+
+
+def _dvfs_settings(args: argparse.Namespace):
+    """(settings to sweep, the limits to write or None): one line and the current setting where not writable."""
+    from pathlib import Path
+
+    from workbench.core.bench.dvfs import CpufreqLimits, DvfsSetting, check_governor, parse_frequencies
+
+    if not (args.cpu_max_freq or args.governor):
+        return (DvfsSetting(),), None
+    governor = check_governor(args.governor) if args.governor else None
+    clocks = parse_frequencies(args.cpu_max_freq) if args.cpu_max_freq else (None,)
+    limits = CpufreqLimits(args.sysfs_root, Path(args.dvfs_state) if args.dvfs_state else None)
+    why = limits.not_writable_reason()
+    if why:
+        print(f"workbench: {why}", file=sys.stderr)
+        return (DvfsSetting(),), None
+    return tuple(DvfsSetting(max_khz=khz, governor=governor) for khz in clocks), limits
+
+
+def _run_speed_dvfs(args: argparse.Namespace) -> int:
+    """The speed sweep once per CPU clock setting: a table (and an --out file) per setting."""
+    import copy
+    from pathlib import Path
+
+    from workbench.cli.cmd_bench import run as run_speed_sweep
+    from workbench.core.bench.dvfs import limits_held
+
+    settings, limits = _dvfs_settings(args)
+    plain = copy.copy(args)
+    plain.cpu_max_freq = plain.governor = None
+    if limits is None:
+        return run_speed_sweep(plain)
+    worst = 0
+    with limits_held(limits):
+        for setting in settings:
+            limits.apply(setting)
+            heading = f"CPU limits: {setting.label}"
+            print(f"\n{heading}\n" if args.output == "md" else heading, file=sys.stdout if args.output == "md" else sys.stderr,
+                  flush=True)
+            one = copy.copy(plain)
+            if args.out:
+                out = Path(args.out)
+                clock = f"{setting.max_khz // 1000}MHz" if setting.max_khz else "max"
+                tag = f"{clock}-{setting.governor}" if setting.governor else clock
+                one.out = str(out.with_name(f"{out.stem}-{tag}{out.suffix}"))
+            worst = max(worst, run_speed_sweep(one))
+    return worst
 
 
 def _list_tasks() -> int:
@@ -153,15 +206,8 @@ def _emit(args: argparse.Namespace, text: str) -> None:
 def _run_task(args: argparse.Namespace) -> int:
     import dataclasses
     import threading
-    from pathlib import Path
 
-    from workbench.core.bench.dvfs import (
-        CpufreqLimits,
-        DvfsSetting,
-        check_governor,
-        limits_held,
-        parse_frequencies,
-    )
+    from workbench.core.bench.dvfs import limits_held
     from workbench.core.bench.machine import describe_machine, machine_to_dict
     from workbench.core.bench.task_sweep import TaskSweepConfig
     from workbench.core.devices import load_device
@@ -175,18 +221,7 @@ def _run_task(args: argparse.Namespace) -> int:
     device = load_device(args.device)
     if args.power_cap is not None and args.power_cap <= 0:
         raise WorkbenchError(f"--power-cap {args.power_cap:g} must be positive", where="bench", fix="e.g. --power-cap 10")
-    settings: tuple[DvfsSetting, ...] = (DvfsSetting(),)
-    limits = None
-    if args.cpu_max_freq or args.governor:
-        governor = check_governor(args.governor) if args.governor else None
-        clocks = parse_frequencies(args.cpu_max_freq) if args.cpu_max_freq else (None,)
-        limits = CpufreqLimits(args.sysfs_root, Path(args.dvfs_state) if args.dvfs_state else None)
-        why = limits.not_writable_reason()
-        if why:
-            print(f"workbench: {why}", file=sys.stderr)
-            limits = None
-        else:
-            settings = tuple(DvfsSetting(max_khz=khz, governor=governor) for khz in clocks)
+    settings, limits = _dvfs_settings(args)
     config = TaskSweepConfig(
         model_path=resolve_model(args.model),
         presets=presets,

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.cli.bench_modes import restore_killed_sweep, run_mode
 
     restore_killed_sweep(args)
-    if args.task or args.kld or args.cpu_max_freq or args.governor:
+    if args.task or args.kld or args.cpu_max_freq or args.governor or args.power_cap is not None:
         return run_mode(args)
     if not args.presets:
         raise WorkbenchError("no presets to compare", where="bench",

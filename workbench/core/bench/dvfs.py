@@ -266,8 +266,10 @@ def state_owner_alive(state_path: Path) -> int | None:
         pid = json.loads(state_path.read_text(encoding="utf-8")).get("pid")
     except (OSError, ValueError, AttributeError):
         return None
-    if type(pid) is not int or pid <= 0 or pid == os.getpid():
+    if type(pid) is not int or pid <= 0:
         return None
+    if pid == os.getpid():
+        return pid  # this process's own sweep
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -295,6 +297,8 @@ def restore_pending(root: str | Path = "/", state_path: Path | None = None,
     if saved_root is not None and saved_root != str(Path(root).resolve()):
         return f"the saved CPU clock limits in {limits.state_path} are for {saved_root}, not {root}: left alone"
     owner = state_owner_alive(limits.state_path)
+    if owner == os.getpid():
+        return ""  # our own sweep holds them and restores them itself
     if owner is not None:
         return f"a DVFS sweep (pid {owner}) is running and holds the CPU clock limits; not touching them"
     try:
