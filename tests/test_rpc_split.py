@@ -77,16 +77,17 @@ def test_node_serve_listens_and_probe_reads_its_memory_and_link(nodes):
     assert report.upload_bytes_per_s and report.download_bytes_per_s
 
 
-@pytest.mark.parametrize(("n_nodes", "gpu_layers", "tensor_split"), [
-    (1, -1, ()),
-    (1, 10, ()),
-    (2, -1, (1.0, 1.0)),
-    (2, -1, (3.0, 1.0)),
-    (2, 20, (1.0, 2.0)),
+@pytest.mark.parametrize(("n_nodes", "gpu_layers", "tensor_split", "other"), [
+    (1, -1, (), {}),
+    (1, 10, (), {}),
+    (2, -1, (1.0, 1.0), {}),
+    (2, -1, (3.0, 1.0), {}),
+    (2, 20, (1.0, 2.0), {}),
+    (2, -1, (), {"ctx_size": 2048, "flash_attn": True, "batch_size": 512, "ubatch_size": 512}),
 ])
-def test_per_device_prediction_matches_llama_cpp(nodes, client, n_nodes, gpu_layers, tensor_split):
+def test_per_device_prediction_matches_llama_cpp(nodes, client, n_nodes, gpu_layers, tensor_split, other):
     preset = dataclasses.replace(PRESET, gpu_layers=gpu_layers, tensor_split=tensor_split,
-                                 rpc=tuple(node.address for node in nodes[:n_nodes]))
+                                 rpc=tuple(node.address for node in nodes[:n_nodes]), **other)
     loaded = _load(client, preset)
     names = [device.name for device in loaded.devices]
     assert names == ["CPU"] + [f"RPC{i}" for i in range(n_nodes)]

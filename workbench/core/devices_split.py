@@ -255,7 +255,9 @@ def compute_per_device(model: ModelInfo, preset: Preset, n_ctx: int, placement: 
     - the host running layers: the peak stage (the logits too when it holds the output layer);
     - a device running layers without the output: the peak stage less one n_embd (two with
       flash attention): its input arrives as a copy, not a get_rows result;
-    - the device holding the output: n_vocab (the logits) + 2 n_embd, or its layers' stage if larger;
+    - the device holding the output: n_vocab (the logits) + 1.5 n_embd (measured n_vocab + 1 or + 2
+      n_embd depending on the layers it holds; up to + 4.9 n_embd with flash attention), or its
+      layers' stage if larger;
     - the host without layers: the mask, the K/V width without flash attention, and 2 n_embd;
     - pipeline parallelism (several devices, every layer offloaded: llama-context.cpp) keeps
       4 copies of the graph inputs (GGML_SCHED_MAX_COPIES): the host then holds 4 x (mask +
@@ -285,7 +287,7 @@ def compute_per_device(model: ModelInfo, preset: Preset, n_ctx: int, placement: 
             else:
                 units = 4 * inputs + 5 * n_embd if pipeline else inputs + 2 * n_embd
         elif holds_output:
-            units = max(model.n_vocab + (4 * inputs + 5 * n_embd if pipeline else 2 * n_embd),
+            units = max(model.n_vocab + (4 * inputs + 5 * n_embd if pipeline else 1.5 * n_embd),
                         stage - n_embd if holds_layers else 0)
         elif holds_layers:
             units = stage - (2 if fa else 1) * n_embd
