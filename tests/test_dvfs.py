@@ -170,8 +170,12 @@ def test_cli_task_sweep_per_clock_cap_then_restored_with_power_cap_choice(tmp_pa
     root = tree(tmp_path, "jetson-orin-nano")
     state = tmp_path / "state.json"
     out = tmp_path / "rows.json"
+    device = tmp_path / "orin-on-battery.toml"
+    device.write_text('name = "orin-on-battery"\nram_total_mb = 8192\nmem_bandwidth_gbs = 68\ncores = 6\n'
+                      'battery_wh = 50\n')
     done = subprocess.run(
         [sys.executable, "-m", "workbench", "bench", "--task", "add-small", "--samples", "1", "--limit", "1",
+         "--device", str(device),
          "--presets", "as-is", "--cpu-max-freq", "729.6,max", "--governor", "powersave", "--power-cap", "10",
          "--sysfs-root", str(root), "--dvfs-state", str(state), "--output", "json", "--out", str(out)],
         capture_output=True, text=True, timeout=600, env={**os.environ, "WORKBENCH_CACHE_DIR": str(tmp_path / "c")},
@@ -181,6 +185,11 @@ def test_cli_task_sweep_per_clock_cap_then_restored_with_power_cap_choice(tmp_pa
     assert [r["cpu_max_khz"] for r in rows] == [729_600, None] and {r["governor"] for r in rows} == {"powersave"}
     # the recorded tree's VDD_IN rail reads 5 W (tests/sysfs/README.md): power and energy are measured
     assert all(r["power_w"] is not None and r["joules_per_question"] is not None for r in rows)
+    for r in rows:
+        assert r["power_w"] == pytest.approx(5.0, rel=0.01)
+        assert r["battery_hours"] == pytest.approx(10.0, rel=0.01)  # 50 Wh at 5 W
+        # 50 Wh = 180,000 J, spent joules_per_question at a time
+        assert r["answers_per_charge"] == pytest.approx(180_000 / r["joules_per_question"], rel=1e-6)
     assert "under 10 W:" in done.stdout
     # restored: the recorded values are back, and nothing is left to restore
     assert attr(root, "policy0", "scaling_max_freq") == (SYSFS / "jetson-orin-nano" / POLICIES / "policy0" /
