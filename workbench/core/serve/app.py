@@ -154,8 +154,8 @@ class _Api:
         assert isinstance(first, SequenceAccepted), first
         answer = _Answer(kind, self._config.model_name, first.prompt_tokens)
         if api.stream:
-            return StreamingResponse(self._stream(handle, events, answer, api.include_usage), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return _CancellingStream(self._stream(handle, events, answer, api.include_usage), handle.cancel,
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         return await self._whole(request, handle, events, answer)
 
     async def _whole(self, request: Request, handle: Any, events: asyncio.Queue, answer: "_Answer") -> Response:
@@ -203,6 +203,21 @@ class _Api:
         finally:
             if not finished:
                 handle.cancel()  # the client disconnected (the generator was cancelled): free the slot
+
+
+class _CancellingStream(StreamingResponse):
+    """A stream that cancels its request however the response ends: a client gone before the first
+    chunk never starts the body generator, so the generator's own cleanup would not run."""
+
+    def __init__(self, content: Any, cancel: Any, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._cancel = cancel
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._cancel()  # harmless after a finished answer: the engine ignores an id it no longer holds
 
 
 class _Answer:

@@ -62,6 +62,8 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as error:
         raise ApiError(400, f"the request body is not valid JSON: {error}", code="invalid_json") from None
+    except RecursionError:  # '[' * 100_000 fits the size limit; the JSON decoder recurses once per level
+        raise ApiError(400, "the request body is nested too deeply to be a request", code="invalid_json") from None
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
     return body
@@ -157,7 +159,9 @@ def _number(body: dict[str, Any], name: str, kind: type, default: Any, low: floa
     if not ok_type:
         raise ApiError(400, f"'{name}' must be {'an integer' if kind is int else 'a number'}", param=name)
     low_ok = value > low if exclusive_low else value >= low
-    if not (math.isfinite(value) and low_ok and value <= high):
+    # An int is compared as it is: math.isfinite(10**400) raises OverflowError (JSON ints have no size limit).
+    finite = isinstance(value, int) or math.isfinite(value)
+    if not (finite and low_ok and value <= high):
         bound = f"more than {low:g}" if exclusive_low else f"at least {low:g}"
         raise ApiError(400, why or f"'{name}' {value} must be {bound} and at most {high:g}", param=name)
     return kind(value)

@@ -1,0 +1,77 @@
+"""The app's Serve screen on the real engine: the switch serves the loaded model; the panel shows its slots."""
+
+from __future__ import annotations
+
+import asyncio
+
+import openai
+import pytest
+from textual.app import App
+from textual.widgets import Input, Static, Switch
+
+from workbench.core.engine.client import EngineClient
+from workbench.core.engine.events import Sampling
+from workbench.core.paths import bundled_model_path
+from workbench.core.preset import DeviceProfile, Preset
+from workbench.ui.serve_screen import ServeScreen
+from workbench.ui.widgets.serving_panel import ServingPanel
+
+PRESET = Preset(name="test-serve-ui", ctx_size=1024, batch_size=256, ubatch_size=256, threads=1)
+ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)
+
+
+class ServeApp(App):
+    def __init__(self, engine) -> None:
+        super().__init__()
+        self.engine = engine
+
+    def on_mount(self) -> None:
+        self.push_screen(ServeScreen(self.engine))
+
+
+async def _until(pilot, condition, seconds=180.0):
+    for _ in range(int(seconds / 0.1)):
+        if condition():
+            return
+        await pilot.pause(0.1)
+    raise AssertionError("condition not reached")
+
+
+@pytest.fixture(scope="module")
+def engine():
+    client = EngineClient()
+    client.load_blocking(bundled_model_path(), PRESET, device=ROOMY)
+    yield client
+    client.close()
+
+
+async def test_the_switch_serves_the_loaded_model_and_the_panel_shows_the_slots(engine):
+    app = ServeApp(engine)
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = app.screen
+        screen.query_one("#serve-slots", Input).value = "2"
+        screen.query_one("#serve-port", Input).value = "0"
+        screen.query_one("#serve-switch", Switch).value = True
+        panel = screen.query_one(ServingPanel)
+        await _until(pilot, lambda: panel.state == "ready")
+        client = openai.OpenAI(base_url=panel.address, api_key="-", max_retries=0, timeout=300)
+        answer = await asyncio.to_thread(lambda: client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Hi"}], max_tokens=6, temperature=0))
+        assert answer.choices[0].message.content
+        await _until(pilot, lambda: panel.status is not None and panel.status.tokens_out >= answer.usage.completion_tokens)
+        assert len(panel.status.slots) == 2 and panel.status.slot_ctx == 1024 // 2
+        screen.query_one("#serve-switch", Switch).value = False
+        await _until(pilot, lambda: panel.state == "off")
+    # Serving ended: the engine is the chat's again.
+    assert engine.sample_n("Hello", 1, Sampling(max_tokens=2)).samples
+
+
+async def test_switching_on_without_a_loaded_model_says_so_and_stays_off():
+    app = ServeApp(None)
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = app.screen
+        screen.query_one("#serve-port", Input).value = "0"
+        screen.query_one("#serve-switch", Switch).value = True
+        message = screen.query_one("#serve-message", Static)
+        await _until(pilot, lambda: "no model is loaded" in str(message.render()))
+        assert screen.query_one("#serve-switch", Switch).value is False

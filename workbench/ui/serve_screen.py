@@ -1,0 +1,148 @@
+"""The Serve screen: a switch that serves the loaded model over the OpenAI-compatible API, and its panel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, Label, Static, Switch
+
+from workbench.ui.widgets.serving_panel import ServingPanel
+
+STATUS_INTERVAL_S = 0.5
+
+
+class ServeController:
+    """Starts and stops the API server over an engine the app owns; a test can drive it without a screen."""
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self.host: Any = None
+        self.server: Any = None
+
+    @property
+    def serving(self) -> bool:
+        return self.server is not None
+
+    def start(self, n_slots: int, port: int, queue: int = 16) -> str:
+        """Open the slots and serve on 127.0.0.1:port; the address, or WorkbenchError (one line)."""
+        from workbench.core.errors import WorkbenchError
+        from workbench.core.serve.app import ServerConfig, create_app
+        from workbench.core.serve.engine_host import AttachedEngine
+        from workbench.core.serve.listen import listen
+        from workbench.core.serve.server_thread import ApiServerThread
+
+        if self._engine is None or getattr(self._engine, "loaded", None) is None:
+            raise WorkbenchError("no model is loaded to serve", fix="Load a model on the main screen first")
+        listener = listen("127.0.0.1", port)
+        host = AttachedEngine(self._engine, n_slots)
+        try:
+            host.start()
+        except Exception:
+            listener.close()
+            raise
+        name = self._engine.loaded.model_path.rsplit("/", 1)[-1].removesuffix(".gguf")
+        server = ApiServerThread(create_app(host, ServerConfig(name, None, queue)), listener)
+        server.start()
+        self.host, self.server = host, server
+        return server.address
+
+    def stop(self) -> None:
+        server, host = self.server, self.host
+        self.server = self.host = None
+        if server is not None:
+            server.stop()
+        if host is not None:
+            host.close()
+
+
+class ServeScreen(Screen):
+    """Serve switch, slots and port, and the serving panel; leaving the screen stops serving."""
+
+    CSS_PATH = "serve_screen.tcss"
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
+
+    def __init__(self, engine: Any) -> None:
+        super().__init__()
+        self.controller = ServeController(engine)
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="serve-controls"):
+            yield Label("Serve the loaded model")
+            yield Switch(id="serve-switch")
+            yield Label("slots")
+            yield Input("4", id="serve-slots", type="integer", max_length=2)
+            yield Label("port")
+            yield Input("8080", id="serve-port", type="integer", max_length=5)
+        yield Static("", id="serve-message", markup=False)
+        yield ServingPanel(id="serving-panel", classes="panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_interval(STATUS_INTERVAL_S, self._show_status)
+
+    @on(Switch.Changed, "#serve-switch")
+    def _switched(self, event: Switch.Changed) -> None:
+        if event.value and not self.controller.serving:
+            try:
+                slots = int(self.query_one("#serve-slots", Input).value or "0")
+                port = int(self.query_one("#serve-port", Input).value or "-1")
+            except ValueError:
+                slots, port = 0, -1
+            if not (1 <= slots <= 64 and 0 <= port <= 65535):
+                self._say("slots must be 1 to 64 and the port 0 to 65535")
+                event.switch.value = False
+                return
+            self._start(slots, port)
+        elif not event.value and self.controller.serving:
+            self._stop()
+
+    @work(thread=True, exclusive=True)
+    def _start(self, slots: int, port: int) -> None:
+        try:
+            address = self.controller.start(slots, port)
+        except Exception as error:  # noqa: BLE001 - one line on the screen; the app keeps running
+            self.app.call_from_thread(self._failed, str(error))
+            return
+        self.app.call_from_thread(self._started, address)
+
+    @work(thread=True, exclusive=True)
+    def _stop(self) -> None:
+        self.controller.stop()
+        self.app.call_from_thread(self._stopped)
+
+    def _started(self, address: str) -> None:
+        panel = self.query_one(ServingPanel)
+        panel.address, panel.state = address, "ready"
+        opened = self.controller.host.opened if self.controller.host is not None else None
+        slots = (f"{opened.n_slots} slots x {opened.slot_ctx:,} tokens of the {opened.n_ctx:,}-token context "
+                 f"(one KV cache, kv_unified)" if opened is not None else "")
+        self._say(f"serving on {address} — this machine only; {slots}; the chat waits until serving stops")
+
+    def _failed(self, message: str) -> None:
+        self.query_one("#serve-switch", Switch).value = False
+        self._say(message)
+
+    def _stopped(self) -> None:
+        panel = self.query_one(ServingPanel)
+        panel.address, panel.state, panel.status = "", "off", None
+        self._say("stopped serving")
+
+    def _show_status(self) -> None:
+        host = self.controller.host
+        if host is None:
+            return
+        panel = self.query_one(ServingPanel)
+        panel.state = host.state if host.state != "stopped" else f"stopped: {host.last_failure}"
+        panel.status = host.status
+
+    def _say(self, text: str) -> None:
+        self.query_one("#serve-message", Static).update(text)
+
+    def on_unmount(self) -> None:
+        self.controller.stop()
