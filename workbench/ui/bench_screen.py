@@ -59,7 +59,8 @@ class BenchScreen(Screen):
     """Sweeps `presets` on `model_path` for `device`; the same rows and files as `workbench bench`."""
 
     CSS_PATH = "bench_screen.tcss"
-    BINDINGS = [Binding("escape", "leave", "Back (stops the sweep)")]
+    BINDINGS = [Binding("escape", "leave", "Back (stops the sweep)"),
+                Binding("t", "task_bench", "Task bench (accuracy per N)")]
 
     def __init__(
         self,
@@ -204,6 +205,11 @@ class BenchScreen(Screen):
 
     def _status(self, text: str) -> None:
         self.query_one("#bench-status", Static).update(text)
+
+    def action_task_bench(self) -> None:
+        from workbench.ui.task_bench_screen import TaskBenchScreen
+
+        self.app.push_screen(TaskBenchScreen(self.model_path, self.device, self.presets))
 
     def action_leave(self) -> None:
         self.cancel_event.set()  # the worker stops between steps and closes its engine

@@ -129,3 +129,11 @@ class ModelInspected(Message):
     def __init__(self, path: str, model: ModelInfo | None, error: str = "") -> None:
         super().__init__()
         self.path, self.model, self.error = path, model, error
+
+
+class VoteArrived(Message):
+    """The N samples of a chat turn in vote mode (workbench/ui/chat_vote.py), decoded together."""
+
+    def __init__(self, finished, n: int) -> None:
+        super().__init__()
+        self.finished, self.n = finished, n

@@ -32,7 +32,30 @@ class ChatFlow:
         self._turn_start_sample = self.latest_sample
         self.query_one(SpeedPanel).turn_started()
         self.phase = GENERATING
+        if self.vote_mode.on:
+            self._vote_worker(self.engine, self.conversation.for_engine(), self.conversation.sampling,
+                              self.vote_mode.samples)
+            return
         self._chat_worker(self.engine, self.conversation.for_engine(), self.conversation.sampling)
+
+    @work(thread=True, exclusive=True, group="chat")
+    def _vote_worker(self, engine, messages, sampling, n) -> None:
+        from workbench.ui.chat_vote import sample_and_vote
+
+        sample_and_vote(engine, messages, sampling, n, self.post_message)
+
+    async def on_vote_arrived(self, message) -> None:
+        """Vote mode: the winning sample becomes the answer, the tally shows under it."""
+        from workbench.core.tasks.chat_vote import turn_from_samples, vote_samples
+        from workbench.ui.widgets.vote_view import VoteView
+
+        vote, winner = vote_samples(message.finished.samples)
+        text = message.finished.samples[winner].text if winner is not None else ""
+        n_ctx = self.engine.loaded.n_ctx if self.engine is not None and self.engine.loaded is not None else 0
+        if self._answer is not None:
+            await self._answer.append(text)
+            await self._answer.mount(VoteView(vote, message.n))
+        await self.on_turn_ended(TurnEnded(turn_from_samples(message.finished, text, n_ctx)))
 
     @work(thread=True, exclusive=True, group="chat")
     def _chat_worker(self, engine, messages, sampling) -> None:

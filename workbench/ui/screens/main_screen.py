@@ -17,6 +17,7 @@ from textual.widgets import Button, Footer, Header, Input, ProgressBar, Select, 
 from workbench.core.engine.events import EngineFailed
 from workbench.core.ledger_types import Ledger
 from workbench.ui import engine_work
+from workbench.ui.chat_vote import VoteMode
 from workbench.ui.conversation import Conversation
 from workbench.ui.loaded_choice import LoadedChoice
 from workbench.ui.screens.main_chat import ChatFlow
@@ -60,6 +61,7 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         Binding("f6", "open_serve", "Serve", show=False),
         Binding("ctrl+r", "restart_engine", "Restart engine", show=False),
         Binding("ctrl+n", "new_conversation", "New chat", show=False),
+        Binding("ctrl+t", "cycle_vote", "N samples, vote", show=False),
         *(Binding(key, f"show_tab('{name}')", f"{name} tab", show=False) for key, name in TAB_KEYS),
     ]
 
@@ -77,6 +79,7 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         self.token_batch_interval_s = token_batch_interval_s
         self.engine = None
         self.conversation = Conversation()
+        self.vote_mode = VoteMode()
         self.loaded_choice = LoadedChoice()  # what the engine runs; the panels describe it
         self.ledger: Ledger | None = None
         self.last_failure: EngineFailed | None = None
@@ -262,6 +265,12 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         from workbench.ui.serve_screen import ServeScreen
 
         self.app.push_screen(ServeScreen(self.engine if self.phase == LOADED else None))
+
+    def action_cycle_vote(self) -> None:
+        samples = self.vote_mode.cycle()
+        how = ("each answer is the majority of the samples, decoded together" if samples > 1
+               else "answers stream as usual")
+        self.notify(f"Chat: {self.vote_mode.label()} ({how}).", title="N samples, vote")
 
     def action_open_bench(self) -> None:
         try:

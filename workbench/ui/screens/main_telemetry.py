@@ -29,7 +29,17 @@ class TelemetryFlow:
         ledger_panel = self.query_one(LedgerPanel)
         if ledger_panel.shows_differently(message.sample):  # a redraw costs; most samples change nothing shown
             ledger_panel.sample = message.sample
-        self.query_one(ThermalPanel).sample = message.sample
+        panel = self.query_one(ThermalPanel)
+        panel.battery_wh = self._battery_wh()
+        panel.sample = message.sample
+
+    def _battery_wh(self) -> float | None:
+        from workbench.core.errors import WorkbenchError
+
+        try:
+            return self.selection.device().battery_wh  # cached after the prediction's first load
+        except WorkbenchError:  # a device that cannot load is the prediction's to report
+            return None
 
     def on_telemetry_failed(self, message: TelemetryFailed) -> None:
         self.notify(message.reason, title="Telemetry unavailable", severity="warning", timeout=8)

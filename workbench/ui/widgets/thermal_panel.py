@@ -32,10 +32,12 @@ class ThermalPanel(Widget):
     sample: reactive[TelemetrySample | None] = reactive(None)
     joules_per_token: reactive[float | None] = reactive(None)
     energy_note: reactive[str] = reactive("")
+    battery_wh: reactive[float | None] = reactive(None)  # the device profile's, when it gives one
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.history: dict[str, deque[float]] = defaultdict(lambda: deque(maxlen=HISTORY))
+        self.last_turn_tokens = 0
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh())
@@ -49,6 +51,7 @@ class ThermalPanel(Widget):
             self.energy_note = "last turn shorter than one telemetry interval"
         else:
             self.joules_per_token, self.energy_note = (end.energy_j - start.energy_j) / generated, ""
+        self.last_turn_tokens = generated
 
     def watch_sample(self, sample: TelemetrySample | None) -> None:
         if sample is None:
@@ -115,4 +118,10 @@ class ThermalPanel(Widget):
             text.append(f"\nJ/token: {unavailable_reason(sample, 'energy', 'no energy counter')}", style="dim")
         else:
             text.append("\nJ/token: after the first turn", style="dim")
+        if self.battery_wh is not None:
+            from workbench.core.tasks.battery import battery_line
+
+            per_answer = (self.joules_per_token * self.last_turn_tokens
+                          if self.joules_per_token is not None and self.last_turn_tokens else None)
+            text.append("\n" + battery_line(self.battery_wh, sample.total_power_w, per_answer))
         return text

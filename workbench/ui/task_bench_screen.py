@@ -1,0 +1,148 @@
+"""The task bench screen: N samples voted per question, per preset; a live table and the triangle plots."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, ProgressBar, Static
+
+from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.tasks.results import TaskRow
+from workbench.ui.widgets.triangle_plot import TrianglePlot
+
+COLUMNS = ("preset", "N", "threads", "accuracy", "95% CI", "unparsed", "s/question", "tokens/question", "J/question")
+
+
+class TaskStepped(Message):
+    def __init__(self, label: str, done: int, total: int) -> None:
+        super().__init__()
+        self.label, self.done, self.total = label, done, total
+
+
+class TaskRowMeasured(Message):
+    def __init__(self, row: TaskRow) -> None:
+        super().__init__()
+        self.row = row
+
+
+class TaskBenchEnded(Message):
+    """The sweep finished (rows with the Pareto marks) or could not run (`error`)."""
+
+    def __init__(self, rows: tuple[TaskRow, ...], failures: tuple[str, ...] = (), error: str = "") -> None:
+        super().__init__()
+        self.rows, self.failures, self.error = rows, failures, error
+
+
+def row_cells(row: TaskRow) -> tuple[str, ...]:
+    joules = f"{row.joules_per_question:.2f}" if row.joules_per_question is not None else "n/a"
+    return (row.preset, str(row.samples), str(row.n_threads), f"{row.accuracy:.2f} ({row.correct}/{row.questions})",
+            f"{row.accuracy_ci[0]:.2f}-{row.accuracy_ci[1]:.2f}", str(row.unparseable),
+            f"{row.seconds_per_question:.2f}", f"{row.tokens_per_question:.1f}", joules)
+
+
+class TaskBenchScreen(Screen):
+    """Runs `workbench bench --task` for the bench screen's model, presets and device."""
+
+    BINDINGS = [Binding("escape", "leave", "Back (stops the sweep)")]
+    DEFAULT_CSS = """
+    #task-title { text-style: bold; color: $accent; padding: 0 1; }
+    #task-status { color: $text-muted; padding: 0 1; }
+    #task-table { height: auto; max-height: 12; }
+    """
+
+    def __init__(self, model_path: str | Path, device: DeviceProfile | str, presets: Sequence[Preset | str],
+                 task: str = "add-small", samples: tuple[int, ...] = (1, 2, 4, 8), limit: int = 20) -> None:
+        super().__init__()
+        self.model_path, self.device, self.presets = Path(model_path), device, tuple(presets)
+        self.task_name, self.samples, self.limit = task, samples, limit
+        self.cancel_event = threading.Event()
+        self.rows: list[TaskRow] = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(f"Task bench  {self.task_name} on {self.model_path.name}: N samples voted per question",
+                         id="task-title")
+            yield ProgressBar(total=None, show_eta=False, id="task-progress")
+            yield Static("starting…", id="task-status")
+            yield DataTable(id="task-table", zebra_stripes=True)
+            yield TrianglePlot(id="task-plot")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#task-table", DataTable).add_columns(*COLUMNS)
+        self.run_task()
+
+    @work(thread=True, exclusive=True, group="task-bench")
+    def run_task(self) -> None:
+        from workbench.core.bench.task_sweep import (
+            TaskPointMeasured,
+            TaskStepStarted,
+            TaskSweepConfig,
+            TaskSweepFinished,
+            run_task_sweep,
+        )
+        from workbench.core.devices import load_device
+        from workbench.core.errors import WorkbenchError
+        from workbench.core.presets import load_preset
+        from workbench.core.tasks.registry import find_task
+
+        try:
+            config = TaskSweepConfig(
+                model_path=self.model_path,
+                presets=tuple(p if isinstance(p, Preset) else load_preset(p) for p in self.presets),
+                device=self.device if isinstance(self.device, DeviceProfile) else load_device(self.device),
+                task=find_task(self.task_name),
+                samples=self.samples,
+                limit=self.limit,
+            )
+            for event in run_task_sweep(config, self.cancel_event):
+                if isinstance(event, TaskStepStarted):
+                    self.post_message(TaskStepped(event.label, event.done, event.total))
+                elif isinstance(event, TaskPointMeasured):
+                    self.post_message(TaskRowMeasured(event.row))
+                elif isinstance(event, TaskSweepFinished):
+                    failures = tuple(f"{f.label}: {f.message}" for f in event.failures)
+                    self.post_message(TaskBenchEnded(event.rows, failures))
+        except WorkbenchError as error:
+            self.post_message(TaskBenchEnded((), error=str(error)))
+
+    def on_task_stepped(self, message: TaskStepped) -> None:
+        self.query_one("#task-progress", ProgressBar).update(total=message.total, progress=message.done)
+        self.query_one("#task-status", Static).update(message.label)
+
+    def on_task_row_measured(self, message: TaskRowMeasured) -> None:
+        self.rows.append(message.row)
+        self._show()
+
+    def on_task_bench_ended(self, message: TaskBenchEnded) -> None:
+        status = self.query_one("#task-status", Static)
+        if message.error:
+            status.update(f"task bench could not run: {message.error}")
+            self.notify(message.error, title="task bench", severity="error", timeout=10)
+            return
+        self.rows = list(message.rows)
+        self._show()
+        front = ", ".join(f"{r.preset} N={r.samples}" for r in self.rows if r.pareto_latency) or "none"
+        failed = f"; {len(message.failures)} failed" if message.failures else ""
+        status.update(f"done{failed}. Pareto front (accuracy vs latency): {front}")
+        for failure in message.failures:
+            self.notify(failure, title="task point failed", severity="error", timeout=10)
+
+    def _show(self) -> None:
+        table = self.query_one("#task-table", DataTable)
+        table.clear()
+        for row in self.rows:
+            table.add_row(*row_cells(row))
+        self.query_one(TrianglePlot).show(self.rows)
+
+    def action_leave(self) -> None:
+        self.cancel_event.set()
+        self.dismiss(tuple(self.rows))
