@@ -79,7 +79,7 @@ def test_cli_task_bench_json_rows_and_unparseable_shown(tmp_path):
     out = tmp_path / "task.json"
     done = subprocess.run(
         [sys.executable, "-m", "workbench", "bench", "--task", "add-small", "--samples", "2", "--limit", "2",
-         "--presets", "as-is", "--output", "json", "--out", str(out)],
+         "--output", "json", "--out", str(out)],  # no --presets: the model as it is (as-is)
         capture_output=True, text=True, timeout=600,
         env={**__import__("os").environ, "WORKBENCH_CACHE_DIR": str(tmp_path / "cache")},
     )
@@ -89,7 +89,7 @@ def test_cli_task_bench_json_rows_and_unparseable_shown(tmp_path):
     for key in ("task", "samples", "accuracy", "accuracy_ci", "seconds_per_question", "tokens_per_question",
                 "joules_per_question"):
         assert key in row
-    assert row["samples"] == 2 and len(row["accuracy_ci"]) == 2
+    assert row["samples"] == 2 and len(row["accuracy_ci"]) == 2 and row["preset"] == "as-is"
     assert len(document["questions"]) == 1 and len(next(iter(document["questions"].values()))) == 2
 
 

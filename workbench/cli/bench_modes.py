@@ -135,6 +135,13 @@ def _presets(args: argparse.Namespace):
     return presets
 
 
+def _default_task_preset():
+    """`bench --task NAME` alone runs the model as it is (the shipped `as-is` preset)."""
+    from workbench.core.presets import load_preset
+
+    return load_preset("as-is")
+
+
 def _run_kld(args: argparse.Namespace) -> int:
     import json
     from dataclasses import asdict
@@ -215,7 +222,7 @@ def _run_task(args: argparse.Namespace) -> int:
     from workbench.core.tasks.registry import find_task
 
     task = find_task(args.task)
-    presets = _presets(args)
+    presets = _presets(args) if args.presets else (_default_task_preset(),)
     if args.threads:
         presets = tuple(dataclasses.replace(p, threads=t) for p in presets for t in _int_list(args.threads, "--threads"))
     device = load_device(args.device)
