@@ -229,9 +229,14 @@ def parse_test(record: Any, where: str) -> LlamaBenchTest:
 
     def number(key: str) -> float:
         value = record.get(key)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        try:
+            # A JSON integer has no size limit: 10**400 parses, and float() of it overflows.
+            rate = math.nan if isinstance(value, bool) or not isinstance(value, int | float) else float(value)
+        except OverflowError:
+            rate = math.inf
+        if not math.isfinite(rate) or rate < 0:
             raise WorkbenchError(f"{key} = {str(value)[:30]!r} is not a rate", where=where, fix="give llama-bench output")
-        return float(value)
+        return rate
 
     samples = record.get("samples_ts", [])
     if not isinstance(samples, list):
