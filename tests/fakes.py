@@ -233,7 +233,7 @@ def styles_of(widget, needle: str) -> set[str]:
 
 def make_app(engines: list | None = None, *, engine_kwargs: dict | None = None, sensors: bool = True,
              preset: str = "as-is", device: str = "host", model=None, telemetry_interval_s: float = 0.2,
-             token_batch_interval_s: float = 0.05):
+             token_batch_interval_s: float = 0.05, theme_name: str | None = None):
     """The real app on the bundled model with a FakeEngine per engine start (kept in `engines`)."""
     from workbench.core.paths import bundled_model_path
     from workbench.ui.app import WorkbenchApp
@@ -249,7 +249,8 @@ def make_app(engines: list | None = None, *, engine_kwargs: dict | None = None, 
     selection.add_model(selection.model_path, f"{selection.model_path.stem} (bundled)")
     return WorkbenchApp(selection, engine_factory=engine_factory,
                         sampler_factory=lambda pid: FakeSampler(pid, sensors=sensors),
-                        telemetry_interval_s=telemetry_interval_s, token_batch_interval_s=token_batch_interval_s)
+                        telemetry_interval_s=telemetry_interval_s, token_batch_interval_s=token_batch_interval_s,
+                        theme_name=theme_name)
 
 
 async def wait_until(pilot, condition, timeout_s: float = 10.0) -> None:

@@ -6,14 +6,21 @@ import dataclasses
 from pathlib import Path
 
 from arch_models import arch_model, write_arch_gguf
-from fakes import panel_host, rendered, wait_until
+from fakes import make_app, panel_host, rendered, wait_until
+from textual.widgets import Input, Static, Switch
 
 from workbench.core.chat_mode import BUILTIN_TEMPLATE, COMPLETION
+from workbench.core.gguf_reader import read_gguf
+from workbench.core.ledger import predict_ledger
+from workbench.core.paths import bundled_model_path
+from workbench.core.preset import DeviceProfile, Preset
 from workbench.ui.app import WorkbenchApp
 from workbench.ui.screens.main_screen import LOADED
+from workbench.ui.screens.preset_screen import PresetScreen
 from workbench.ui.selection import Selection
 from workbench.ui.widgets.chat_view import Notice
 from workbench.ui.widgets.kv_panel import KvPanel
+from workbench.ui.widgets.ledger_panel import LedgerPanel
 from workbench.ui.widgets.prompt_input import PromptInput
 
 
@@ -90,3 +97,36 @@ async def test_a_base_model_runs_in_completion_mode_with_a_notice(tmp_path: Path
         finished = _last_turn(screen)
         assert finished.prompt_tokens == 4  # <s> ▁a b c: the text itself, no template around it
         assert "<|" not in finished.text
+
+
+async def test_the_preset_editor_edits_swa_full_and_chat_template(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "config"))
+    async with make_app(device="jetson-orin-nano-8gb").run_test(size=(160, 48)) as pilot:
+        await pilot.press("f3")
+        await wait_until(pilot, lambda: isinstance(pilot.app.screen, PresetScreen))
+        presets = pilot.app.screen
+        await wait_until(pilot, lambda: presets.query_one("#field-name", Input).value == "as-is")
+        presets.query_one("#field-swa_full", Switch).value = True
+        presets.query_one("#field-chat_template", Input).value = "gemma"
+        await wait_until(pilot, lambda: presets.edited is not None and presets.edited.swa_full
+                         and presets.edited.chat_template == "gemma")
+        command = str(presets.query_one("#server-command", Static).content)
+        assert "--swa-full" in command and "--chat-template gemma" in command
+        presets.query_one("#field-chat_template", Input).value = "gemmma"  # a typo is named, with the fix
+        await wait_until(pilot, lambda: presets.edited is None)
+        assert "Did you mean gemma" in str(presets.query_one("#preset-problems", Static).content)
+
+
+async def test_the_ledger_panel_shows_expected_rss_and_an_unverified_build():
+    ledger = predict_ledger(read_gguf(bundled_model_path()), Preset("p"), DeviceProfile("roomy", 65536))
+    panel = LedgerPanel(classes="panel")
+    async with panel_host(panel).run_test(size=(70, 40)) as pilot:
+        panel.ledger = ledger
+        await pilot.pause()
+        text = rendered(panel)
+        assert "RSS at load" in text and f"{ledger.resident.after_load_bytes / 2**20:,.0f}" in text
+        assert "RSS full ctx" in text and "unverified" not in text
+        panel.ledger = dataclasses.replace(ledger, unverified="unverified: installed llama-cpp-python 0.4.0 is outside the "
+                                                     "verified 0.3.36; compute and overhead lines may be off")
+        await pilot.pause()
+        assert "unverified: installed llama-cpp-python 0.4.0" in " ".join(rendered(panel).split())

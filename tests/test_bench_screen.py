@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from textual.app import App
 from textual.widgets import DataTable, Static
 
@@ -55,8 +57,12 @@ async def test_bench_screen_runs_a_sweep_live_and_saves_every_format(tmp_path, m
         assert sorted(path.suffix for path in screen.saved_files) == [".csv", ".json", ".jsonl", ".md"]
         assert read_results(next(p for p in screen.saved_files if p.suffix == ".json")) == screen.results
         notes = str(screen.query_one("#bench-notes", Static).render())
-        if any(row.unavailable for row in screen.results.rows):
-            assert notes.startswith("[1] ")  # each n/a cell's reason
+        # every "n/a [k]" cell has its footnote line "[k] columns: reason", and there is no other line
+        cells = [str(cell) for i in range(table.row_count) for cell in table.get_row_at(i)]
+        cited = {int(number) for cell in cells for number in re.findall(r"n/a \[(\d+)\]", cell)}
+        noted = {int(number) for number in re.findall(r"^\[(\d+)\] ", notes, flags=re.MULTILINE)}
+        assert noted == cited
+        assert all(re.fullmatch(r"n/a \[\d+\]", cell) for cell in cells if cell.startswith("n/a"))  # never bare
 
 
 async def test_bench_screen_reports_a_bad_preset_in_one_line_and_escape_leaves(tmp_path):

@@ -120,9 +120,18 @@ def test_bad_command_line_choice_is_one_line_before_the_app_opens(option, value,
     assert named in str(caught.value) and "\n" not in str(caught.value)
 
 
-def test_every_shipped_theme_is_accepted_on_the_command_line():
-    for name in ("workbench-dark", "projector-light", "amber-field", "textual-dark"):
+def test_every_shipped_theme_is_accepted_on_the_command_line_and_starts_the_app_in_it():
+    from workbench.ui.themes import load_themes
+
+    shipped = {theme.name for theme in load_themes()}
+    assert {"workbench-dark", "projector-light", "amber-field"} <= shipped  # a lost theme file fails here
+    for name in (*sorted(shipped), "textual-dark"):
         check_theme(name)
+        app = make_app(theme_name=name)
+        assert app.theme == name and app.startup_problems == []
+    with pytest.raises(WorkbenchError) as caught:
+        check_theme("no-such-theme")
+    assert all(name in str(caught.value) for name in shipped)  # the error names the themes there are
 
 
 async def test_f4_opens_the_bench_screen_for_the_chosen_model_device_and_preset(monkeypatch):

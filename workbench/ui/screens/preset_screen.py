@@ -22,9 +22,9 @@ from workbench.ui.units import mib
 
 WIDE_MIN_SIZE = (120, 34)  # below this the form is one column of borderless fields
 
-TEXT_FIELDS = ("name", "description", "weights")
+TEXT_FIELDS = ("name", "description", "weights", "chat_template")
 INT_FIELDS = ("ctx_size", "batch_size", "ubatch_size", "threads", "draft_prompt_lookup")
-BOOL_FIELDS = ("flash_attn", "mlock", "mmap")
+BOOL_FIELDS = ("flash_attn", "mlock", "mmap", "swa_full")
 CACHE_FIELDS = ("cache_type_k", "cache_type_v")
 EDITOR_SOURCE = "preset editor"
 
