@@ -48,6 +48,9 @@ async def test_bench_screen_runs_a_sweep_live_and_saves_every_format(tmp_path, m
     )
     async with BenchHost(screen).run_test(size=(180, 50)) as pilot:
         table = screen.query_one("#bench-table", DataTable)
+        await pilot.pause(1.5)
+        assert screen.rows == [] and "Start" in _status(screen)  # nothing runs before Start
+        await pilot.click("#bench-start")
         await _wait_for(pilot, lambda: table.row_count >= 1)  # the first row shows before the sweep ends
         await _wait_for(pilot, lambda: screen.results is not None)
         await pilot.pause()
@@ -69,9 +72,42 @@ async def test_bench_screen_reports_a_bad_preset_in_one_line_and_escape_leaves(t
     screen = BenchScreen(bundled_model_path(), "host", ["no-such-preset"], out_dir=tmp_path)
     app = BenchHost(screen)
     async with app.run_test() as pilot:
+        await pilot.pause()
+        await pilot.click("#bench-start")
         await _wait_for(pilot, lambda: "could not run" in _status(screen), seconds=30)
         assert "no-such-preset" in _status(screen)
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is not screen and screen.cancel_event.is_set()
     assert not list(tmp_path.iterdir())  # nothing measured, nothing saved
+
+
+async def test_bench_screen_opens_on_a_form_checks_it_and_shows_elapsed_time_in_a_step(tmp_path, monkeypatch):
+    """Start reads the form; a bad value is one line; a running step's status moves every second."""
+    started = []
+    monkeypatch.setattr(BenchScreen, "run_sweep", lambda self: started.append(
+        (self.presets, self.n_prompt, self.n_gen, self.repetitions)))
+    screen = BenchScreen(bundled_model_path(), "host", ["as-is"], out_dir=tmp_path)
+    async with BenchHost(screen).run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        for widget_id in ("#bench-presets", "#bench-n-prompt", "#bench-n-gen", "#bench-repetitions", "#bench-start"):
+            region = screen.query_one(widget_id).region
+            assert region.width > 0 and region.right <= 80 and region.bottom < 24, widget_id  # usable at 80x24
+        screen.query_one("#bench-repetitions").value = "0"
+        await pilot.click("#bench-start")
+        await pilot.pause()
+        assert started == [] and "whole numbers of 1 or more" in _status(screen)
+        screen.query_one("#bench-presets").value = "as-is, quality-q8"
+        screen.query_one("#bench-n-prompt").value = "32"
+        screen.query_one("#bench-repetitions").value = "1"
+        screen.query_one("#bench-presets").focus()
+        await pilot.press("enter")  # Enter in the form is Start
+        await pilot.pause()
+        assert started == [(("as-is", "quality-q8"), 32, 128, 1)]
+        from workbench.ui.bench_screen import BenchStepStarted
+
+        screen.post_message(BenchStepStarted("as-is", "perplexity", 3, 8))
+        await _wait_for(pilot, lambda: "perplexity" in _status(screen), seconds=10)
+        await _wait_for(pilot, lambda: "s in this step" in _status(screen), seconds=10)
+        first = _status(screen)
+        await _wait_for(pilot, lambda: _status(screen) != first, seconds=10)  # the elapsed time moves

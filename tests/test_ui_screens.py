@@ -137,10 +137,16 @@ def test_every_shipped_theme_is_accepted_on_the_command_line_and_starts_the_app_
 async def test_f4_opens_the_bench_screen_for_the_chosen_model_device_and_preset(monkeypatch):
     from workbench.ui.bench_screen import BenchScreen
 
-    monkeypatch.setattr(BenchScreen, "run_sweep", lambda self: None)  # the sweep itself is the bench's own test
+    started = []
+    monkeypatch.setattr(BenchScreen, "run_sweep", lambda self: started.append(True))  # the bench's own test runs it
     async with make_app(preset="long-context-kv4", device="rk3588-8gb").run_test(size=(160, 48)) as pilot:
         await pilot.press("f4")
         await wait_until(pilot, lambda: isinstance(pilot.app.screen, BenchScreen))
         bench = pilot.app.screen
         assert bench.model_path == bundled_model_path() and bench.device == "rk3588-8gb"
         assert bench.presets[0] == "long-context-kv4" and len(set(bench.presets)) == len(bench.presets)
+        await pilot.pause(0.5)
+        assert started == []  # F4 opens on the settings form: nothing runs before Start
+        await pilot.click("#bench-start")
+        await pilot.pause()
+        assert started == [True]

@@ -7,13 +7,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, ProgressBar, Static
+from textual.widgets import Button, DataTable, Footer, Input, Label, ProgressBar, Static
 from textual_plotext import PlotextPlot
 
 from workbench.core.bench.report import FORMATS, MD_COLUMNS, BenchResults, footnote_lines, md_cells, write_results
@@ -91,8 +91,21 @@ class BenchScreen(Screen):
     def compose(self) -> ComposeResult:
         with Vertical(id="bench-body"):
             yield Static(f"Bench  {self.model_path.name}", id="bench-title")
+            # nothing runs until Start: a full sweep takes minutes and loads the engine several times
+            with Horizontal(id="bench-settings"):
+                yield Label("presets")
+                yield Input(", ".join(p if isinstance(p, str) else p.name for p in self.presets),
+                            id="bench-presets", compact=True)
+                yield Label("-p")
+                yield Input(str(self.n_prompt), id="bench-n-prompt", type="integer", compact=True)
+                yield Label("-n")
+                yield Input(str(self.n_gen), id="bench-n-gen", type="integer", compact=True)
+                yield Label("-r")
+                yield Input(str(self.repetitions), id="bench-repetitions", type="integer", compact=True)
+                yield Button("Start", id="bench-start", variant="primary", compact=True)
             yield ProgressBar(total=None, show_eta=False, id="bench-progress")
-            yield Static("starting…", id="bench-status")
+            yield Static("Choose the presets and sizes, then Start (Enter). Each preset loads in a fresh engine: "
+                         "speed runs, then perplexity.", id="bench-status")
             yield DataTable(id="bench-table", zebra_stripes=True)
             yield Static("", id="bench-notes")
             with Horizontal(id="bench-plots"):
@@ -104,7 +117,41 @@ class BenchScreen(Screen):
         table = self.query_one("#bench-table", DataTable)
         table.add_columns(*(header for header, _, _ in MD_COLUMNS))
         self._draw_plots()
+        self.query_one("#bench-progress", ProgressBar).update(total=100, progress=0)
+        self.query_one("#bench-start", Button).focus()
+        self._step_started_at: float | None = None
+        self._step_text = ""
+        # a step (perplexity above all) can take a minute: its elapsed time moves every second
+        self.set_interval(1.0, self._tick)
+
+    @on(Button.Pressed, "#bench-start")
+    @on(Input.Submitted)
+    def start(self) -> None:
+        """Read the form; a bad value is one line in the status, and nothing starts."""
+        try:
+            presets = tuple(name.strip() for name in self.query_one("#bench-presets", Input).value.split(",")
+                            if name.strip())
+            sizes = [int(self.query_one(f"#{field}", Input).value or "0")
+                     for field in ("bench-n-prompt", "bench-n-gen", "bench-repetitions")]
+        except ValueError:
+            sizes = [0]
+            presets = ()
+        if not presets or min(sizes) < 1:
+            self._status("✘ name at least one preset, and give -p, -n and -r as whole numbers of 1 or more")
+            return
+        given = {p.name: p for p in self.presets if isinstance(p, Preset)}  # presets made in code stay objects
+        self.presets = tuple(given.get(name, name) for name in presets)
+        self.n_prompt, self.n_gen, self.repetitions = sizes
+        for widget in self.query("#bench-settings Input, #bench-settings Button"):
+            widget.disabled = True
+        self.query_one("#bench-progress", ProgressBar).update(total=None)
+        self._status("starting…")
         self.run_sweep()
+
+    def _tick(self) -> None:
+        if self._step_started_at is not None and self.results is None:
+            elapsed = time.monotonic() - self._step_started_at
+            self._status(f"{self._step_text}  · {elapsed:,.0f} s in this step")
 
     @work(thread=True, exclusive=True, group="bench")
     def run_sweep(self) -> None:
@@ -147,7 +194,9 @@ class BenchScreen(Screen):
 
     def on_bench_step_started(self, message: BenchStepStarted) -> None:
         self.query_one("#bench-progress", ProgressBar).update(total=message.total_steps, progress=message.done_steps)
-        self._status(f"{message.preset}: {message.step}  ({message.done_steps}/{message.total_steps})")
+        self._step_text = f"{message.preset}: {message.step}  ({message.done_steps}/{message.total_steps})"
+        self._step_started_at = time.monotonic()
+        self._status(self._step_text)
 
     def on_bench_row_measured(self, message: BenchRowMeasured) -> None:
         self.rows.append(message.row)
@@ -157,10 +206,14 @@ class BenchScreen(Screen):
         self.notify(message.message, title=f"{message.preset} failed", severity="error", timeout=10)
 
     def on_bench_sweep_failed(self, message: BenchSweepFailed) -> None:
+        self._step_started_at = None
+        for widget in self.query("#bench-settings Input, #bench-settings Button"):
+            widget.disabled = False  # fix the form and Start again
         self._status(f"bench could not run: {message.message}")
         self.notify(message.message, title="bench", severity="error", timeout=10)
 
     def on_bench_sweep_finished(self, message: BenchSweepFinished) -> None:
+        self._step_started_at = None
         self.results = message.results
         self.rows = list(message.results.rows)  # now with Δppl and speedup against the reference
         self._show_rows(self.rows)
