@@ -35,3 +35,16 @@ def test_chat_on_a_base_model_says_completion_mode_once(tmp_path: Path):
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("completion mode: the model has no chat template and no known turn tokens") == 1
     assert 'chat_template = "chatml"' in done.stderr  # how to force a template
+
+
+def test_ledger_names_an_unverified_llama_cpp_build(monkeypatch, capsys):
+    import workbench.core.llama_build as llama_build
+
+    assert main(["ledger", "bundled", "--preset", "as-is", "--device", "jetson-orin-nano-8gb"]) == 0
+    verified = capsys.readouterr().out
+    assert "graph peak + logits; llama.cpp 0c1e570" in verified and "UNVERIFIED" not in verified
+    monkeypatch.setattr(llama_build, "installed_version", lambda: "0.4.0")
+    assert main(["ledger", "bundled", "--preset", "as-is", "--device", "jetson-orin-nano-8gb"]) == 0
+    unverified = capsys.readouterr().out
+    assert "graph peak + logits; UNVERIFIED build" in unverified
+    assert "warning: unverified: installed llama-cpp-python 0.4.0 is outside the verified 0.3.36" in unverified
