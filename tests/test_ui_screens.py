@@ -150,3 +150,23 @@ async def test_f4_opens_the_bench_screen_for_the_chosen_model_device_and_preset(
         await pilot.click("#bench-start")
         await pilot.pause()
         assert started == [True]
+
+
+async def test_model_screen_opens_a_gguf_typed_by_its_path(tmp_path):
+    tiny = write_tiny_gguf(tmp_path / "typed.gguf")
+    (tmp_path / "notes.txt").write_text("not a model")
+    async with make_app(device="jetson-orin-nano-8gb").run_test(size=(120, 34)) as pilot:
+        main = pilot.app.main_screen
+        await pilot.press("f2")
+        await wait_until(pilot, lambda: pilot.app.screen.query("#model-list"))
+        models = pilot.app.screen
+        models.query_one("#folders").value = f"{tiny}:{tmp_path / 'notes.txt'}:{tmp_path / 'gone.gguf'}"
+        models.query_one("#folders").focus()
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: str(tiny) in models.entries)
+        problems = str(models.query_one("#model-problems").content)
+        assert "notes.txt: a file, not a folder or a .gguf model" in problems and "gone.gguf: no such file" in problems
+        await wait_until(pilot, lambda: models.highlighted == str(tiny) and not models.query_one("#use-model").disabled)
+        await pilot.click("#use-model")
+        await wait_until(pilot, lambda: pilot.app.screen is main)
+        assert main.selection.model_path == tiny

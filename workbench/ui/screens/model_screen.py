@@ -43,7 +43,7 @@ class ModelScreen(Screen[tuple[str, str] | None]):
                     with Vertical(id="model-list-pane"):
                         with Horizontal(id="folder-row"):
                             yield Input(":".join(str(f) for f in load_model_folders()), id="folders",
-                                        placeholder="folders to scan for .gguf, separated by ':'")
+                                        placeholder="folders to scan, or .gguf files, separated by ':'")
                             yield Button("Scan", id="scan")
                         yield OptionList(id="model-list")
                         yield Static("", id="model-problems")
@@ -104,8 +104,10 @@ class ModelScreen(Screen[tuple[str, str] | None]):
             option_list.add_option(Option(Text.assemble(label, (f"\u00a0\u00a0{origin}", "dim")), id=path))
         self.query_one("#model-problems", Static).update("\n".join(message.problems))
         if message.entries:
-            current = str(self.selection.model_path)
-            index = next((i for i, entry in enumerate(message.entries) if entry[1] == current), 0)
+            # a .gguf just typed into the folders box comes first, else the model in use
+            typed = [str(path) for path in self.folders() if path.suffix.lower() == ".gguf"]
+            wanted = [*typed, str(self.selection.model_path)]
+            index = next((i for want in wanted for i, entry in enumerate(message.entries) if entry[1] == want), 0)
             option_list.highlighted = index
 
     @on(OptionList.OptionHighlighted, "#model-list")
