@@ -50,6 +50,8 @@ class LedgerPanel(Widget):
         if self.split is not None and len(self.split.devices) > 1:
             parts.append(self._devices_table(self.split))
         parts.append(self._system_memory())
+        if ledger.unverified:  # the compute and overhead lines were checked on another llama.cpp build
+            parts.append(Text(f"⚠ {ledger.unverified}", style=theme_colour(self.app, "ledger-compute")))
         return Group(*parts)
 
     def _devices_table(self, split: SplitLedger) -> Table:
@@ -149,6 +151,11 @@ class LedgerPanel(Widget):
         headroom_style = f"bold {theme_colour(self.app, headroom_colour)}"
         measured_headroom = mib_number(ledger.budget_bytes - rss) if rss else "—"
         table.add_row("headroom", Text(mib_number(ledger.headroom_bytes), style=headroom_style), "", measured_headroom)
+        resident = ledger.resident
+        if resident is not None:  # what RSS should show: after load, and once a prompt filled the context
+            table.add_row("RSS at load", mib_number(resident.after_load_bytes), "",
+                          mib_number(loaded.rss_bytes if loaded else None))
+            table.add_row("RSS full ctx", mib_number(resident.after_prompt_bytes), "", mib_number(rss) if loaded else "—")
         return table
 
     def _engine_rss(self) -> int | None:
