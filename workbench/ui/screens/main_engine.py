@@ -7,7 +7,7 @@ from pathlib import Path
 from textual import work
 from textual.widgets import Button, ProgressBar, Select, Static
 
-from workbench.core.ledger_types import DOES_NOT_FIT
+from workbench.core.ledger_types import DOES_NOT_FIT, LedgerFix
 from workbench.ui import engine_work
 from workbench.ui.loaded_choice import choice_of
 from workbench.ui.messages import LoadFailed, LoadProgressReported, ModelLoaded, ModelUnloaded
@@ -60,13 +60,23 @@ class EngineFlow:
         if ledger is not None and ledger.verdict == DOES_NOT_FIT:
             from workbench.ui.screens.overbudget_modal import OverbudgetModal
 
-            def confirmed(answer: bool | None) -> None:
-                if answer:
+            def confirmed(answer: object) -> None:
+                if isinstance(answer, LedgerFix):
+                    self.use_fix(answer)
+                elif answer:
                     self.start_load(allow_overbudget=True)
 
             self.app.push_screen(OverbudgetModal(ledger), confirmed)
             return
         self.start_load(allow_overbudget=False)
+
+    def use_fix(self, fix: LedgerFix) -> None:
+        """Use the preset with the fix applied, as an unsaved copy, and predict again."""
+        from workbench.core.ledger_fixes import apply_fix
+
+        label = self.selection.use_unsaved(apply_fix(self.selection.preset(), fix))
+        self.select_preset(label)
+        self.notify(f"{fix.change}: saves {fix.saved_bytes / 2**20:,.0f} MiB; {fix.cost}", title="Fix applied")
 
     def start_load(self, *, allow_overbudget: bool) -> None:
         try:
