@@ -16,9 +16,10 @@ class DeviceBench:
     reported: int | None  # None when llama.cpp printed no buffer line for the device
 
 
-def split_row_fields(config: Any, preset: Any, loaded: Any) -> dict[str, Any]:
-    """`devices`, `split_bound_tps` and `network_ms_per_token` of a row; empty for a preset without devices."""
+def split_row_fields(config: Any, preset: Any, loaded: Any, notes: dict[str, str]) -> dict[str, Any]:
+    """`devices`, `split_bound_tps` and `network_ms_per_token` of a row; `notes` gets why a figure is missing."""
     if not (preset.rpc or getattr(config, "rpc", ())):
+        notes["split_bound_tps"] = notes["network_ms_per_token"] = "not split over devices (no RPC nodes)"
         return {}
     from workbench.core.gguf_reader import read_gguf
     from workbench.core.rpc.nodes import predict_devices
@@ -33,6 +34,10 @@ def split_row_fields(config: Any, preset: Any, loaded: Any) -> dict[str, Any]:
         for d in split.devices
     )
     bound = split.decode_empty
+    if bound.tokens_per_s is None:
+        notes["split_bound_tps"] = "unknown: " + ", ".join(bound.missing)
+    if not bound.terms:
+        notes["network_ms_per_token"] = "unknown: no figure of the split's bound is known"
     return {
         "devices": devices,
         "split_bound_tps": bound.tokens_per_s,

@@ -297,6 +297,7 @@ def build_row(
     if ppl is None:
         notes["ppl"] = run.ppl_error or "perplexity was not measured"
 
+    split = split_row_fields(config, preset, loaded, notes)  # adds why its figures are unavailable to notes
     return BenchRow(
         preset=preset.name,
         weights=preset.weights,
@@ -338,7 +339,7 @@ def build_row(
         ppl_ctx=ppl.n_ctx if ppl else None,
         ppl_tokens=ppl.n_tokens_scored if ppl else None,
         unavailable=tuple(notes.items()),
-        **split_row_fields(config, preset, loaded),
+        **split,
     )
 
 
