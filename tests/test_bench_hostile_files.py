@@ -61,3 +61,25 @@ def test_a_rate_of_400_digits_is_one_line_naming_the_field(tmp_path, capsys, key
     assert main(["bench", "compare", str(hostile), str(LLAMA_BENCH)]) == 2
     line = one_error_line(capsys)
     assert f"{hostile}: test row 1" in line and key in line and "is not a rate" in line
+
+
+def _one_line_from(argv: list[str], special: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "workbench", *argv], capture_output=True, text=True, timeout=300,
+                          preexec_fn=_memory_capped)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"workbench: {special}: is ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_a_fifo_or_a_device_as_a_tegrastats_log_or_an_evaluation_text_is_refused_unread(tmp_path, special):
+    # Before: monitor --tegrastats and bench --eval-text read the path whole with read_text():
+    # a FIFO blocked for ever, /dev/zero ended in MemoryError (or filled memory without a cap).
+    if special == "fifo":
+        special = str(tmp_path / "replay.log")
+        os.mkfifo(special)
+    kind = "named pipe (FIFO)" if special.endswith(".log") else "character device"
+    assert kind in _one_line_from(["monitor", "--tegrastats", special, "--count", "1"], special)
+    line = _one_line_from(["bench", "--model", "bundled", "--presets", "as-is", "--eval-text", special], special)
+    assert kind in line and "evaluation text" in line

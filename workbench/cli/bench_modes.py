@@ -186,12 +186,13 @@ def _run_kld(args: argparse.Namespace) -> int:
 
 
 def _eval_text(args: argparse.Namespace) -> str | None:
-    from pathlib import Path
+    from workbench.core.regular_files import MIB, read_regular_file
 
     if not args.eval_text:
         return None
     try:
-        return Path(args.eval_text).read_text(encoding="utf-8")
+        return read_regular_file(args.eval_text, max_bytes=64 * MIB, what="an evaluation text",
+                                 fix="give a UTF-8 text file").decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise WorkbenchError(f"cannot read the evaluation text ({error})", where=args.eval_text,
                              fix="give a UTF-8 text file") from error

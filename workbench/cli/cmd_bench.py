@@ -91,8 +91,11 @@ def run(args: argparse.Namespace) -> int:
         soak_seconds = parse_duration(args.soak)
     eval_text = None
     if args.eval_text:
+        from workbench.core.regular_files import MIB, read_regular_file
+
         try:
-            eval_text = Path(args.eval_text).read_text(encoding="utf-8")
+            eval_text = read_regular_file(args.eval_text, max_bytes=64 * MIB, what="an evaluation text",
+                                          fix="give a UTF-8 text file").decode("utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise WorkbenchError(f"cannot read the evaluation text ({error})", where=args.eval_text,
                                  fix="give a UTF-8 text file") from error

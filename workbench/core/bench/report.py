@@ -6,7 +6,6 @@ import csv
 import dataclasses
 import io
 import json
-import os
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from workbench.core.bench.llama_bench import MAX_TESTS, LlamaBenchTest, is_ours,
 from workbench.core.bench.machine import Machine, machine_from_dict
 from workbench.core.bench.rows import ROW_FIELDS, BenchRow, row_from_dict
 from workbench.core.errors import WorkbenchError
+from workbench.core.regular_files import read_regular_file
 
 FORMATS = ("md", "csv", "json", "jsonl")
 OLD_FILE_FORMAT = "workbench-bench/1"  # {format, machine, rows}: still read
@@ -225,7 +225,8 @@ def read_bench_file(path: str | Path) -> BenchFile:
     """A json or jsonl file written by the bench or by llama-bench (`-o json` / `-o jsonl`)."""
     source = Path(path)
     try:
-        text = _read_bounded(source).decode("utf-8")
+        text = read_regular_file(source, max_bytes=MAX_RESULTS_BYTES, what="a results file",
+                                 fix="give a file written by `workbench bench` or llama-bench").decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
         raise WorkbenchError(f"cannot read results: {reason}", where=str(source),
@@ -238,28 +239,6 @@ def read_bench_file(path: str | Path) -> BenchFile:
     except (ValueError, KeyError, TypeError, RecursionError) as error:  # '[' * 100_000: the decoder recurses per level
         raise WorkbenchError(f"not a bench result file ({str(error)[:120]})", where=str(source),
                              fix="give a file written by `workbench bench --output json` or `llama-bench -o json`") from error
-
-
-def _read_bounded(source: Path) -> bytes:
-    """At most MAX_RESULTS_BYTES of a regular file; a FIFO or a device (/dev/zero) is refused, never read.
-
-    O_NONBLOCK opens a FIFO at once (a plain open waits for a writer for ever) and fstat says
-    what was opened; /dev/zero reports size 0 and never ends, so the read is bounded as well.
-    """
-    from workbench.core.model_ref import special_file_kind
-
-    fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as stream:
-        info = os.fstat(fd)
-        kind = special_file_kind(info.st_mode)
-        if kind is not None:
-            raise WorkbenchError(f"is {kind}, not a results file", where=str(source),
-                                 fix="give a file written by `workbench bench` or llama-bench")
-        if info.st_size > MAX_RESULTS_BYTES:
-            raise WorkbenchError(f"{info.st_size // MIB} MiB is too large for a results file",
-                                 where=str(source), fix="give a file written by `workbench bench` or llama-bench")
-        os.set_blocking(fd, True)
-        return stream.read(MAX_RESULTS_BYTES + 1)[:MAX_RESULTS_BYTES]
 
 
 def parse_bench_text(text: str, where: str = "<text>", name: str = "") -> BenchFile:

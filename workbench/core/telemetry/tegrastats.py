@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.regular_files import MIB, read_regular_file
 
 _TIMESTAMP = re.compile(r"^(\d\d-\d\d-\d{4} \d\d:\d\d:\d\d)\s")
 _RAM = re.compile(r"\bRAM (\d+)/(\d+)MB")
@@ -34,6 +35,7 @@ _RAIL_MW = re.compile(r"\b([A-Z][A-Z0-9_]*) (\d+)mW/(\d+)mW")
 # keeps RAM 1343/7620MB and IRAM 0/252kB out.
 _RAIL_BARE = re.compile(r"\b([A-Z][A-Z0-9_]*) (\d+)/(\d+)(?![\w/])")
 # The board or module input, in order of preference: it is the total where it exists.
+MAX_LOG_BYTES = 64 * MIB  # about 60 hours of 1 Hz lines; a larger file is refused, not read into memory
 INPUT_RAILS = ("VDD_IN", "VIN", "POM_5V_IN")
 # Channels that are no rail at all: unconnected INA3221 inputs and its summing channel.
 NOT_RAILS = ("NC", "SUM OF SHUNT VOLTAGES")
@@ -149,7 +151,9 @@ class TegrastatsLog:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
+            text = read_regular_file(self.path, max_bytes=MAX_LOG_BYTES, what="a tegrastats log",
+                                     fix="give a file written by `tegrastats --logfile FILE`, or 'live' to run tegrastats",
+                                     ).decode("utf-8", errors="replace")
         except OSError as error:
             raise WorkbenchError(
                 f"cannot read tegrastats log ({error.strerror})",
