@@ -28,10 +28,10 @@ def read_regular_file(path: str | os.PathLike[str], *, max_bytes: int, what: str
         if kind is not None:
             raise WorkbenchError(f"is {kind}, not {what}", where=str(source), fix=fix)
         if info.st_size > max_bytes:
-            raise WorkbenchError(f"is {info.st_size / MIB:.1f} MiB, more than {what} holds "
-                                 f"(at most {max_bytes / MIB:.0f} MiB)", where=str(source), fix=fix)
+            raise WorkbenchError(f"{info.st_size / MIB:.1f} MiB is too large for {what} (at most {max_bytes / MIB:.0f} MiB)",
+                                 where=str(source), fix=fix)
         os.set_blocking(fd, True)
         data = stream.read(max_bytes + 1)
     if len(data) > max_bytes:  # grew while we read it
-        raise WorkbenchError(f"is more than {max_bytes / MIB:.0f} MiB, more than {what} holds", where=str(source), fix=fix)
+        raise WorkbenchError(f"more than {max_bytes / MIB:.0f} MiB is too large for {what}", where=str(source), fix=fix)
     return data
