@@ -126,3 +126,41 @@ def test_resident_memory_after_load_and_after_a_full_prompt(arch_engine):
         measured = psutil.Process(client.pid).memory_info().rss
     report += f", measured {measured / MIB:.1f} MiB"
     assert _in_band(resident.after_prompt_bytes, measured), report
+
+
+# A query twice n_embd wide (Qwen3-0.6B/4B: n_head * head_dim = 2 * n_embd): the qwen3 tiny model
+# with 4 query heads of 64 over n_embd 128 (q = 256, kv = 128). Every size in floats per ubatch token.
+# Without flash attention the logits stage (n_vocab 32768 + 3 * 128) is the peak and llama.cpp
+# reports it at every context. With flash attention llama.cpp reports n_vocab + 2 n_embd at most
+# contexts, but at n_ctx 2048-3328 (and 512-768) its allocator lays the logits above
+# 12 n_embd = 4 n_embd + 3 q + 2 kv (the last layer's attention tensors): 34304 instead of 33024
+# floats, 3.5% more than the ledger predicts. That is the ledger's known miss (README), kept
+# here as strict xfails so the day it is fixed these cases turn into errors and the README is updated.
+WIDE_QUERY = dataclasses.replace(ARCH_MODELS["qwen3"], n_head=4, name="qwen3-2xq")
+WIDE_QUERY_CASES = (
+    *(pytest.param(ctx, False, id=f"no-fa-ctx{ctx}") for ctx in (1024, 2048, 4096)),
+    *(pytest.param(ctx, True, id=f"fa-ctx{ctx}") for ctx in (1024, 4096, 8192)),
+    *(pytest.param(ctx, True, id=f"fa-ctx{ctx}-known-miss", marks=pytest.mark.xfail(
+        strict=True, reason="README's known miss: the allocator lays the logits above 12 n_embd")) for ctx in (2048, 3072)),
+)
+
+
+@pytest.fixture(scope="module")
+def wide_query_engine(model_dir):
+    path = model_dir / "qwen3-2xq.gguf"
+    assert WIDE_QUERY.n_head * WIDE_QUERY.head_dim == 2 * WIDE_QUERY.n_embd
+    write_arch_gguf(path, WIDE_QUERY)
+    with EngineClient() as client:
+        yield path, client
+
+
+@pytest.mark.parametrize(("ctx_size", "flash_attn"), WIDE_QUERY_CASES)
+def test_compute_within_two_percent_for_a_query_twice_n_embd(wide_query_engine, ctx_size, flash_attn):
+    path, client = wide_query_engine
+    preset = Preset("wide-query", ctx_size=ctx_size, batch_size=512, ubatch_size=512, flash_attn=flash_attn, threads=1)
+    loaded, ledger = _load(client, path, preset)
+    report = (f"qwen3-2xq ctx {ctx_size} flash_attn {flash_attn}: predicted compute {ledger.compute_bytes / MIB:.3f}, "
+              f"llama.cpp {loaded.compute_buffer_bytes / MIB:.3f} MiB")
+    assert loaded.n_ctx == ledger.ctx_size, report
+    assert within(ledger.compute_bytes, loaded.compute_buffer_bytes), report
+    assert within(ledger.kv_bytes, loaded.kv_buffer_bytes), report
