@@ -36,6 +36,12 @@ MAX_METADATA_KEYS = 16_384  # real models carry under 100 keys
 MAX_TENSORS = 16_384  # the largest models llama.cpp runs (400B dense, 671B MoE) hold under 2,000 tensors
 MAX_ARRAY_STRINGS = 2_000_000  # tokens and merges together: about 700k in the largest vocabularies
 MAX_KEPT_STRING_BYTES = 1024 * 1024  # a longer string value (chat templates take ~10 kB) is skipped, not held
+# Over the whole header, what is decoded and held: real models keep a few per-layer arrays (<= 512
+# entries each) and a few kB of strings. Past these, arrays stand as LongArray and strings as
+# LongString: 15,500 arrays of 512 u64 (a 64 MB header) held 460 MB, and 2M short strings in
+# 512-entry arrays took 6 s to decode.
+MAX_KEPT_ARRAY_ITEMS = 65_536
+MAX_KEPT_STRINGS_BYTES = 16 * 1024 * 1024
 
 # GGUF value types: id -> (name, struct code or None for string/array, fixed size).
 _VALUE_TYPES: dict[int, tuple[str, str | None, int]] = {
@@ -206,6 +212,8 @@ class _Parser:
         self.reader = reader
         self.endian = endian
         self.strings_left = MAX_ARRAY_STRINGS  # in string arrays, over the whole header
+        self.items_kept_left = MAX_KEPT_ARRAY_ITEMS  # array entries decoded and held, over the whole header
+        self.string_bytes_kept_left = MAX_KEPT_STRINGS_BYTES  # string bytes decoded and held, over the whole header
 
     def unpack(self, code: str, size: int, field: str) -> Any:
         return struct.unpack(self.endian + code, self.reader.read(size, field))[0]
@@ -256,9 +264,10 @@ class _Parser:
     def string_value(self, field: str) -> str | LongString:
         """A metadata string: read when short, skipped (and stood for by its length) when long."""
         length = self.string_length(field)
-        if length > MAX_KEPT_STRING_BYTES:
+        if length > MAX_KEPT_STRING_BYTES or length > self.string_bytes_kept_left:
             self.reader.skip(length, field)
             return LongString(length)
+        self.string_bytes_kept_left -= length
         return self.reader.read(length, field).decode("utf-8", errors="replace")
 
     def skip_string(self, field: str) -> None:
@@ -311,13 +320,16 @@ class _Parser:
                     self.reader.offset - 8,
                     "This is not a model file llama.cpp's tools write: get the model from another source",
                 )
+        kept = length <= ARRAYS_KEPT_WHOLE and length <= self.items_kept_left
+        if kept:
+            self.items_kept_left -= length
         if item_code is not None:
-            if length > ARRAYS_KEPT_WHOLE:
+            if not kept:
                 self.reader.skip(length * item_size, field)
                 return LongArray(item_name, length)
             raw = self.reader.read(length * item_size, field)
             return tuple(struct.unpack(f"{self.endian}{length}{item_code}", raw))
-        if length > ARRAYS_KEPT_WHOLE:
+        if not kept:
             self.skip_strings(length, field)
             return LongArray(item_name, length)
         return tuple(self.string_value(field) for _ in range(length))
