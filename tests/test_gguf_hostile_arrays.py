@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import random
 import struct
-import tracemalloc
 from pathlib import Path
 
 from gguf_factory import gguf_string, packed_gguf
+from test_gguf_reader import _peak_bytes_while
 from workbench.core.gguf_reader import MAX_KEPT_ARRAY_ITEMS, LongArray, LongString, read_gguf
 
 MIB = 1024 * 1024
@@ -17,16 +17,13 @@ def _architecture() -> bytes:
     return gguf_string(b"general.architecture") + struct.pack("<I", 8) + gguf_string(b"llama")
 
 
-def _peak_bytes_while(action) -> int:
-    """Peak Python memory allocated while `action()` runs (tracemalloc: the same on a loaded machine)."""
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        action()
-        return tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
+def _read_held(path: Path):
+    """The metadata and the peak Python memory of reading `path`, and how many array entries it holds."""
+    infos = []
+    peak = _peak_bytes_while(lambda: infos.append(read_gguf(path)))
+    metadata = infos[0].metadata
+    held = sum(len(value) for key, value in metadata.items() if key.startswith("junk.") and isinstance(value, tuple))
+    return metadata, peak, held
 
 
 def test_thousands_of_512_entry_number_arrays_are_not_all_held(tmp_path: Path):
@@ -37,11 +34,8 @@ def test_thousands_of_512_entry_number_arrays_are_not_all_held(tmp_path: Path):
     values = struct.pack("<512Q", *[(1 << 62) | rnd.getrandbits(62) for _ in range(512)])
     arrays = b"".join(gguf_string(b"junk.%05d" % index) + struct.pack("<IIQ", 9, 10, 512) + values for index in range(1024))
     path = packed_gguf(tmp_path / "number-arrays.gguf", 0, 1025, _architecture() + arrays)
-    infos = []
-    peak = _peak_bytes_while(lambda: infos.append(read_gguf(path)))
-    metadata = infos[0].metadata
-    held = [value for key, value in metadata.items() if key.startswith("junk.") and isinstance(value, tuple)]
-    assert sum(len(value) for value in held) <= MAX_KEPT_ARRAY_ITEMS
+    metadata, peak, held = _read_held(path)
+    assert held <= MAX_KEPT_ARRAY_ITEMS
     assert metadata["junk.01023"] == LongArray("UINT64", 512)  # still there, by type and length
     # 65,536 kept numbers cost ~2.6 MB; the 1,024 keys and the read buffer a little more.
     assert peak < 10 * MIB, f"reading held {peak / MIB:.1f} MiB"
@@ -55,11 +49,8 @@ def test_many_strings_in_short_arrays_are_not_all_decoded(tmp_path: Path):
                       + b"".join(gguf_string(b"s%05d-%05d" % (index, item)) for item in range(512))
                       for index in range(400))
     path = packed_gguf(tmp_path / "string-arrays.gguf", 0, 401, _architecture() + arrays)
-    infos = []
-    peak = _peak_bytes_while(lambda: infos.append(read_gguf(path)))
-    metadata = infos[0].metadata
-    held = [value for key, value in metadata.items() if key.startswith("junk.") and isinstance(value, tuple)]
-    assert sum(len(value) for value in held) <= MAX_KEPT_ARRAY_ITEMS
+    metadata, peak, held = _read_held(path)
+    assert held <= MAX_KEPT_ARRAY_ITEMS
     assert metadata["junk.00000"][511] == "s00000-00511"  # the first ones are read as before
     assert metadata["junk.00399"] == LongArray("STRING", 512)
     assert peak < 10 * MIB, f"reading held {peak / MIB:.1f} MiB"
