@@ -137,6 +137,10 @@ class ModelRunner:
             return
         sizes = parse_buffer_sizes(line for _, line in captured)
         warnings = list(request.warnings)
+        if request.preset.rpc:  # a node that goes silent (power, cable) must not hang the engine
+            from workbench.core.rpc.keepalive import watch_node_sockets
+
+            warnings += watch_node_sockets(request.preset.rpc, self._log.write_note)
         if llama.n_ctx() != request.preset.ctx_size:
             warnings.append(f"llama.cpp gave a context of {llama.n_ctx()} tokens (the preset asked {request.preset.ctx_size})")
         if self._template.mode.notice:

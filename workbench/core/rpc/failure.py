@@ -16,4 +16,5 @@ def unreachable_nodes(addresses: Sequence[str], timeout_s: float = 3.0) -> str:
     """
     reports = probe_nodes([parse_endpoint(address) for address in addresses], measure_link=False, timeout_s=timeout_s)
     dead = [report for report in reports if not report.reachable]
-    return "".join(f"RPC node {report.address} is unreachable ({report.reason}); " for report in dead)
+    # "stopped answering": it answered when the load began; a silent one is found by keepalive (rpc.keepalive).
+    return "".join(f"RPC node {report.address} is unreachable ({report.reason}): it stopped answering; " for report in dead)

@@ -1,0 +1,122 @@
+"""A node that goes silent mid-answer (a pulled cable: no reset, packets go nowhere) is named within a bound.
+
+The scenario runs in a private network namespace (`unshare -n`), so taking its loopback down
+cuts only this test's link: this file, run as a script under `unshare -n`, is the driver. It
+starts a real `workbench node serve` on 127.0.0.1, loads the bundled model split onto it, takes
+`lo` down at the first token and reports what the client saw. Without keepalive on llama.cpp's
+node socket the engine would wait in recv() for ever (the test's hang guard would fail it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BOUND_S = 60  # generous against a loaded machine; the keepalive deadline is SILENT_NODE_DEADLINE_S (10 s)
+HANG_GUARD_S = 300  # whole driver: two node starts, two loads, the cut; far beyond any healthy run
+
+
+def _drive() -> dict:
+    """Inside the namespace: the cut and the recovery, as a dict for the test to judge."""
+    from workbench.core.engine.client import EngineClient
+    from workbench.core.engine.events import ChatMessage, EngineFailed, Sampling, TokenChunk, TurnFinished
+    from workbench.core.paths import bundled_model_path
+    from workbench.core.preset import DeviceProfile, Preset
+    from workbench.core.rpc.local_nodes import LocalNode
+
+    # ggml's abort otherwise runs gdb for a backtrace that pushes llama.cpp's own last words out of the log tail.
+    os.environ["GGML_NO_BACKTRACE"] = "1"
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    roomy = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2, mem_bandwidth_gbs=10)
+    result: dict = {}
+    node = LocalNode()
+    client = EngineClient()
+    try:
+        preset = Preset(name="test-silent", ctx_size=1024, batch_size=256, ubatch_size=256, threads=1,
+                        gpu_layers=-1, rpc=(node.address,))
+        client.load_blocking(bundled_model_path(), preset, device=roomy)
+        result["node"] = node.address
+        result["log_after_load"] = list(client.log_tail())
+        conversation = [ChatMessage("user", "Name three colours.")]
+        cut_at = failed_at = None
+        for event in client.chat(conversation, Sampling(temperature=0.0, seed=7, max_tokens=400)):
+            if isinstance(event, TokenChunk) and cut_at is None:
+                subprocess.run(["ip", "link", "set", "lo", "down"], check=True)  # the cable is pulled
+                cut_at = time.monotonic()
+            elif isinstance(event, EngineFailed):
+                failed_at = time.monotonic()
+                result.update(kind=event.kind, message=event.message, log_tail=list(event.log_tail))
+            elif isinstance(event, TurnFinished):
+                result["finished"] = event.text
+        result["cut"] = cut_at is not None
+        result["seconds"] = failed_at - cut_at if cut_at is not None and failed_at is not None else None
+        result["client_alive"] = True  # the chat iterator returned instead of raising or hanging
+        # The cable is back and the board restarted its node: reload and go on with the same conversation.
+        subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+        node.stop()
+        node = LocalNode()
+        reloaded = client.load_blocking(bundled_model_path(), dataclasses.replace(preset, rpc=(node.address,)),
+                                        device=roomy)
+        result["reloaded_on"] = [device.endpoint for device in reloaded.devices[1:]]
+        result["new_node"] = node.address
+        events = list(client.chat(conversation, Sampling(temperature=0.0, seed=7, max_tokens=8)))
+        result["after"] = type(events[-1]).__name__
+    finally:
+        client.close()
+        node.stop()
+    return result
+
+
+def _run_driver() -> dict:
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.skip("needs util-linux `unshare` and iproute2 `ip`")
+    probe = subprocess.run(["unshare", "-n", "ip", "link", "set", "lo", "up"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"`unshare -n` was refused here (a private network namespace needs root): {probe.stderr.strip()}")
+    process = subprocess.Popen(["unshare", "-n", sys.executable, str(Path(__file__).resolve())],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                               env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=HANG_GUARD_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # the driver, its engine and its node
+        out, err = process.communicate()
+        pytest.fail(f"the driver hung for {HANG_GUARD_S} s (a silent node was never declared dead?)\n{err[-3000:]}")
+    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    assert process.returncode == 0 and lines, f"driver failed ({process.returncode}):\n{err[-3000:]}"
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_a_silent_node_is_named_within_the_bound_and_the_client_goes_on():
+    result = _run_driver()
+    print({key: value for key, value in result.items() if not key.startswith("log")})
+    node = result["node"]
+    # The engine log says which socket it tuned: the one to the node.
+    assert any("RPC node sockets tuned" in line and f"-> {node}" in line for line in result["log_after_load"]), \
+        result["log_after_load"]
+    assert result["cut"], "no token arrived before the end of the answer"
+    assert "finished" not in result, "the answer finished although the only node holding the layers went silent"
+    assert result["kind"] == "crash"
+    assert f"RPC node {node} is unreachable" in result["message"] and "stopped answering" in result["message"], \
+        result["message"]
+    # llama.cpp's own words: its recv on the node socket failed (the kernel gave up on the peer), then it aborted.
+    assert any("Remote RPC server crashed" in line for line in result["log_tail"]), result["log_tail"][-10:]
+    assert result["seconds"] is not None and result["seconds"] < BOUND_S, result["seconds"]
+    print(f"silent node named {result['seconds']:.1f} s after the cut")
+    assert result["client_alive"]
+    assert result["reloaded_on"] == [result["new_node"]]
+    assert result["after"] == "TurnFinished"
+
+
+if __name__ == "__main__":
+    print("RESULT " + json.dumps(_drive()), flush=True)
