@@ -12,6 +12,7 @@ from pathlib import Path
 from workbench.core import ggml_types, paths
 from workbench.core.errors import WorkbenchError
 from workbench.core.model_info import ModelInfo
+from workbench.core.safe_paths import NAME_MAX_BYTES
 
 FULL_PRECISION = ("F32", "F16", "BF16")
 _FINGERPRINT_SPAN = 1024 * 1024
@@ -51,6 +52,16 @@ def _gguf_stem(source: Path) -> str:
     return source.name[: -len(".gguf")] if source.name.lower().endswith(".gguf") else source.name
 
 
+def _name_that_fits(stem: str, suffix: str) -> str:
+    """`stem + suffix`, the stem cut at a character boundary so the name fits one file name (255 bytes).
+
+    A source may legally be named with 250 bytes; the cache key, the type and `.part-PID`
+    added to it made ENAMETOOLONG (a traceback) before any work was done.
+    """
+    room = max(0, NAME_MAX_BYTES - len(suffix.encode()))
+    return stem.encode()[:room].decode("utf-8", errors="ignore") + suffix
+
+
 def quantized_cache_dir() -> Path:
     return paths.cache_dir() / "quantized"
 
@@ -59,7 +70,7 @@ def cached_quantized_path(src: str | os.PathLike[str], weights_type: str) -> Pat
     """Where the cache keeps `src` re-quantized to `weights_type` (it may not exist yet)."""
     source = Path(src)
     target = weights_type_name(weights_type)
-    return quantized_cache_dir() / f"{_gguf_stem(source)}.{source_fingerprint(source)}.{target}.gguf"
+    return quantized_cache_dir() / _name_that_fits(_gguf_stem(source), f".{source_fingerprint(source)}.{target}.gguf")
 
 
 def requantize_warning(model: ModelInfo, weights_type: str) -> str:
@@ -81,7 +92,7 @@ def default_output_name(source: Path, weights_type: str) -> str:
     base, _, last = stem.rpartition(".")
     if base and (last.upper() in ggml_types.QUANT_TYPES or last.upper() in FULL_PRECISION):
         stem = base  # the source's own type would make "model.Q4_1.Q8_0.gguf"
-    return f"{stem}.{weights_type}.gguf"
+    return _name_that_fits(stem, f".{weights_type}.gguf")
 
 
 def output_path(source: Path, weights_type: str, out: Path) -> Path:
@@ -113,7 +124,7 @@ def check_writable_folder(folder: Path) -> None:
 
 def partial_path(out: Path) -> Path:
     """Where a quantization is written before it is complete (renamed into place at the end)."""
-    return out.with_name(f"{out.name}.part-{os.getpid()}")
+    return out.with_name(_name_that_fits(out.name, f".part-{os.getpid()}"))
 
 
 def remove_partial_files(pid: int) -> None:
