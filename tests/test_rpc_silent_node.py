@@ -97,6 +97,38 @@ def _run_driver() -> dict:
     return json.loads(lines[-1][len("RESULT "):])
 
 
+@pytest.mark.skipif(sys.byteorder != "little", reason="the rows below are as a little-endian kernel prints them")
+def test_proc_net_tcp_rows_read_as_the_kernel_prints_them():
+    from workbench.core.rpc.keepalive import _endpoint
+
+    # 127.0.0.1 is the bytes 7F 00 00 01; the kernel prints the 32-bit word natively: 0x0100007F. 0x1F90 = 8080.
+    assert _endpoint("0100007F:1F90") == ("127.0.0.1", 8080)
+    # ::ffff:192.168.7.2 (C0 A8 07 02 in the last word -> 0x0207A8C0), port 0xC364 = 50020
+    assert _endpoint("0000000000000000FFFF00000207A8C0:C364") == ("192.168.7.2", 50020)
+    assert _endpoint("00000000000000000000000001000000:0050") == ("::1", 80)
+
+
+def test_only_the_connection_to_the_node_is_tuned():
+    import socket
+
+    from workbench.core.rpc.keepalive import SILENT_NODE_DEADLINE_S, watch_node_sockets
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        node = f"127.0.0.1:{listener.getsockname()[1]}"
+        with socket.create_connection(listener.getsockname()) as ours:
+            theirs, _ = listener.accept()  # the node's end: its remote is our ephemeral port, not a node
+            with theirs:
+                notes: list[str] = []
+                assert watch_node_sockets((node,), notes.append) == []
+                assert len(notes) == 1 and f"fd {ours.fileno()} " in notes[0] and f"-> {node}" in notes[0], notes
+                assert ours.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+                assert ours.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == SILENT_NODE_DEADLINE_S * 1000
+                assert theirs.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 0
+                assert listener.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 0
+                ours.sendall(b"x")  # the duplicate was closed, the original still works
+                assert theirs.recv(1) == b"x"
+
+
 def test_a_silent_node_is_named_within_the_bound_and_the_client_goes_on():
     result = _run_driver()
     print({key: value for key, value in result.items() if not key.startswith("log")})
