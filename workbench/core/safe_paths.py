@@ -9,6 +9,7 @@ from workbench.core.errors import WorkbenchError
 
 NAME_MAX_BYTES = 255  # the longest single name ext4, xfs, btrfs and tmpfs accept
 PATH_MAX_BYTES = 4096
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 class UnsafePathError(WorkbenchError):
@@ -23,7 +24,9 @@ def name_problem(component: str) -> str | None:
         return "is empty" if not component else f"is {component!r}, which names no file of its own"
     if "/" in component or "\\" in component:
         return "contains a path separator"
-    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in component):
+    if any(ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F or char in _BIDI_CONTROLS for char in component):
+        # C1 too: U+009B is CSI to a terminal that reads 8-bit controls; and the bidi controls
+        # make a listed name read differently from the file it names ("…\u202efuggu.gguf").
         return "contains a control character"
     try:
         encoded = component.encode("utf-8")
