@@ -33,7 +33,6 @@ class EngineFlow:
         self.query_one("#load-progress").display = phase == LOADING
         # a blinking cursor repaints twice a second; while an answer streams every repaint is CPU the engine could use
         self.query_one(PromptInput).cursor_blink = phase != GENERATING
-        self.refresh_bindings()  # Esc (cancel) is in the footer only while an answer streams
 
     def show_load_button(self) -> None:
         """Load, Unload, or Reload when the selectors name something other than what is loaded."""

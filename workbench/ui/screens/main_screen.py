@@ -51,7 +51,7 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
 
     CSS_PATH = "main_screen.tcss"
     BINDINGS = [
-        Binding("ctrl+l", "toggle_load", "Load/Unload"),
+        Binding("ctrl+l", "toggle_load", "Load"),  # the button says Load, Unload or Reload
         Binding("escape", "cancel_turn", "Cancel"),
         Binding("ctrl+s", "save_transcript", "Save"),
         Binding("f2", "open_models", "Models"),
@@ -159,12 +159,6 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
     def show_tab(self, name: str) -> None:
         """Bring a panel (or the chat) to the front when the layout is tabbed."""
         self.query_one("#layout-tabs", Tabs).active = f"tab-{name}"
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Esc matters only while an answer streams: the footer shows it then, and has room otherwise
-        if action == "cancel_turn":
-            return self.phase == GENERATING
-        return True
 
     def action_show_tab(self, name: str) -> None:
         self.show_tab(name)
