@@ -7,9 +7,10 @@ from collections import Counter
 from fractions import Fraction
 from math import ceil
 
+from workbench.core.alloc_replay import DenseDecoder, floats_below_logits
 from workbench.core.errors import WorkbenchError
 from workbench.core.ggml_types import CACHE_TYPES, QUANT_TYPES, cache_type
-from workbench.core.gguf_checks import check_ledger_model
+from workbench.core.gguf_checks import MAX_LAYERS, check_ledger_model
 from workbench.core.kv_layers import CTX_PAD, kv_cells, n_ubatch_of, predicted_kv_layers, sliding_window
 from workbench.core.experts import expert_counts
 from workbench.core.ledger_fixes import propose_fixes
@@ -156,7 +157,32 @@ def predicted_prompt_compute_bytes(model: ModelInfo, preset: Preset, n_ctx: int)
 def _compute_stages(model: ModelInfo, preset: Preset, n_ctx: int) -> tuple[float, float, float]:
     n_ubatch = preset_n_ubatch(preset, n_ctx)
     swa_cells = kv_cells(model, n_ctx, n_ubatch=n_ubatch, swa_full=preset.swa_full).swa_cells
-    return _stage_widths(model, n_ctx, swa_cells, preset.flash_attn)
+    attention, feed_forward, logits = _stage_widths(model, n_ctx, swa_cells, preset.flash_attn)
+    decoder = _replayed_decoder(model) if preset.flash_attn else None
+    if decoder is not None:
+        # where the allocator puts the logits depends on the free fragments the last layer leaves,
+        # so it is laid out the way llama.cpp does it instead of counted (alloc_replay)
+        logits = model.n_vocab + floats_below_logits(decoder, n_ctx, n_ubatch)
+    return attention, feed_forward, logits
+
+
+# The families whose reserve graph alloc_replay lays out: a dense decoder with separate Q, K, V
+# projections, one global KV cache and a SwiGLU feed-forward (src/models/llama.cpp, qwen2.cpp, qwen3.cpp).
+_REPLAYED_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3"})
+
+
+def _replayed_decoder(model: ModelInfo) -> DenseDecoder | None:
+    """The shape alloc_replay needs, or None for a model whose graph it does not lay out."""
+    if model.architecture not in _REPLAYED_ARCHITECTURES or _expert_ff(model) is not None:
+        return None
+    if not 1 <= model.n_layer <= MAX_LAYERS:  # the replay walks every layer: a file's count is bounded first
+        return None
+    if model.head_dim_k != model.head_dim_v or len(set(model.n_head_kv_per_layer)) > 1:
+        return None
+    if sliding_window(model) is not None or any(t.name.endswith("attn_qkv.weight") for t in model.tensors):
+        return None
+    return DenseDecoder(n_layer=model.n_layer, n_embd=model.n_embd, head_dim=model.head_dim_k, n_head=model.n_head,
+                        n_head_kv=model.n_head_kv, n_ff=_feed_forward_length(model), n_vocab=model.n_vocab)
 
 
 def _expert_ff(model: ModelInfo) -> int | None:
@@ -199,16 +225,22 @@ def _stage_widths(model: ModelInfo, n_ctx: int, swa_cells: int, flash_attn: bool
                                  logits, or a shared expert's 3*n_ff + 2*n_embd, whichever is larger
       logits                     n_vocab + 3*n_embd (2.5 with flash attn)
                                                    logits (n_vocab x n_ubatch x 4 bytes) over the
-                                                   final norm and what is still live below it
+                                                   final norm and what is still live below it;
+                                                   with flash attn on llama/qwen2/qwen3, n_vocab +
+                                                   where alloc_replay lays the logits (see below)
 
     Derived from llama.cpp's graph (llama-graph.cpp build_attn / build_ffn / build_moe_ffn) and
     checked against its reported buffer on every architecture of tests/arch_models.py, varying
     n_ctx 512-16384, n_ubatch 64-512, flash attention and the KV type
     (tests/test_arch_ledger.py, benchmarks/ledger_accuracy.py): the attention and
-    feed-forward stages match to under 1%. Where the logits stage is the peak, the allocator
-    may place it above a fragment of the last layer's tensors instead of on the final norm:
-    measured between 2 and 12 n_embd under it (the wider the query, the higher), so a model
-    whose vocabulary is under ~100x its n_embd can be off by a few percent there.
+    feed-forward stages match to under 1%. Where the logits stage is the peak, what lies under
+    the logits is not a count: ggml-alloc puts the last layer's n_embd-wide output in the
+    smallest free fragment that holds it and the logits on top of the highest live tensor, so
+    with flash attention and a query twice n_embd (Qwen3-0.6B) the logits sit on 2 n_embd at
+    some contexts and on 4*n_embd + 3*q + 2*kv at others (3.5% more buffer). For the dense
+    decoders whose graph it transcribes, `_compute_stages` takes that place from
+    `alloc_replay`, which lays the reserve graph out the way ggml-alloc does (exact to one
+    n_ubatch-long I32 input against llama.cpp's log).
     """
     n_embd, n_head, n_head_kv = model.n_embd, model.n_head, model.n_head_kv
     q = n_head * model.head_dim_k
