@@ -47,6 +47,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import signal
 
     from workbench.core.errors import WorkbenchError
+    from workbench.core.rpc.keepalive import watch_client_connections
     from workbench.core.rpc.node_server import SECURITY_WARNING, check_listen_host, default_threads, start_node
 
     host = check_listen_host(args.host, allow_remote=args.allow_remote)
@@ -56,6 +57,8 @@ def run_serve(args: argparse.Namespace) -> int:
     cache = Path(args.cache).expanduser() if args.cache else None
     node = start_node(host, args.port, threads, cache)
     print(f"listening on {node.address}", flush=True)
+    # An engine host that goes silent (cable pulled) must not keep this node busy for ever.
+    watch_client_connections(node.port, lambda text: print(text, flush=True))
     print(f"serving {', '.join(node.devices)} with {threads} threads; one client at a time", flush=True)
     if host != "127.0.0.1":
         print(SECURITY_WARNING.format(address=node.address), file=sys.stderr, flush=True)

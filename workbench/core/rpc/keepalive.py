@@ -1,4 +1,4 @@
-"""Inside the engine process: TCP keepalive and a user timeout on llama.cpp's sockets to its RPC nodes.
+"""TCP keepalive and a user timeout on llama.cpp's RPC sockets: the engine's to its nodes, a node's to its client.
 
 llama.cpp (ggml-rpc, transport.cpp) opens a plain blocking TCP socket per node and sets only
 TCP_NODELAY, so a node that goes silent without resetting the connection (power loss, a pulled
@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,15 +96,54 @@ def node_sockets(addresses: Sequence[str]) -> list[NodeSocket]:
         endpoint = parse_endpoint(address)
         for ip in _ipv4_addresses(endpoint.host):
             targets[(ip, endpoint.port)] = address
-    by_inode: dict[int, tuple[str, str]] = {}
+    return [NodeSocket(fd, targets[remote], f"{local[0]}:{local[1]}")
+            for fd, _, local, remote in _tcp_sockets(lambda local, remote: remote in targets)]
+
+
+def watch_client_connections(port: int, note: Callable[[str], None], interval_s: float = 1.0) -> threading.Thread:
+    """On a node: tune each client connection accepted on `port` (a daemon thread looks once per interval).
+
+    llama.cpp's server serves one client at a time and waits in recv() for its next command;
+    an engine host that went silent (cable pulled) would keep the node busy for ever, refusing
+    every later client. Tuned, the node drops that client after SILENT_NODE_DEADLINE_S and
+    accepts the next. The engine's kernel answers the probes while it is only idle.
+    """
+    tuned: set[int] = set()
+
+    def watch() -> None:
+        while True:
+            try:
+                found = _tcp_sockets(lambda local, remote: local[1] == port)
+            except OSError as error:
+                note(f"client connections are not watched for silence: cannot read this process's sockets ({error})")
+                return
+            for fd, inode, _, remote in found:
+                if inode in tuned:
+                    continue
+                tuned.add(inode)
+                try:
+                    tune_socket(fd)
+                except OSError:  # closed (or the number reused) since the scan: nothing to tune
+                    continue
+                note(f"client {remote[0]}:{remote[1]}: declared gone if silent for {SILENT_NODE_DEADLINE_S} s (keepalive)")
+            time.sleep(interval_s)
+
+    thread = threading.Thread(target=watch, name="rpc client keepalive", daemon=True)
+    thread.start()
+    return thread
+
+
+def _tcp_sockets(match: Callable[[tuple[str, int], tuple[str, int]], bool]) -> list[tuple[int, int, tuple, tuple]]:
+    """(fd, inode, local, remote) of this process's TCP connections (not listeners) that `match` accepts."""
+    by_inode: dict[int, tuple[tuple[str, int], tuple[str, int]]] = {}
     for table in _TCP_TABLES:
         try:
             text = Path(table).read_text()
         except FileNotFoundError:  # no IPv6 in this kernel
             continue
         for local, remote, state, inode in _connections(text):
-            if state != _LISTEN and remote in targets:
-                by_inode[inode] = (targets[remote], f"{local[0]}:{local[1]}")
+            if state != _LISTEN and inode and match(local, remote):
+                by_inode[inode] = (local, remote)
     found = []
     for name in os.listdir("/proc/self/fd"):
         try:
@@ -112,9 +153,8 @@ def node_sockets(addresses: Sequence[str]) -> list[NodeSocket]:
         if link.startswith("socket:[") and link.endswith("]"):
             inode = int(link[len("socket:["):-1])
             if inode in by_inode:
-                address, local = by_inode[inode]
-                found.append(NodeSocket(int(name), address, local))
-    return sorted(found, key=lambda s: s.fd)
+                found.append((int(name), inode, *by_inode[inode]))
+    return sorted(found)
 
 
 def _ipv4_addresses(host: str) -> set[str]:
