@@ -35,7 +35,8 @@ _RAIL_MW = re.compile(r"\b([A-Z][A-Z0-9_]*) (\d+)mW/(\d+)mW")
 # keeps RAM 1343/7620MB and IRAM 0/252kB out.
 _RAIL_BARE = re.compile(r"\b([A-Z][A-Z0-9_]*) (\d+)/(\d+)(?![\w/])")
 # The board or module input, in order of preference: it is the total where it exists.
-MAX_LOG_BYTES = 64 * MIB  # about 60 hours of 1 Hz lines; a larger file is refused, not read into memory
+MAX_LOG_BYTES = 16 * MIB  # ~35,000 lines, 10 hours at 1 Hz, parsed up front (~200 MB); a larger file is refused
+MAX_LINE_CHARS = 4096  # real lines (Thor, 16 cores, every rail) are under 1,000 characters
 INPUT_RAILS = ("VDD_IN", "VIN", "POM_5V_IN")
 # Channels that are no rail at all: unconnected INA3221 inputs and its summing channel.
 NOT_RAILS = ("NC", "SUM OF SHUNT VOLTAGES")
@@ -98,6 +99,8 @@ class TegrastatsReading:
 def parse_tegrastats_line(line: str) -> TegrastatsReading:
     """Parse one line; raises ValueError when it is not a tegrastats line (no RAM field)."""
     line = line.strip()
+    if len(line) > MAX_LINE_CHARS:  # "CPU [" + 3M cores in one 15 MB line took 17 s and 420 MB
+        raise ValueError(f"a line of {len(line):,} characters; tegrastats writes lines under {MAX_LINE_CHARS:,}")
     ram = _RAM.search(line)
     if ram is None:
         raise ValueError(f"not a tegrastats line: {line[:60]!r}")
@@ -166,9 +169,10 @@ class TegrastatsLog:
                 continue
             try:
                 self._readings.append(parse_tegrastats_line(line))
-            except ValueError:
+            except ValueError as error:
+                reason = f" ({error})" if str(error).startswith("a line of") else ""
                 raise WorkbenchError(
-                    "not a tegrastats line", where=f"{self.path}:{number}", fix="give a log written by tegrastats"
+                    f"not a tegrastats line{reason}", where=f"{self.path}:{number}", fix="give a log written by tegrastats"
                 ) from None
         self._next = 0
         self.source = f"tegrastats log {self.path.name}"
