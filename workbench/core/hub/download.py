@@ -105,7 +105,8 @@ def plan_download(repo: str, filename: str, *, revision: str = "main", connectio
 def check_disk_space(plan: DownloadPlan) -> None:
     if plan.needed_bytes + DISK_MARGIN_BYTES > plan.free_bytes:
         raise HubError(
-            f"not enough disk space: {plan.model.name} needs {_gb(plan.needed_bytes)} more, only {_gb(plan.free_bytes)} free",
+            f"not enough disk space: {plan.model.name} needs {_gb(plan.needed_bytes)} more and {_gb(DISK_MARGIN_BYTES)} "
+            f"left free after it, only {_gb(plan.free_bytes)} free",
             where=str(plan.cache),
             fix="Free some space, or set HF_HUB_CACHE to a folder on a bigger disk",
         )
