@@ -216,7 +216,8 @@ async def test_loading_what_does_not_fit_asks_and_names_what_breaks(tmp_path):
         screen = pilot.app.main_screen
         await wait_until(pilot, lambda: screen.ledger is not None)
         assert screen.ledger.verdict == "does not fit"
-        assert "DOES NOT FIT" in str(screen.query_one("#verdict").content)
+        verdict = str(screen.query_one("#verdict").content)
+        assert "DOES NOT FIT" in verdict and " MB" not in verdict and "over the 56.0 MiB left" in verdict
         await pilot.press("ctrl+l")
         await wait_until(pilot, lambda: pilot.app.screen.query("#load-anyway"))
         body = str(pilot.app.screen.query_one(".dialog-body").content)

@@ -69,7 +69,7 @@ class PredictionFlow:
             text = (f"{mark} selected {ledger.preset} on {ledger.device}: {ledger.verdict.upper()}, "
                     f"{mib(ledger.total_bytes)} of {mib(ledger.budget_bytes)}; not loaded — Ctrl+L reloads with it")
         else:
-            text = f"{mark} {ledger.verdict.upper()} — {ledger.reason}"
+            text = f"{mark} {verdict_sentence(ledger)}"
         if errors:
             text += f"  Preset problem: {errors[0].message}"
         verdict.update(text)
@@ -114,3 +114,14 @@ class PredictionFlow:
         share = kv.cells_used / kv.n_ctx if kv.n_ctx else 0.0
         seconds_per_token = 1 / empty + (1 / full - 1 / empty) * share if full > 0 else 1 / empty
         speed.bound_tps = 1 / seconds_per_token
+
+
+def verdict_sentence(ledger) -> str:
+    """The verdict in MiB, llama.cpp's unit, as every other figure on screen (the core's reason says MB)."""
+    budget = f"the {mib(ledger.budget_bytes)} left for the LLM on {ledger.device}"
+    if ledger.verdict == DOES_NOT_FIT:
+        return (f"DOES NOT FIT — {mib(ledger.total_bytes)} predicted, "
+                f"{mib(ledger.total_bytes - ledger.budget_bytes)} over {budget}")
+    share = ledger.headroom_bytes / ledger.budget_bytes if ledger.budget_bytes else 0.0
+    return (f"{ledger.verdict.upper()} — {mib(ledger.total_bytes)} predicted, {mib(ledger.headroom_bytes)} "
+            f"({share:.0%}) headroom in {budget}")
