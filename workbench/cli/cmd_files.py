@@ -122,7 +122,11 @@ def _table(listing, files, previews: dict, args) -> str:
         lines.append(f"preset {first.preset} on {first.device}\n\n")
     lines.append(fitted_table(("FILE", "QUANT", "SIZE", "FIT", "LARGEST CTX", "PREDICTED"), rows, width,
                               right=(2, 4), details={5: "predicted "}))
-    lines.append(f"\nheaders: {size_text(fetched)} fetched with range requests, {cached} of {len(files)} from the header cache\n")
+    unreadable = sum(isinstance(previews[f.name], Exception) for f in files)
+    # The bytes an unreadable file's preview fetched are not known here: say so rather than count them as 0.
+    left_out = f" (not counting the {unreadable} unreadable)" if unreadable else ""
+    lines.append(f"\nheaders: {size_text(fetched)} fetched with range requests{left_out}, "
+                 f"{cached} of {len(files)} from the header cache\n")
     return "".join(lines)
 
 
