@@ -45,8 +45,22 @@ def _files(repo: str, path: str) -> tuple[Path, Path]:
     return path_inside(root, folder, path + ".head.json"), path_inside(root, folder, path + ".head.bin")
 
 
-def save_header(repo: str, path: str, size: int, sha256: str | None, segments: tuple[tuple[int, bytes], ...]) -> Path:
-    """Store the fetched byte ranges of one file's header; the JSON is written last so a torn write is a miss."""
+# The offline copy is a convenience, so what a mirror can make us keep is bounded: real headers
+# (the largest vocabularies) take under 10 MB, and a hostile repository listing thousands of
+# files, each answered with a 64 MB header, must not fill the disk through `files --preview`.
+MAX_STORED_HEADER_BYTES = 16 * 1024 * 1024
+MAX_HEADER_CACHE_BYTES = 512 * 1024 * 1024
+
+
+def save_header(repo: str, path: str, size: int, sha256: str | None, segments: tuple[tuple[int, bytes], ...]) -> Path | None:
+    """Store the fetched byte ranges of one file's header; the JSON is written last so a torn write is a miss.
+
+    None (nothing stored) when the header is over MAX_STORED_HEADER_BYTES or the folder would pass
+    MAX_HEADER_CACHE_BYTES: the preview is complete without it, only its offline copy is skipped.
+    """
+    stored_bytes = sum(len(data) for _, data in segments)
+    if stored_bytes > MAX_STORED_HEADER_BYTES or _folder_bytes(header_cache_dir()) + stored_bytes > MAX_HEADER_CACHE_BYTES:
+        return None
     meta_file, data_file = _files(repo, path)
     meta_file.parent.mkdir(parents=True, exist_ok=True)
     meta_file, data_file = _files(repo, path)  # again, now the folders exist
@@ -56,6 +70,17 @@ def save_header(repo: str, path: str, size: int, sha256: str | None, segments: t
     temporary.write_text(json.dumps(meta))
     os.replace(temporary, meta_file)
     return meta_file
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    for dirpath, _, names in os.walk(folder):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                continue
+    return total
 
 
 def stored_header_files(repo: str) -> tuple[tuple[str, int, str | None], ...]:
