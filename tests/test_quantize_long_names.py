@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from gguf_factory import write_tiny_gguf
