@@ -210,7 +210,7 @@ def get_json_bounded(connection: HubConnection, url: str, *, params: dict[str, A
                 )
     try:
         return json.loads(bytes(body))
-    except ValueError:
+    except (ValueError, RecursionError):  # '[' * 100_000 is 100 kB: the decoder recurses once per level
         raise HubError(f"the hub at {connection.endpoint} answered {what} with something that is not JSON",
                        fix="Check that HF_ENDPOINT points at the Hugging Face hub or a mirror you trust") from None
 
