@@ -13,6 +13,7 @@ from workbench.core.errors import GGUFError
 from workbench.core.ggml_types import FILE_TYPES, GGML_TYPES
 from workbench.core.model_info import ModelInfo, TensorInfo
 from workbench.core.model_ref import open_model_file
+from workbench.core.safe_paths import printable_text
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -544,6 +545,8 @@ def _model_info(name: str, reader: _HeaderStream, version: int, metadata: dict[s
     model_name = metadata.get("general.name")
     if not isinstance(model_name, str) or not model_name.strip():
         model_name = Path(name).stem
+    # Only ever shown (CLI, app, messages): an ESC or C1 control in it would drive the user's terminal.
+    model_name = printable_text(model_name)
     return ModelInfo(
         source=name,
         file_size=reader.file_size,

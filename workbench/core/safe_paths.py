@@ -24,9 +24,7 @@ def name_problem(component: str) -> str | None:
         return "is empty" if not component else f"is {component!r}, which names no file of its own"
     if "/" in component or "\\" in component:
         return "contains a path separator"
-    if any(ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F or char in _BIDI_CONTROLS for char in component):
-        # C1 too: U+009B is CSI to a terminal that reads 8-bit controls; and the bidi controls
-        # make a listed name read differently from the file it names ("…\u202efuggu.gguf").
+    if any(map(is_control_character, component)):
         return "contains a control character"
     try:
         encoded = component.encode("utf-8")
@@ -35,6 +33,17 @@ def name_problem(component: str) -> str | None:
     if len(encoded) > NAME_MAX_BYTES:
         return f"is {len(encoded)} bytes long (a name holds at most {NAME_MAX_BYTES})"
     return None
+
+
+def is_control_character(char: str) -> bool:
+    """C0, DEL and C1 controls (ESC starts a terminal command; U+009B is CSI to a terminal reading 8-bit
+    controls) and the bidi controls that make text read differently from what it is ("…\u202efuggu.gguf")."""
+    return ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F or char in _BIDI_CONTROLS
+
+
+def printable_text(text: str) -> str:
+    """`text` from a file or a server, fit to print to a terminal: every control character shown as '?'."""
+    return "".join("?" if is_control_character(char) else char for char in text)
 
 
 def relative_parts(relative: str) -> tuple[str, ...]:
