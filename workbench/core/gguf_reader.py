@@ -13,7 +13,7 @@ from workbench.core.errors import GGUFError
 from workbench.core.ggml_types import FILE_TYPES, GGML_TYPES
 from workbench.core.model_info import ModelInfo, TensorInfo
 from workbench.core.model_ref import open_model_file
-from workbench.core.safe_paths import printable_text
+from workbench.core.safe_paths import is_control_character, printable_text
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -259,8 +259,13 @@ class _Parser:
         return length
 
     def string(self, field: str, limit: int | None = None) -> str:
+        """A metadata key or a tensor name: printed and matched, so a control character (ESC) is refused."""
         length = self.string_length(field, limit)
-        return self.reader.read(length, field).decode("utf-8", errors="replace")
+        offset = self.reader.offset
+        text = self.reader.read(length, field).decode("utf-8", errors="replace")
+        if any(map(is_control_character, text)):
+            self.reader.fail(f"{field} {printable_text(text)[:80]!r} contains a control character", offset)
+        return text
 
     def string_value(self, field: str) -> str | LongString:
         """A metadata string: read when short, skipped (and stood for by its length) when long."""
@@ -493,6 +498,9 @@ def _model_info(name: str, reader: _HeaderStream, version: int, metadata: dict[s
     """The hyperparameters the ledger uses, each checked against the tensors it describes (gguf_checks)."""
     arch = metadata.get("general.architecture")
     arch = arch if isinstance(arch, str) else ""
+    if any(map(is_control_character, arch)):  # printed in every message about the model
+        raise GGUFError(f"general.architecture {printable_text(arch)[:80]!r} contains a control character", where=name,
+                        fix=_REDOWNLOAD)
 
     def hparam(suffix: str) -> Any:
         return metadata.get(f"{arch}.{suffix}") if arch else None
