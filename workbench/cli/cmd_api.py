@@ -7,7 +7,8 @@ import os
 import socket
 import sys
 
-from workbench.core.serve.listen import is_loopback, listen
+from workbench.core.loopback import is_loopback_host
+from workbench.core.serve.listen import listen
 
 MIB = 1024 * 1024
 MAX_SLOTS = 64
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError(f"--queue {args.queue} is out of range", fix=f"Give 0 to {MAX_QUEUE} waiting requests")
     if not 0 <= args.port <= 65535:
         raise WorkbenchError(f"--port {args.port} is not a TCP port", fix="Give 1 to 65535, or 0 for any free port")
-    if not is_loopback(args.host) and not args.allow_remote:
+    if not is_loopback_host(args.host) and not args.allow_remote:
         raise WorkbenchError(f"--host {args.host} would open the API to the network",
                              fix="Add --allow-remote to mean it (and --api-key to require a key), or keep the default 127.0.0.1")
     api_key = args.api_key if args.api_key is not None else os.environ.get("WORKBENCH_API_KEY") or None
@@ -92,7 +93,7 @@ def _serve(args: argparse.Namespace, listener: socket.socket, model_path, preset
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         print(f"serving {name} on http://{shown}:{bound_port}/v1 ({args.parallel} slots, queue {args.queue}"
               f"{', API key required' if api_key else ''}); Ctrl-C stops", flush=True)
-        if not is_loopback(args.host) and api_key is None:
+        if not is_loopback_host(args.host) and api_key is None:
             print("warning: the API is reachable from the network without a key (--api-key)", file=sys.stderr, flush=True)
         config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
         uvicorn.Server(config).run(sockets=[listener])

@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from typing import Any
 
 from aiohttp import web
 from textual_serve.server import Server
 
+from workbench.core.loopback import is_loopback_host
+
 # A terminal larger than this is no screen anyone has; the numbers size the app's buffers.
 MAX_COLUMNS, MAX_ROWS = 500, 200
 MIN_COLUMNS, MIN_ROWS = 20, 8
-
-
-def is_loopback_host(host: str) -> bool:
-    """True when every address `host` names is a loopback address (an unresolvable name is not)."""
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        pass
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except OSError:
-        return False
-    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
 
 
 def allowed_origins(host: str, port: int, extra: tuple[str, ...] = ()) -> frozenset[str]:

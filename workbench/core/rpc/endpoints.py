@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.loopback import is_loopback_host
 
 DEFAULT_PORT = 50052  # llama.cpp's rpc-server default
 MAX_NODES = 16  # GGML_RPC_MAX_SERVERS in ggml-rpc.h
@@ -34,15 +35,6 @@ class RpcEndpoint:
     @property
     def is_loopback(self) -> bool:
         return is_loopback_host(self.host)
-
-
-def is_loopback_host(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_host(host: str, where: str = "") -> str:

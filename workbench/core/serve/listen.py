@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 
 from workbench.core.errors import WorkbenchError
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from workbench.core.loopback import is_loopback_host
 from workbench.core.telemetry.sample import TelemetrySample
 
 PREFIX = "workbench_"
@@ -132,9 +133,6 @@ def exposition_text(points: Iterable[MetricPoint]) -> str:
     return generate_latest(registry).decode("utf-8")
 
 
-LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
-
-
 class MetricsServer:
     """Prometheus metrics of the newest sample over HTTP (prometheus_client's server, its own thread).
 
@@ -149,7 +147,7 @@ class MetricsServer:
 
         if not 0 <= port <= 65535:
             raise WorkbenchError(f"port {port} is not a TCP port", fix="give a port from 1 to 65535, e.g. 9101")
-        if host not in LOOPBACK_HOSTS and not allow_remote:
+        if not is_loopback_host(host) and not allow_remote:
             raise WorkbenchError(f"serving metrics on {host} lets other machines read them (no authentication)",
                                  fix="add --allow-remote to mean it, or leave out --prometheus-host (127.0.0.1)")
         self.collector = SampleCollector()
@@ -162,7 +160,7 @@ class MetricsServer:
                                  fix="choose another --prometheus port") from error
         self.host = host
         self.port = int(self._server.server_port)
-        self.remote = host not in LOOPBACK_HOSTS
+        self.remote = not is_loopback_host(host)
 
     @property
     def url(self) -> str:
