@@ -40,9 +40,16 @@ async def endless_line(_request):
     return StreamingResponse(pieces(), media_type="text/event-stream")
 
 
+async def nested_models(_request):
+    from starlette.responses import Response
+
+    return Response("[" * 100_000, media_type="application/json")  # 100 kB: under the size bound, past json's depth
+
+
 @pytest.fixture(scope="module")
 def hostile():
     app = Starlette(routes=[
+        Route("/nested/v1/models", nested_models),
         Route("/chunks/v1/models", models), Route("/chunks/v1/chat/completions", endless_chunks, methods=["POST"]),
         Route("/line/v1/models", models), Route("/line/v1/chat/completions", endless_line, methods=["POST"]),
     ])
@@ -76,5 +83,12 @@ def test_a_model_id_that_is_no_name_is_refused_in_one_line(hostile, capsys):
         code = main(["bench", "serve", "--url", hostile + "/chunks/v1", "--clients", "1"])
     finally:
         MODEL_ID["value"] = "m"
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "did not list a usable model id" in err
+
+
+def test_a_models_answer_nested_past_the_parser_depth_is_one_line(hostile, capsys):
+    """Found by the issue-10 QA run: json.loads raised RecursionError, which the command did not catch (a traceback)."""
+    code = main(["bench", "serve", "--url", hostile + "/nested/v1", "--clients", "1"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "did not list a usable model id" in err

@@ -62,10 +62,10 @@ def run_serve(args: argparse.Namespace) -> int:
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     timeout = httpx.Timeout(600.0, connect=10.0)
     with httpx.Client(timeout=timeout, limits=httpx.Limits(max_connections=max(levels) + 4)) as client:
-        from workbench.core.serve.listen import is_loopback
+        from workbench.core.loopback import is_loopback_host
 
         model = args.model or _first_model(client, url, headers)
-        local = is_loopback(parsed.hostname)
+        local = is_loopback_host(parsed.hostname)
         sampler = _sampler() if local else None
         metrics_url = f"{parsed.scheme}://{parsed.netloc}/metrics"
         results = []
@@ -98,7 +98,7 @@ def _first_model(client, url: str, headers: dict[str, str]) -> str:
         if not isinstance(model, str) or not model.isprintable() or not 0 < len(model) <= 200:
             raise ValueError(model)
         return model
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):  # RecursionError: JSON nested past the parser's depth
         raise WorkbenchError(f"{url}/models did not list a usable model id", fix="Give the model id with --model") from None
 
 
