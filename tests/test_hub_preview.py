@@ -222,3 +222,22 @@ def test_cli_files_preview_fits_an_80_column_terminal(hub, bundled_repo, capsys,
     assert "Q4_1 ✓" in lines[row] and "fits" in lines[row] and "8,192" in lines[row]
     assert lines[row + 1].startswith("    predicted ") and " MB (weights " in lines[row + 1]
     assert "verdict: FITS" in "\n".join(lines)  # the one file's whole ledger, wrapped too
+
+
+def test_cli_preview_of_a_listing_of_thousands_previews_a_bounded_number(hub, tmp_path, capsys, monkeypatch):
+    """Found by the issue-10 QA run: a hostile listing naming ~40,000 GGUF files made --preview fetch a
+    header for each (hours of network); now the first MAX_PREVIEWS are previewed and the rest named."""
+    from workbench.cli.cmd_files import MAX_PREVIEWS
+
+    tiny = write_tiny_gguf(tmp_path / "tiny.gguf")
+    names = [f"m{i:03d}-Q4_K_M.gguf" for i in range(MAX_PREVIEWS + 6)]
+    hub.add_repo("test-org/Many-GGUF", {name: tiny for name in names})
+    monkeypatch.setattr("workbench.cli.text_table.terminal_width", lambda: 200)
+    assert main(["files", "test-org/Many-GGUF", "--preview", "--device", "rk3588s-4gb"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("m") and "-Q4_K_M.gguf" in line]
+    assert len(rows) == MAX_PREVIEWS + 6
+    assert sum("not previewed" in row for row in rows) == 6
+    assert "6 more file(s) not previewed (at most 64 a listing): preview one with --file NAME" in out
+    resolved = {record.path.rsplit("/", 1)[-1] for record in hub.requests if "/resolve/" in record.path}
+    assert resolved == set(names[:MAX_PREVIEWS])  # no request for the files past the bound

@@ -67,9 +67,14 @@ def _listing_from_header_cache(repo: str, revision: str):
     return RepoFiles(repo=repo, revision=revision, commit="", gated=False, files=group_gguf_files(stored))
 
 
+# Each preview fetches a header (up to the reader's limit) over the network. Real repositories hold
+# a few dozen GGUF files (one per quant); a listing naming thousands would keep --preview busy for hours.
+MAX_PREVIEWS = 64
+
+
 def _previews(repo: str, files, args) -> tuple:
     """(name -> FitPreview, or the one-line error that stopped its preview (a projector file, a bad
-    header); the preset; the device)."""
+    header), for the first MAX_PREVIEWS files; the preset; the device)."""
     from workbench.core.devices import load_device
     from workbench.core.errors import HubError, WorkbenchError
     from workbench.core.hub.preview import preview_fit
@@ -77,7 +82,7 @@ def _previews(repo: str, files, args) -> tuple:
 
     preset, device = load_preset(args.preset), load_device(args.device)
     previews: dict = {}
-    for gguf_file in files:
+    for gguf_file in files[:MAX_PREVIEWS]:
         try:
             previews[gguf_file.name] = preview_fit(repo, gguf_file.name, preset, device, revision=args.revision, listing=gguf_file)
         except HubError:
@@ -105,7 +110,10 @@ def _table(listing, files, previews: dict, args) -> str:
     rows = []
     fetched = cached = 0
     for f in files:
-        preview = previews[f.name]
+        preview = previews.get(f.name)
+        if preview is None:
+            rows.append((f.name, f.quant or "?", size_text(f.size_bytes), "not previewed", "", ""))
+            continue
         if isinstance(preview, Exception):
             # A split file's error must say which part is broken: "where" ends with the part's name.
             part = preview.where.split(" (")[0].rsplit("/", 1)[-1] if len(f.parts) > 1 else ""
@@ -122,11 +130,14 @@ def _table(listing, files, previews: dict, args) -> str:
         lines.append(f"preset {first.preset} on {first.device}\n\n")
     lines.append(fitted_table(("FILE", "QUANT", "SIZE", "FIT", "LARGEST CTX", "PREDICTED"), rows, width,
                               right=(2, 4), details={5: "predicted "}))
-    unreadable = sum(isinstance(previews[f.name], Exception) for f in files)
+    unreadable = sum(isinstance(preview, Exception) for preview in previews.values())
     # The bytes an unreadable file's preview fetched are not known here: say so rather than count them as 0.
     left_out = f" (not counting the {unreadable} unreadable)" if unreadable else ""
     lines.append(f"\nheaders: {size_text(fetched)} fetched with range requests{left_out}, "
-                 f"{cached} of {len(files)} from the header cache\n")
+                 f"{cached} of {len(previews)} from the header cache\n")
+    if len(files) > len(previews):
+        lines.append(f"{len(files) - len(previews)} more file(s) not previewed (at most {MAX_PREVIEWS} a listing): "
+                     f"preview one with --file NAME\n")
     return "".join(lines)
 
 
