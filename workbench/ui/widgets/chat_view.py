@@ -12,6 +12,10 @@ from workbench.ui.widgets.streaming_text import StreamingText
 
 
 RESERVE_MIN_LINES = 4
+# Exchanges kept as widgets in the chat. Every widget keeps render caches (~300 KiB an exchange
+# measured with tracemalloc), so a long session would grow without bound; older exchanges stay in
+# the conversation and the transcript (Ctrl+S), and one line says how many left the view.
+SHOWN_EXCHANGES = 40
 WELCOME_HOWTO = ("Enter sends · Esc cancels · ↑↓ prompt history · F5 system prompt and sampling · "
                  "Ctrl+S saves the transcript · Ctrl+P every command")
 WELCOME = ("Ctrl+L loads the model with the chosen preset, then ask below.", WELCOME_HOWTO)
@@ -90,6 +94,7 @@ class ChatView(VerticalScroll):
     """Grows at the bottom and stays anchored there while the user has not scrolled up."""
 
     can_focus = False
+    trimmed = 0  # exchanges no longer drawn (SHOWN_EXCHANGES)
 
     def on_mount(self) -> None:
         self.anchor()
@@ -112,7 +117,25 @@ class ChatView(VerticalScroll):
             for welcome in self.query("#welcome"):
                 await welcome.remove()
             await self.mount_all([UserBubble(prompt, markup=False), block])
+            await self._trim()
         return block
+
+    async def _trim(self) -> None:
+        """Keep the last SHOWN_EXCHANGES exchanges as widgets; say how many earlier ones left the view."""
+        bubbles = list(self.query(UserBubble))
+        extra = len(bubbles) - SHOWN_EXCHANGES
+        if extra <= 0:
+            return
+        first_kept = bubbles[extra]
+        gone = [child for child in self.children[: self.children.index(first_kept)] if child.id != "earlier"]
+        self.trimmed += extra
+        await self.remove_children(gone)
+        text = (f"{self.trimmed} earlier {'exchange is' if self.trimmed == 1 else 'exchanges are'} in the "
+                "conversation and the transcript (Ctrl+S), no longer drawn here")
+        for earlier in self.query("#earlier"):
+            earlier.query_one(".notice-title", Static).update(text)
+            return
+        await self.mount(Notice(text, kind="info", id="earlier"), before=first_kept)
 
     async def add_notice(self, title: str, details: str = "", *, kind: str = "info",
                          action: tuple[str, str] | None = None, notice_id: str | None = None) -> Notice:
@@ -128,4 +151,5 @@ class ChatView(VerticalScroll):
             await notice.remove()
 
     async def clear(self) -> None:
+        self.trimmed = 0
         await self.remove_children()
