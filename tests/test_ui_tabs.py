@@ -37,3 +37,17 @@ async def test_each_tab_has_a_key_and_typing_on_a_panel_goes_to_the_prompt(key, 
         assert screen.query_one(PromptInput).value == "hi"
         await pilot.press("alt+1")
         assert screen.shown_tab == "chat" and screen.focused is screen.query_one(PromptInput)
+
+
+async def test_ctrl_page_down_and_up_step_through_the_tabs():
+    async with make_app().run_test(size=(80, 24)) as pilot:
+        screen = pilot.app.main_screen
+        seen = []
+        for _ in range(5):
+            await pilot.press("ctrl+pagedown")
+            seen.append(screen.shown_tab)
+        assert seen == ["ledger", "kv", "speed", "thermal", "chat"]
+        await pilot.press("ctrl+pageup")
+        assert screen.shown_tab == "thermal"
+        await pilot.press("ctrl+pagedown")
+        assert screen.shown_tab == "chat" and screen.focused is screen.query_one(PromptInput)

@@ -63,6 +63,10 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         Binding("ctrl+n", "new_conversation", "New chat", show=False),
         Binding("ctrl+t", "cycle_vote", "N samples, vote", show=False),
         *(Binding(key, f"show_tab('{name}')", f"{name} tab", show=False) for key, name in TAB_KEYS),
+        # Alt+digit reaches the app only from terminals that report modifiers (in tmux ESC 2 arrives
+        # as one character): Ctrl+PgDn / Ctrl+PgUp step through the tabs everywhere
+        Binding("ctrl+pagedown", "step_tab(1)", "Next tab", show=False),
+        Binding("ctrl+pageup", "step_tab(-1)", "Previous tab", show=False),
     ]
 
     phase: reactive[str] = reactive(IDLE)
@@ -162,6 +166,10 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
 
     def action_show_tab(self, name: str) -> None:
         self.show_tab(name)
+
+    def action_step_tab(self, step: int) -> None:
+        names = [name for name, _ in PANEL_TABS]
+        self.show_tab(names[(names.index(self.shown_tab) + step) % len(names)])
 
     def on_key(self, event: Key) -> None:
         """Typing lands in the prompt whatever has the focus (the tab bar, a panel): never dropped."""
