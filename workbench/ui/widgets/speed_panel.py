@@ -153,9 +153,10 @@ class SpeedPanel(Vertical):
             plt.hline(self.bound_tps, bound_rgb)
             peak = max(peak, self.bound_tps)
         plt.ylim(0, peak * 1.15 if peak else 10)
-        plt.xlabel("s since each answer's first token")
-        shown = f"last {len(self.series)} answers" if len(self.series) > 1 else "this answer"
-        plt.title(f"decode tok/s, {shown}" + (f"  — bound {self.bound_tps:,.0f}" if self.bound_tps > 0 else ""))
+        if height >= 8:  # a short chart (120x34) keeps its rows for the curves, not for labels
+            plt.xlabel("s since each answer's first token")
+            shown = f"last {len(self.series)} answers" if len(self.series) > 1 else "this answer"
+            plt.title(f"decode tok/s, {shown}" + (f"  — bound {self.bound_tps:,.0f}" if self.bound_tps > 0 else ""))
         chart.show(Text.from_ansi(plt.build()))
 
     def _turn_table(self) -> Table | Text:
