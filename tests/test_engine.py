@@ -15,6 +15,7 @@ from workbench.core.engine.events import (
     EngineFailed,
     Loaded,
     LoadProgressed,
+    PrefillProgressed,
     Sampling,
     TokenChunk,
     TurnFinished,
@@ -152,8 +153,9 @@ def test_cancel_during_prefill_stops_inside_the_prompt_and_the_engine_recovers(e
     messages = [SYSTEM, ChatMessage("user", f"Summarise this list: {long_text}")]
     timer = threading.Timer(0.05, engine.cancel)
     timer.start()
-    chunks, (finished,) = run_turn(engine, messages, Sampling(temperature=0.0, max_tokens=16))
+    chunks, (*progress, finished) = run_turn(engine, messages, Sampling(temperature=0.0, max_tokens=16))
     timer.join()
+    assert all(isinstance(event, PrefillProgressed) for event in progress)  # one per prompt batch taken
     assert finished.stop_reason == "cancelled"
     assert chunks == [] and finished.generated_tokens == 0 and finished.text == ""
     assert finished.kv_cells_used < finished.prompt_tokens  # the prompt was not finished
