@@ -93,6 +93,8 @@ def test_the_table_goes_to_stdout_and_the_progress_to_stderr(sweep):
     _, stdout, stderr, results = sweep
     assert "| preset |" in stdout and all(f"| {row.preset} |" in stdout for row in results.rows)
     assert "perplexity" in stderr and "run 2/2" in stderr and "q4-0: quantizing" in stderr
+    # the perplexity step reports each scored window (~95 tokens, windows of 64: two of them)
+    assert all(f"{row.preset}: perplexity 100%" in stderr for row in results.rows)
     for line in stdout.splitlines():
         if line.startswith("[") and "]" in line:
             assert ": " in line  # footnotes say which column and why

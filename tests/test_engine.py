@@ -234,3 +234,18 @@ def test_run_op_runs_a_measurement_in_the_engine_and_names_unknown_ops(engine):
     # the op used the context freely; chat starts from a clean cache afterwards
     finished = run_turn(engine, [SYSTEM, ChatMessage("user", "Hi")])[1][-1]
     assert isinstance(finished, TurnFinished) and finished.reused_tokens == 0
+
+
+def test_perplexity_reports_its_progress_window_by_window(engine):
+    """Issue 11 item 8: the bench's perplexity step sat at one figure for a minute; the op now reports each window."""
+    from workbench.core.engine.protocol import OpFinished, OpProgressed
+
+    text = " ".join(f"word{i}" for i in range(60))
+    *progress, finished = list(engine.op_events("perplexity", text=text, n_ctx=32))
+    assert isinstance(finished, OpFinished) and all(isinstance(event, OpProgressed) for event in progress)
+    measured = finished.result
+    assert len(progress) == measured.n_windows >= 3
+    # the first window of 32 tokens scores positions 1..31 (token 0 has no prediction): 31 of the text's n - 1
+    assert progress[0].fraction == pytest.approx(31 / (measured.n_tokens_text - 1))
+    fractions = [event.fraction for event in progress]
+    assert fractions == sorted(fractions) and fractions[-1] == pytest.approx(1.0)

@@ -157,7 +157,7 @@ def sweep_with_progress(config, stream: TextIO):
     last_label = ""
     for event in run_sweep(config):
         if isinstance(event, SweepStepStarted):
-            label = f"{event.preset}: {event.step}"
+            label = f"{event.preset}: {event.step}" + (f" {event.fraction:.0%}" if event.fraction > 0 else "")
             if label != last_label:  # stages such as "quantizing" repeat with each fraction
                 _draw_bar(stream, event.done_steps, event.total_steps, label)
             last_label = label

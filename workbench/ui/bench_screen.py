@@ -24,9 +24,10 @@ from workbench.core.preset import DeviceProfile, Preset
 class BenchStepStarted(Message):
     """The sweep began a step (load, warm-up, a run, perplexity) of a preset."""
 
-    def __init__(self, preset: str, step: str, done_steps: int, total_steps: int) -> None:
+    def __init__(self, preset: str, step: str, done_steps: int, total_steps: int, fraction: float = 0.0) -> None:
         super().__init__()
         self.preset, self.step, self.done_steps, self.total_steps = preset, step, done_steps, total_steps
+        self.fraction = fraction  # of this step, where it reports progress (perplexity)
 
 
 class BenchRowMeasured(Message):
@@ -181,7 +182,8 @@ class BenchScreen(Screen):
             )
             for event in run_sweep(config, self.cancel_event):
                 if isinstance(event, SweepStepStarted):
-                    self.post_message(BenchStepStarted(event.preset, event.step, event.done_steps, event.total_steps))
+                    self.post_message(BenchStepStarted(event.preset, event.step, event.done_steps, event.total_steps,
+                                                       event.fraction))
                 elif isinstance(event, PresetMeasured):
                     self.post_message(BenchRowMeasured(event.row))
                 elif isinstance(event, PresetFailed):
@@ -193,9 +195,13 @@ class BenchScreen(Screen):
             self.post_message(BenchSweepFailed(str(error)))
 
     def on_bench_step_started(self, message: BenchStepStarted) -> None:
-        self.query_one("#bench-progress", ProgressBar).update(total=message.total_steps, progress=message.done_steps)
-        self._step_text = f"{message.preset}: {message.step}  ({message.done_steps}/{message.total_steps})"
-        self._step_started_at = time.monotonic()
+        self.query_one("#bench-progress", ProgressBar).update(total=message.total_steps,
+                                                              progress=message.done_steps + message.fraction)
+        step = f"{message.preset}: {message.step}"
+        if message.fraction <= 0 or not self._step_text.startswith(step):
+            self._step_started_at = time.monotonic()  # a new step; progress within one keeps its clock
+        done = f" {message.fraction:.0%}" if message.fraction > 0 else ""
+        self._step_text = f"{step}{done}  ({message.done_steps}/{message.total_steps})"
         self._status(self._step_text)
 
     def on_bench_row_measured(self, message: BenchRowMeasured) -> None:

@@ -17,6 +17,7 @@ from workbench.core.bench.split_rows import split_row_fields
 from workbench.core.errors import EngineError, WorkbenchError
 from workbench.core.ledger_types import Ledger
 from workbench.core.engine.events import EngineFailed, Loaded, LoadProgressed
+from workbench.core.engine.protocol import OpFinished, OpProgressed
 from workbench.core.preset import DeviceProfile, Preset
 from workbench.core.telemetry.sample import TelemetrySample
 
@@ -62,6 +63,7 @@ class SweepStepStarted:
     step: str  # "load", "quantizing", "warm-up", "run 2/3", "perplexity"
     done_steps: int
     total_steps: int
+    fraction: float = 0.0  # of this step, where the step reports it (perplexity: per scored window)
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,12 @@ def _measure_preset(
             return
         window = min(config.ppl_ctx, run.facts.n_ctx)
         try:
-            run.perplexity = client.run_op("perplexity", text=eval_text, n_ctx=window)
+            for event in client.op_events("perplexity", text=eval_text, n_ctx=window):
+                if isinstance(event, OpProgressed):
+                    yield SweepStepStarted(preset.name, "perplexity", first_step + 2 + config.repetitions, total,
+                                           event.fraction)
+                elif isinstance(event, OpFinished):
+                    run.perplexity = event.result
         except EngineError as error:
             run.ppl_error = str(error)
     finally:

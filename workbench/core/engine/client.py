@@ -249,17 +249,22 @@ class EngineClient:
 
     def run_op(self, name: str, **kwargs: Any) -> Any:
         """Run `measure_ops.OPS[name](llama, **kwargs)` in the engine; its result, or EngineError."""
+        for event in self.op_events(name, **kwargs):
+            if isinstance(event, OpFinished):
+                return event.result
+        raise EngineError(f"the engine ended {name!r} without a result")
+
+    def op_events(self, name: str, **kwargs: Any) -> Iterator[object]:
+        """`run_op` as events: OpProgressed... (from ops that report it), then OpFinished; EngineError on failure."""
         if not self._busy.acquire(blocking=False):
             raise EngineError(_BUSY)
         try:
             if not self.alive or self._loaded is None:
                 raise EngineError(f"no model is loaded to run {name!r} on", fix="Load a model first")
             for event in self._exchange(RunOpRequest(name, dict(kwargs)), f"running {name}"):
-                if isinstance(event, OpFinished):
-                    return event.result
                 if isinstance(event, EngineFailed):
                     raise _engine_error(event)
-            raise EngineError(f"the engine ended {name!r} without a result")
+                yield event
         finally:
             self._busy.release()
 

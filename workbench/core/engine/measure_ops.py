@@ -22,7 +22,8 @@ from workbench.core.engine.chat_turn import clear_kv_cache
 # the client process to unpickle results, and that process must never load llama.cpp.
 
 
-def measure_perplexity(llama: Any, text: str, n_ctx: int | None = None) -> PerplexityMeasured:
+def measure_perplexity(llama: Any, text: str, n_ctx: int | None = None,
+                       progress: Callable[[float], None] | None = None) -> PerplexityMeasured:
     """Perplexity of `text`, scored the way llama.cpp's `llama-perplexity` scores a window.
 
     The text is cut into windows of `n_ctx` tokens that overlap by half. As in llama.cpp, only
@@ -39,6 +40,8 @@ def measure_perplexity(llama: Any, text: str, n_ctx: int | None = None) -> Perpl
         total_nll += _window_nll(llama, window_tokens, wanted, targets)
         n_scored += len(targets)
         n_windows += 1
+        if progress is not None:
+            progress(n_scored / (len(tokens) - 1))  # every token after the first is scored once
     return PerplexityMeasured(
         ppl=math.exp(total_nll / n_scored),
         n_tokens_scored=n_scored,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import io
 import os
 import time
@@ -22,7 +23,7 @@ from workbench.core.engine.log_capture import (
     parse_buffer_sizes,
     parse_device_buffers,
 )
-from workbench.core.engine.protocol import ChatRequest, LoadRequest, OpFinished, RunOpRequest
+from workbench.core.engine.protocol import ChatRequest, LoadRequest, OpFinished, OpProgressed, RunOpRequest
 from workbench.core.preset import Preset
 
 
@@ -259,8 +260,11 @@ class ModelRunner:
             known = ", ".join(sorted(OPS)) or "none"
             self._send(EngineFailed("request", f"unknown measurement op {request.name!r}; known: {known}"))
             return
+        kwargs = dict(request.kwargs)
+        if "progress" in inspect.signature(op).parameters:
+            kwargs["progress"] = lambda fraction: self._send(OpProgressed(request.name, fraction))
         try:
-            result = op(self._llama, **request.kwargs)
+            result = op(self._llama, **kwargs)
         except Exception as error:  # noqa: BLE001
             self._send(EngineFailed("request", f"{request.name} failed: {error}", self._log.tail()))
             return

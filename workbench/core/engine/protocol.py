@@ -41,6 +41,14 @@ class ShutdownRequest:
 
 
 @dataclass(frozen=True)
+class OpProgressed:
+    """How far a long measurement op (perplexity) has come: `fraction` of its work, 0..1."""
+
+    name: str
+    fraction: float
+
+
+@dataclass(frozen=True)
 class OpFinished:
     """The value a measurement op returned (a picklable frozen dataclass)."""
 
