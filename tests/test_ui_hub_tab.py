@@ -32,7 +32,9 @@ async def test_a_model_downloaded_in_the_hub_tab_is_selected_on_the_main_screen(
         models.query_one("#hub-download").press()  # not a click: the preview above it is still growing
         await wait_until(pilot, lambda: pilot.app.screen is main, 60)
         (cached,) = cached_models()
-        assert main.selection.model_path == cached.path and cached.repo == REPO
+        # the screen's result reaches the main screen in a message after the pop: wait for it, not for a moment
+        await wait_until(pilot, lambda: main.selection.model_path == cached.path, 60)
+        assert cached.repo == REPO
         assert main.query_one("#model-select").value == str(cached.path)
         await wait_until(pilot, lambda: main.ledger is not None and main.ledger.device == "rk3588s-4gb")
 
