@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import weakref
@@ -249,9 +250,10 @@ class EngineClient:
 
     def run_op(self, name: str, **kwargs: Any) -> Any:
         """Run `measure_ops.OPS[name](llama, **kwargs)` in the engine; its result, or EngineError."""
-        for event in self.op_events(name, **kwargs):
-            if isinstance(event, OpFinished):
-                return event.result
+        with contextlib.closing(self.op_events(name, **kwargs)) as events:  # closing: releases the one-request lock now
+            for event in events:
+                if isinstance(event, OpFinished):
+                    return event.result
         raise EngineError(f"the engine ended {name!r} without a result")
 
     def op_events(self, name: str, **kwargs: Any) -> Iterator[object]:
