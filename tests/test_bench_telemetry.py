@@ -52,8 +52,13 @@ def test_a_jetson_tree_gives_power_energy_per_token_and_temperature():
     # the Orin Nano profile's bandwidth bounds decode: the share is a real percentage
     assert 0 < row.pct_of_bandwidth_bound < 100
     assert "power_w" not in dict(row.unavailable)
-    steps = [e.step for e in events if isinstance(e, SweepStepStarted)]
+    started = [e for e in events if isinstance(e, SweepStepStarted)]
+    steps = [e.step for e in started if e.fraction == 0]
     assert steps == ["load", "warm-up", "run 1/1", "perplexity"]
+    # after its start, the perplexity step reports each scored window, ending with the whole text
+    within = [e.fraction for e in started if e.fraction > 0]
+    assert within and all(e.step == "perplexity" for e in started if e.fraction > 0)
+    assert within == sorted(within) and within[-1] == pytest.approx(1.0)
     assert [e.row for e in events if isinstance(e, PresetMeasured)][0].preset == "small"
 
 
