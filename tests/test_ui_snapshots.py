@@ -5,6 +5,7 @@ from fakes import make_app, wait_until
 
 from workbench.ui.screens.main_screen import LOADED
 from workbench.ui.widgets.prompt_input import PromptInput
+from workbench.ui.widgets.speed_panel import ChartView
 
 # A shipped device profile (the detected host differs between machines), one telemetry sample
 # (the interval outlasts the test) and one message per token chunk (the fake's engine clock then
@@ -37,8 +38,18 @@ async def one_answer(pilot, tab: str = "chat") -> None:
     screen.show_tab(tab)
     prompt.cursor_blink = False
     pilot.app.clear_notifications()
-    await pilot.pause(0.6)  # one redraw tick of the speed chart
     await wait_until(pilot, lambda: screen.ledger is not None)
+    await wait_until(pilot, lambda: chart_settled(screen))
+    await pilot.pause()
+
+
+def chart_settled(screen) -> bool:
+    """The speed chart (when shown) is drawn for the room it has now: no redraw is still to come."""
+    chart = screen.query_one(ChartView)
+    region = chart.content_region
+    if region.width < 10 or region.height < 4:
+        return True  # hidden behind another tab: nothing drawn
+    return chart.drawn_size == (region.width, region.height) and not chart.parent._dirty
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -7,6 +7,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.color import Color
 from textual.containers import Vertical
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
@@ -29,13 +30,21 @@ def number_or_na(tokens_per_second: float) -> str:
 class ChartView(Widget):
     """A drawn chart of fixed size: a new drawing is a repaint, never a layout of the screen."""
 
+    class Resized(Message):
+        """The chart's room changed (the window, or the turn table beside it): its drawing is stale."""
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.drawing: Text = Text("")
+        self.drawn_size: tuple[int, int] = (0, 0)  # the content size the drawing was built for
 
-    def show(self, drawing: Text) -> None:
+    def show(self, drawing: Text, size: tuple[int, int]) -> None:
         self.drawing = drawing
+        self.drawn_size = size
         self.refresh()  # a Static's update() would lay out the whole screen (~10 ms here) every time
+
+    def on_resize(self) -> None:
+        self.post_message(self.Resized())
 
     def render(self) -> Text:
         return self.drawing
@@ -74,8 +83,10 @@ class SpeedPanel(Vertical):
         # plotext is imported and drawn after the first paint: startup stays short
         self.call_after_refresh(self._redraw)
 
-    def on_resize(self) -> None:
+    def on_chart_view_resized(self) -> None:
+        # redrawn once the new layout is settled, not at the next tick: never a drawing of the old size
         self._mark_dirty()
+        self.call_after_refresh(self._redraw_if_dirty)
 
     def turn_started(self) -> None:
         self.series.append([])
@@ -106,8 +117,10 @@ class SpeedPanel(Vertical):
         del self.turns[:-PLOTTED_ANSWERS]
         self._turn_count += 1
         self._window = []
-        self._redraw()
+        # the table first: its new rows take height from the chart, which is drawn after that layout
         self.query_one("#speed-turns", Static).update(self._turn_table())
+        self._mark_dirty()
+        self.call_after_refresh(self._redraw_if_dirty)
 
     def watch_bound_tps(self) -> None:
         self._mark_dirty()
@@ -157,7 +170,7 @@ class SpeedPanel(Vertical):
             plt.xlabel("s since each answer's first token")
             shown = f"last {len(self.series)} answers" if len(self.series) > 1 else "this answer"
             plt.title(f"decode tok/s, {shown}" + (f"  — bound {self.bound_tps:,.0f}" if self.bound_tps > 0 else ""))
-        chart.show(Text.from_ansi(plt.build()))
+        chart.show(Text.from_ansi(plt.build()), (width, height))
 
     def _turn_table(self) -> Table | Text:
         if not self.turns:
