@@ -2,18 +2,25 @@
 
 In one run, on the same model, preset and threads:
 
-- the reference: N sequences decoded together by a bare llama_decode loop in this process
-  (what llama.cpp's batched-bench does: a prompt per sequence, then one batch of N tokens
-  per step, no sampling), timed by llama.cpp's perf counters: N x steps / t_eval.
 - the server: N clients streaming chat completions from `workbench api --parallel 8`
-  (started here on 127.0.0.1). Aggregate decode tok/s = all answers' tokens after their
-  first / (last token anywhere - latest first token), i.e. the span where all N decode.
+  (started here on 127.0.0.1). Aggregate decode tok/s = tokens that arrived while all N
+  were decoding (after the latest first token, up to the earliest last one) / that span.
+- llama.cpp's batched decode of N sequences, timed in the same run: the server's engine books
+  the time of every llama_decode call that held N next tokens (no prompt) in /metrics
+  (workbench_api_decode_step_seconds{sequences="N"}); N x steps / that time is what
+  llama.cpp alone did with the very batches the clients were served from. The ratio of the
+  two is the server's and HTTP's cost (target >= 0.9), measured over the same seconds, so
+  a neighbour slowing this 2-core machine slows both sides alike.
+- a bare llama_decode loop in this process, as llama.cpp's batched-bench does it (a prompt per
+  sequence, then one batch of N tokens per step, no sampling), on a context made like the
+  server's: it checks that the engine's llama.cpp is configured as fast as llama.cpp can be.
+  It runs seconds apart from the server, so neighbours make it noisier.
 
-Printed per N: server tok/s, reference tok/s, and their ratio (target >= 0.9: the server and
-HTTP cost under 10%); then the slowest client's TTFT at 4 clients / one client's TTFT
-(target: close to 1, no client waits for another's answer beyond the shared prefill).
+Each round measures every level; the rounds are repeated and the medians are printed. Then the
+slowest client's TTFT at 4 clients / one client's TTFT (no client waits for another's answer:
+what is left is the 4 prompts' prefill, batched together).
 
-    python benchmarks/serve_scaling.py [--tokens 64] [--levels 1,4,8] [--threads 1] [--model bundled]
+    python benchmarks/serve_scaling.py [--tokens 64] [--levels 1,4,8] [--rounds 5] [--threads 1] [--model bundled]
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import argparse
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,8 +67,12 @@ def _make_quiet():
 _QUIET = None
 
 
-def reference_tps(model_path: str, n_seq: int, steps: int, threads: int, ctx: int) -> float:
-    """llama.cpp decoding n_seq sequences together for `steps` steps: tokens / llama.cpp's eval time."""
+def reference_tps(model_path: str, n_seq: int, steps: int, threads: int, ctx: int, slots: int) -> float:
+    """llama.cpp decoding n_seq sequences together for `steps` steps: tokens / llama.cpp's eval time.
+
+    Its context is the server's: the same cells, `slots` sequences in one unified cache, and the
+    preset's flash attention (off); only the number of sequences decoding differs.
+    """
     import llama_cpp
 
     global _QUIET
@@ -72,7 +84,8 @@ def reference_tps(model_path: str, n_seq: int, steps: int, threads: int, ctx: in
     params = llama_cpp.llama_context_default_params()
     params.n_ctx, params.n_batch, params.n_ubatch = ctx, 512, 512
     params.n_threads = params.n_threads_batch = threads
-    params.n_seq_max, params.kv_unified = max(n_seq, 1), True
+    params.n_seq_max, params.kv_unified = slots, True
+    params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED  # the preset's flash_attn = false
     params.no_perf = False  # llama.cpp's default context keeps no timings
     ctx_p = llama_cpp.llama_init_from_model(model, params)
     try:
@@ -136,8 +149,33 @@ def client_run(url: str, tokens: int, results: list, barrier: threading.Barrier)
     results.append((sent, stamps, usage or len(stamps)))
 
 
-def server_level(url: str, clients: int, tokens: int) -> tuple[float, float]:
-    """(aggregate decode tok/s, slowest TTFT) of `clients` concurrent streams."""
+def decode_steps(url: str, sequences: int) -> tuple[float, float]:
+    """(steps, seconds) of the server's next-token-only llama_decode calls of `sequences` sequences so far."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found = {"workbench_api_decode_steps": 0.0, "workbench_api_decode_step_seconds": 0.0}
+    text = httpx.get(url.removesuffix("/v1") + "/metrics", timeout=60).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in found and sample.labels.get("sequences") == str(sequences):
+                found[sample.name] = sample.value
+    return found["workbench_api_decode_steps"], found["workbench_api_decode_step_seconds"]
+
+
+def wait_for_booked_steps(url: str, sequences: int, before: tuple[float, float], decoded: int) -> tuple[float, float]:
+    """The engine's figures once its status after the level reached /metrics (it follows the last token)."""
+    deadline = time.monotonic() + 30
+    while True:
+        now = decode_steps(url, sequences)
+        if sequences * (now[0] - before[0]) >= decoded or time.monotonic() > deadline:
+            return now
+        time.sleep(0.05)
+
+
+def server_level(url: str, clients: int, tokens: int) -> tuple[float, float, float]:
+    """(aggregate decode tok/s, slowest TTFT, llama.cpp's tok/s in the server's N-sequence steps)."""
+    before = decode_steps(url, clients)
     results: list = []
     barrier = threading.Barrier(clients)
     threads = [threading.Thread(target=client_run, args=(url, tokens, results, barrier)) for _ in range(clients)]
@@ -145,18 +183,23 @@ def server_level(url: str, clients: int, tokens: int) -> tuple[float, float]:
         thread.start()
     for thread in threads:
         thread.join()
-    firsts = [stamps[0] for _sent, stamps, _n in results if stamps]
-    lasts = [stamps[-1] for _sent, stamps, _n in results if stamps]
-    span = max(lasts) - max(firsts)
-    decoded = sum(n - 1 for _sent, stamps, n in results if stamps)
-    slowest_ttft = max(stamps[0] - sent for sent, stamps, _n in results if stamps)
-    return (decoded / span if span > 0 else float("nan")), slowest_ttft
+    answered = [(sent, stamps) for sent, stamps, _n in results if len(stamps) > 1]
+    if len(answered) < clients:
+        raise SystemExit(f"{clients - len(answered)} of {clients} clients got fewer than 2 tokens: no rate to measure")
+    start = max(stamps[0] for _sent, stamps in answered)  # from here all `clients` decode together ...
+    end = min(stamps[-1] for _sent, stamps in answered)  # ... until the first answer ends
+    decoded = sum(start < stamp <= end for _sent, stamps in answered for stamp in stamps)
+    slowest_ttft = max(stamps[0] - sent for sent, stamps in answered)
+    steps, seconds = (after - earlier for after, earlier in zip(wait_for_booked_steps(url, clients, before, decoded), before))
+    llama = clients * steps / seconds if seconds > 0 else float("nan")
+    return (decoded / (end - start) if end > start else float("nan")), slowest_ttft, llama
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--levels", default="1,4,8")
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--model", default="bundled")
     args = parser.parse_args()
@@ -170,20 +213,35 @@ def main() -> int:
         preset_path = Path(folder) / "serve-scaling.toml"
         preset_path.write_text(PRESET.format(ctx=ctx, threads=args.threads))
         process, url = start_server(args.model, preset_path, slots)
+        rounds = []  # per round: {level: (server tok/s, slowest TTFT, llama.cpp in the server, bare loop)}
         try:
-            server = {level: server_level(url, level, args.tokens) for level in levels}
+            for _ in range(args.rounds):
+                measured = {}
+                for level in levels:
+                    served = server_level(url, level, args.tokens)
+                    measured[level] = (*served, reference_tps(model_path, level, args.tokens, args.threads, ctx, slots))
+                rounds.append(measured)
         finally:
             process.send_signal(signal.SIGINT)
             process.wait(60)
-    print(f"model {Path(model_path).name}, {args.threads} thread(s), {args.tokens} tokens per answer")
-    print(f"{'clients':>8} {'server tok/s':>13} {'llama.cpp tok/s':>16} {'ratio':>6}  (target >= 0.9)")
+    print(f"model {Path(model_path).name}, {args.threads} thread(s), {args.tokens} tokens per answer, "
+          f"{args.rounds} rounds (medians)")
+    print(f"{'clients':>8} {'server tok/s':>13} {'llama.cpp in the server':>24} {'ratio':>6}  (target >= 0.9)"
+          f" {'bare llama.cpp loop':>20} {'engine/bare':>12}")
     for level in levels:
-        reference = reference_tps(model_path, level, args.tokens, args.threads, ctx)
-        ours = server[level][0]
-        print(f"{level:>8} {ours:>13.1f} {reference:>16.1f} {ours / reference:>6.2f}")
-    if 1 in server and 4 in server:
-        print(f"slowest TTFT at 4 clients / TTFT at 1: {server[4][1] * 1000:.0f} ms / {server[1][1] * 1000:.0f} ms "
-              f"= {server[4][1] / server[1][1]:.2f}")
+        ours = statistics.median(measured[level][0] for measured in rounds)
+        inside = statistics.median(measured[level][2] for measured in rounds)
+        bare = statistics.median(measured[level][3] for measured in rounds)
+        ratio = statistics.median(measured[level][0] / measured[level][2] for measured in rounds)
+        parity = statistics.median(measured[level][2] / measured[level][3] for measured in rounds)
+        print(f"{level:>8} {ours:>13.1f} {inside:>24.1f} {ratio:>6.2f}  {'':14} {bare:>20.1f} {parity:>12.2f}")
+    print("per round, server / llama.cpp in the server: "
+          + "; ".join(f"{level}: " + " ".join(f"{measured[level][0] / measured[level][2]:.2f}" for measured in rounds)
+                      for level in levels))
+    if 1 in levels and 4 in levels:
+        one = statistics.median(measured[1][1] for measured in rounds)
+        four = statistics.median(measured[4][1] for measured in rounds)
+        print(f"slowest TTFT at 4 clients / TTFT at 1: {four * 1000:.0f} ms / {one * 1000:.0f} ms = {four / one:.2f}")
     return 0
 
 

@@ -140,6 +140,8 @@ def test_a_stream_carries_the_same_greedy_answer_as_the_plain_request(server):
     assert "".join(pieces) == whole.choices[0].message.content
     assert reasons == [whole.choices[0].finish_reason]
     assert usage is not None and usage.completion_tokens == whole.usage.completion_tokens
+    # each token is streamed as it is decoded, in a chunk of its own (this greedy answer is ASCII)
+    assert len([piece for piece in pieces if piece]) == usage.completion_tokens
 
 
 def test_four_concurrent_streams_decode_in_one_batch(server):
@@ -268,6 +270,29 @@ def test_metrics_count_what_the_client_was_told(server):
     assert after[("workbench_api_kv_cells", ())] == 2048
     # The telemetry beside it (issue 12's families): memory is readable on any Linux machine.
     assert any(name.startswith("workbench_") and not name.startswith("workbench_api_") for name, _ in after)
+
+
+def test_metrics_show_llama_cpps_own_decode_time_beside_the_clients_figures(server):
+    """One answer alone: every token after the first (and a final end-of-generation token) took one
+    next-token-only llama_decode of 1 sequence; its time is part of all llama_decode time."""
+    client = server.client()
+    steps_1 = ("workbench_api_decode_steps", (("sequences", "1"),))
+    seconds_1 = ("workbench_api_decode_step_seconds", (("sequences", "1"),))
+    llama = ("workbench_api_llama_decode_seconds", ())
+    before = server.metrics()
+    answer = client.chat.completions.create(model="any", messages=QUESTION, max_tokens=8, temperature=0)
+    ended_on_eog = answer.choices[0].finish_reason == "stop"
+    expected_steps = answer.usage.completion_tokens - 1 + (1 if ended_on_eog else 0)
+    # the engine's status reaches /metrics just after the answer: waited for, not raced
+    def booked():
+        metrics = server.metrics()
+        return metrics if metrics.get(steps_1, 0) - before.get(steps_1, 0) >= expected_steps else None
+
+    after = _wait(booked)
+    assert after[steps_1] - before.get(steps_1, 0) == expected_steps
+    step_time = after[seconds_1] - before.get(seconds_1, 0)
+    assert step_time > 0
+    assert after[llama] - before.get(llama, 0) > step_time  # the prompt's llama_decode too
 
 
 def test_engine_killed_mid_answer_gives_503_then_the_server_recovers(server):

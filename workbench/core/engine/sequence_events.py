@@ -142,6 +142,17 @@ class SequencesStatus:
     max_batch_sequences: int  # most sequences one llama_decode call held
     tokens_in: int  # prompt tokens evaluated
     tokens_out: int  # tokens generated
+    llama_seconds: float = 0.0  # time spent in llama_decode (to llama_synchronize), all steps
+    decode_steps: tuple[DecodeSteps, ...] = ()  # next-token-only steps, by how many sequences they held
+
+
+@dataclass(frozen=True)
+class DecodeSteps:
+    """llama.cpp's own batched decode as the server ran it: steps of `sequences` next tokens, no prompt."""
+
+    sequences: int
+    steps: int
+    seconds: float  # in llama_decode to llama_synchronize, the engine's perf_counter
 
 
 @dataclass(frozen=True)

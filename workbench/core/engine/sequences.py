@@ -18,6 +18,7 @@ from workbench.core.engine.chat_template import ChatTemplate
 from workbench.core.engine.events import EngineFailed
 from workbench.core.engine.sampling_checks import sampling_problems
 from workbench.core.engine.sequence_events import (
+    DecodeSteps,
     Sample,
     SamplesFinished,
     SequenceAccepted,
@@ -35,9 +36,9 @@ from workbench.core.engine.sequence_events import (
 )
 from workbench.core.engine.stop_strings import StopStringFilter
 
-# Token events are grouped like a chat turn's (see chat_turn.TOKEN_SEND_INTERVAL_S): a send
-# per token would wake the client per token.
-TOKEN_SEND_INTERVAL_S = 0.05
+# A served token is sent at once, one event per token (an SSE chunk per token, as llama-server
+# streams): grouping them as the chat does would hold each token back and hide the inter-token
+# latency a client measures. Only a token whose text is still an incomplete UTF-8 character waits.
 STATUS_INTERVAL_S = 0.25
 # llama-server's --repeat-last-n default: the penalties look at the last 64 tokens.
 PENALTY_LAST_N = 64
@@ -112,7 +113,6 @@ class _Sequence:
         self.pieces: list[str] = []
         self.unsent: list[str] = []
         self.unsent_stamps: list[float] = []
-        self.last_sent_at: float | None = None
         self.stop_reason = ""
         self.is_sample = False  # one of N samples of a prompt (its request_id is its index)
 
@@ -164,6 +164,8 @@ class SequenceScheduler:
         self.tokens_in = 0
         self.tokens_out = 0
         self.prompt_done_at: float | None = None
+        self.llama_seconds = 0.0  # time inside llama_decode (+ synchronize), all steps
+        self._decode_steps: dict[int, tuple[int, float]] = {}  # sequences in a next-token-only step -> (steps, seconds)
         self._last_status_key: tuple = ()
 
     # -- requests ------------------------------------------------------------------------------
@@ -253,10 +255,13 @@ class SequenceScheduler:
             batch.seq_id[index][0] = sequence.slot
             batch.logits[index] = 1 if logits else 0
         batch.n_tokens = len(entries)
+        started = time.perf_counter()
         code = llama_cpp.llama_decode(self._ctx, batch)
         if code != 0:
             raise RuntimeError(f"llama_decode returned {code} for a batch of {len(entries)} tokens"
                                + (" (no room left in the KV cache)" if code == 1 else ""))
+        llama_cpp.llama_synchronize(self._ctx)  # the batch's work is done (a GPU backend returns early)
+        self._book_decode(time.perf_counter() - started, len(entries), len(decoding))
         now = time.monotonic()
         self.decode_calls += 1
         self.last_batch_tokens = len(entries)
@@ -274,6 +279,13 @@ class SequenceScheduler:
                     for child in children:
                         self._sample(child, index, now)
                 self._sample(sequence, index, now)
+
+    def _book_decode(self, seconds: float, n_tokens: int, n_decoding: int) -> None:
+        """llama.cpp's time per step; a step of only next tokens (no prompt) is booked by its batch size."""
+        self.llama_seconds += seconds
+        if n_tokens == n_decoding:
+            steps, total = self._decode_steps.get(n_decoding, (0, 0.0))
+            self._decode_steps[n_decoding] = (steps + 1, total + seconds)
 
     def _admit(self) -> None:
         now = time.monotonic()
@@ -324,19 +336,17 @@ class SequenceScheduler:
         else:
             sequence.pending = token
 
-    def _add_text(self, sequence: _Sequence, text: str, stamp: float, *, force: bool = False) -> None:
+    def _add_text(self, sequence: _Sequence, text: str, stamp: float) -> None:
         if text:
             sequence.pieces.append(text)
         if self._emit is None:
             return
         sequence.unsent.append(text)
         sequence.unsent_stamps.append(stamp)
-        if force or sequence.last_sent_at is None or stamp - sequence.last_sent_at >= TOKEN_SEND_INTERVAL_S:
-            joined = "".join(sequence.unsent)
-            if joined or force:
-                self._emit(SequenceTokens(sequence.request_id, joined, len(sequence.unsent_stamps), tuple(sequence.unsent_stamps)))
+        joined = "".join(sequence.unsent)
+        if joined:  # empty: an incomplete character, or text held back as a possible stop string
+            self._emit(SequenceTokens(sequence.request_id, joined, len(sequence.unsent_stamps), tuple(sequence.unsent_stamps)))
             sequence.unsent, sequence.unsent_stamps = [], []
-            sequence.last_sent_at = stamp
 
     def _finish(self, sequence: _Sequence, reason: str) -> None:
         import llama_cpp
@@ -454,6 +464,8 @@ class SequenceScheduler:
             kv_cells_used=sum(state.kv_cells for state in slots), decode_calls=self.decode_calls,
             last_batch_tokens=self.last_batch_tokens, last_batch_sequences=self.last_batch_sequences,
             max_batch_sequences=self.max_batch_sequences, tokens_in=self.tokens_in, tokens_out=self.tokens_out,
+            llama_seconds=self.llama_seconds,
+            decode_steps=tuple(DecodeSteps(n, steps, seconds) for n, (steps, seconds) in sorted(self._decode_steps.items())),
         )
 
     def clear_cache(self) -> None:

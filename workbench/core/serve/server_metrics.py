@@ -56,6 +56,14 @@ class ServerMetrics:
         self._batch_max = Gauge("workbench_api_batch_sequences_max",
                                  "Most sequences one llama_decode call held since the engine (re)started", registry=r)
         self._slot_cells = Gauge("workbench_api_slot_kv_cells", "KV cells of one slot's sequence", ["slot"], registry=r)
+        # what llama.cpp itself costs, beside what the clients see: the server's overhead is the difference
+        self._llama_seconds = Gauge("workbench_api_llama_decode_seconds",
+                                    "Time in llama_decode (to llama_synchronize) since the engine (re)started", registry=r)
+        self._decode_steps = Gauge("workbench_api_decode_steps",
+                                   "llama_decode calls of next tokens only (no prompt), by sequences in the batch, "
+                                   "since the engine (re)started", ["sequences"], registry=r)
+        self._decode_step_seconds = Gauge("workbench_api_decode_step_seconds",
+                                          "Time in those llama_decode calls, by sequences in the batch", ["sequences"], registry=r)
         self._last_token_at: dict[int, float] = {}
         if telemetry is not None:
             from workbench.core.telemetry.metrics import SampleCollector
@@ -97,6 +105,10 @@ class ServerMetrics:
             self._batch_max.set(status.max_batch_sequences)
             for slot in status.slots:
                 self._slot_cells.labels(slot=str(slot.slot)).set(slot.kv_cells)
+            self._llama_seconds.set(status.llama_seconds)
+            for steps in status.decode_steps:
+                self._decode_steps.labels(sequences=str(steps.sequences)).set(steps.steps)
+                self._decode_step_seconds.labels(sequences=str(steps.sequences)).set(steps.seconds)
         self._refresh_telemetry()
         return generate_latest(self.registry)
 
