@@ -6,6 +6,7 @@ import asyncio
 
 import openai
 import pytest
+from fakes import rendered
 from textual.app import App
 from textual.widgets import Input, Static, Switch
 
@@ -14,6 +15,7 @@ from workbench.core.engine.events import Sampling
 from workbench.core.paths import bundled_model_path
 from workbench.core.preset import DeviceProfile, Preset
 from workbench.ui.serve_screen import ServeScreen
+from workbench.ui.widgets.kv_panel import SlotsKvPanel
 from workbench.ui.widgets.serving_panel import ServingPanel
 
 PRESET = Preset(name="test-serve-ui", ctx_size=1024, batch_size=256, ubatch_size=256, threads=1)
@@ -60,8 +62,21 @@ async def test_the_switch_serves_the_loaded_model_and_the_panel_shows_the_slots(
         assert answer.choices[0].message.content
         await _until(pilot, lambda: panel.status is not None and panel.status.tokens_out >= answer.usage.completion_tokens)
         assert len(panel.status.slots) == 2 and panel.status.slot_ctx == 1024 // 2
+        # A request in flight: the KV panel draws each slot's share, its cells as the engine counts them
+        kv = screen.query_one(SlotsKvPanel)
+        stream = await asyncio.to_thread(lambda: client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Tell me a long story."}], max_tokens=400, stream=True))
+        await _until(pilot, lambda: any(kv.slot_cells))
+        busy = next(slot for slot in panel.status.slots if slot.request_id is not None)
+        rows = [line for line in rendered(kv).splitlines() if line.startswith("slot ")]
+        assert [row.split()[1] for row in rows] == ["0", "1"]
+        assert rows[busy.slot].endswith(f"/{1024 // 2}") and not rows[busy.slot].endswith(f" 0/{1024 // 2}")
+        assert "cells used" in rendered(kv) and kv.slot_ctx == 512
+        await asyncio.to_thread(stream.close)  # the client hangs up: its slot's cells are freed
+        await _until(pilot, lambda: not any(kv.slot_cells) and kv.cells_used == 0)
         screen.query_one("#serve-switch", Switch).value = False
         await _until(pilot, lambda: panel.state == "off")
+        assert kv.slot_cells == () and rendered(kv).startswith("Not serving")
     # Serving ended: the engine is the chat's again.
     assert engine.sample_n("Hello", 1, Sampling(max_tokens=2)).samples
 

@@ -1,4 +1,4 @@
-"""The Serve screen: a switch that serves the loaded model over the OpenAI-compatible API, and its panel."""
+"""The Serve screen: a switch that serves the loaded model over the OpenAI-compatible API, and its panels."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Label, Static, Switch
 
+from workbench.ui.widgets.kv_panel import SlotsKvPanel
 from workbench.ui.widgets.serving_panel import ServingPanel
 
 STATUS_INTERVAL_S = 0.5
@@ -61,14 +62,15 @@ class ServeController:
 
 
 class ServeScreen(Screen):
-    """Serve switch, slots and port, and the serving panel; leaving the screen stops serving."""
+    """Serve switch, slots and port, the serving panel and each slot's KV cells; leaving the screen stops serving."""
 
     CSS_PATH = "serve_screen.tcss"
     BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Any, kv_bytes_per_token: int = 0, cache_types: str = "") -> None:
         super().__init__()
         self.controller = ServeController(engine)
+        self._kv_look = (kv_bytes_per_token, cache_types)  # as the main KV panel shows the loaded cache
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -80,11 +82,16 @@ class ServeScreen(Screen):
             yield Label("port")
             yield Input("8080", id="serve-port", type="integer", max_length=5)
         yield Static("", id="serve-message", markup=False)
-        yield ServingPanel(id="serving-panel", classes="panel")
+        with Horizontal(id="serve-panels"):
+            yield ServingPanel(id="serving-panel", classes="panel")
+            yield SlotsKvPanel(id="serve-kv", classes="panel")
         yield Footer()
 
     def on_mount(self) -> None:
+        kv = self.query_one(SlotsKvPanel)
+        kv.bytes_per_token, kv.cache_types = self._kv_look[0], self._kv_look[1] or kv.cache_types
         self.set_interval(STATUS_INTERVAL_S, self._show_status)
+        self.query_one("#serve-switch", Switch).focus()  # Space serves at once; Tab reaches slots and port
 
     @on(Switch.Changed, "#serve-switch")
     def _switched(self, event: Switch.Changed) -> None:
@@ -131,6 +138,8 @@ class ServeScreen(Screen):
     def _stopped(self) -> None:
         panel = self.query_one(ServingPanel)
         panel.address, panel.state, panel.status = "", "off", None
+        kv = self.query_one(SlotsKvPanel)
+        kv.n_ctx, kv.cells_used, kv.slot_cells = 0, 0, ()
         self._say("stopped serving")
 
     def _show_status(self) -> None:
@@ -139,7 +148,11 @@ class ServeScreen(Screen):
             return
         panel = self.query_one(ServingPanel)
         panel.state = host.state if host.state != "stopped" else f"stopped: {host.last_failure}"
-        panel.status = host.status
+        status = panel.status = host.status
+        if status is not None:
+            kv = self.query_one(SlotsKvPanel)
+            kv.n_ctx, kv.cells_used, kv.slot_ctx = status.n_ctx, status.kv_cells_used, status.slot_ctx
+            kv.slot_cells = tuple(slot.kv_cells for slot in status.slots)
 
     def _say(self, text: str) -> None:
         self.query_one("#serve-message", Static).update(text)

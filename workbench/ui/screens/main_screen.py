@@ -266,7 +266,8 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         """The Serve screen: the loaded model over the OpenAI-compatible API (issue 16)."""
         from workbench.ui.serve_screen import ServeScreen
 
-        self.app.push_screen(ServeScreen(self.engine if self.phase == LOADED else None))
+        kv = self.query_one(KvPanel)
+        self.app.push_screen(ServeScreen(self.engine if self.phase == LOADED else None, kv.bytes_per_token, kv.cache_types))
 
     def action_cycle_vote(self) -> None:
         samples = self.vote_mode.cycle()

@@ -21,6 +21,7 @@ class KvPanel(Widget):
     """The screen sets `n_ctx`, `cells_used`, `segments` ((state, n_tokens) in context order) etc."""
 
     BORDER_TITLE = "KV cache"
+    EMPTY_TEXT = "No model loaded: the context appears here after loading."  # shown while n_ctx is 0
 
     n_ctx: reactive[int] = reactive(0)
     cells_used: reactive[int] = reactive(0)
@@ -31,6 +32,9 @@ class KvPanel(Widget):
     # A model with sliding-window layers keeps a second, smaller cache: set from the ledger's KVSplit.
     window_cells: reactive[int] = reactive(0)  # cells of the window cache (0 = no window layers)
     window_layers: reactive[str] = reactive("")  # e.g. "5 of 6 layers keep the last 512 tokens"
+    # While serving (set by the Serve screen): each slot's cells, one row of blocks per slot
+    slot_cells: reactive[tuple[int, ...]] = reactive(())
+    slot_ctx: reactive[int] = reactive(0)  # the cells each slot may use (n_ctx / slots)
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh())
@@ -50,7 +54,9 @@ class KvPanel(Widget):
 
     def render(self) -> RenderableType:
         if self.n_ctx <= 0:
-            return Text("No model loaded: the context appears here after loading.", style="italic")
+            return Text(self.EMPTY_TEXT, style="italic")
+        if self.slot_cells and self.slot_ctx > 0:
+            return self._render_slots()
         columns, rows = self.grid_shape()
         block_tokens = choose_block_tokens(self.n_ctx, columns * rows)
         n_blocks = math.ceil(self.n_ctx / block_tokens)
@@ -81,6 +87,39 @@ class KvPanel(Widget):
             parts.append(Text(f"⚠ {self.shift_notice}", style=f"bold {theme_colour(self.app, 'kv-current')}"))
         return Group(*parts)
 
+    def _render_slots(self) -> RenderableType:
+        """Serving: a row of blocks per slot, its share of the one (unified) cache, used and free."""
+        width = self.content_region.width or 40
+        height = self.content_region.height or 12
+        n_slots = len(self.slot_cells)
+        label_width = len(f"slot {n_slots - 1} ")
+        count_width = len(f" {self.slot_ctx:,}/{self.slot_ctx:,}")
+        block_tokens = choose_block_tokens(self.slot_ctx, max(4, (width - label_width - count_width) // 2))
+        n_blocks = math.ceil(self.slot_ctx / block_tokens)
+        percent = 100 * self.cells_used / self.n_ctx
+        header = Text(f"cells used {self.cells_used:,} / {self.n_ctx:,} ({percent:.0f}%) · "
+                      f"{n_slots} slots x {self.slot_ctx:,}", style="bold")
+        used_colour, free_colour = theme_colour(self.app, "kv-current"), theme_colour(self.app, "kv-free")
+        room = max(1, height - TEXT_LINES)
+        shown = self.slot_cells if n_slots <= room else self.slot_cells[:room - 1]
+        rows = Text()
+        for slot, cells in enumerate(shown):
+            used = min(n_blocks, math.ceil(cells / block_tokens))
+            if slot:
+                rows.append("\n")
+            rows.append(f"slot {slot}".ljust(label_width))
+            rows.append("■ " * used, style=used_colour)
+            rows.append("■ " * (n_blocks - used), style=free_colour)
+            rows.append(f"{cells:,}/{self.slot_ctx:,}")
+        if len(shown) < n_slots:
+            rows.append(f"\n… {n_slots - len(shown)} more slots hold "
+                        f"{sum(self.slot_cells[len(shown):]):,} cells", style="dim")
+        legend = swatch_legend([(used_colour, "a request's cells"), (free_colour, "free")], width)
+        block_bytes = self.bytes_per_token * block_tokens
+        sizes = Text(f"1 block = {block_tokens} tokens = {mib(block_bytes) if block_bytes else 'n/a'}"
+                     f" at {self.cache_types}; the slots share one cache", style="dim")
+        return Group(header, rows, legend, sizes)
+
     def _window_line(self, columns: int) -> Text:
         """The window cache: its own cells, full once the conversation passes the window."""
         used = window_cells_used(self.cells_used, self.window_cells)
@@ -92,3 +131,9 @@ class KvPanel(Widget):
         if self.window_layers:
             line.append(f" ({self.window_layers})", style="dim")
         return line
+
+
+class SlotsKvPanel(KvPanel):
+    """The KV panel of the Serve screen: each slot's cells while serving, a note when not."""
+
+    EMPTY_TEXT = "Not serving: each slot's cells appear here while the API serves."

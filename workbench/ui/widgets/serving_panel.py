@@ -9,10 +9,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from workbench.core.engine.sequence_events import SequencesStatus
-from workbench.ui.units import rate, seconds
-from workbench.ui.widgets.colours import theme_colour
-
-BAR_WIDTH = 20  # a slot's KV bar: its cells out of the slot's share of the context
+from workbench.ui.units import UNAVAILABLE, seconds
 
 
 class ServingPanel(Widget):
@@ -37,14 +34,11 @@ class ServingPanel(Widget):
                        f"batch {status.last_batch_sequences} seq (max {status.max_batch_sequences}) · "
                        f"tokens in {status.tokens_in:,} out {status.tokens_out:,}")
         table = Table(box=None, expand=True, pad_edge=False)
-        for column in ("slot", "request", "phase", "TTFT", "decode", "KV cells"):
-            table.add_column(column, no_wrap=True)
-        used_colour = theme_colour(self.app, "kv-current")
-        free_colour = theme_colour(self.app, "kv-free")
-        for slot in status.slots:
-            filled = round(BAR_WIDTH * min(1.0, slot.kv_cells / status.slot_ctx)) if status.slot_ctx else 0
-            bar = Text.assemble(("█" * filled, used_colour), ("█" * (BAR_WIDTH - filled), free_colour),
-                                f" {slot.kv_cells:,}/{status.slot_ctx:,}")
+        # short headers and bare numbers: the table fits the 46 columns it has at 80x24
+        for column in ("slot", "req", "phase", "TTFT", "tok/s", "KV cells"):
+            table.add_column(column, no_wrap=True, justify="left" if column in ("slot", "req", "phase") else "right")
+        for slot in status.slots:  # the KV panel beside draws each slot's cells as blocks
+            tps = f"{slot.decode_tps:,.1f}" if slot.decode_tps else UNAVAILABLE
             table.add_row(str(slot.slot), "—" if slot.request_id is None else f"#{slot.request_id}", slot.phase,
-                          seconds(slot.ttft_s), rate(slot.decode_tps), bar)
+                          seconds(slot.ttft_s), tps, f"{slot.kv_cells:,}/{status.slot_ctx:,}")
         return Group(head, summary, table)
