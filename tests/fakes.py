@@ -253,8 +253,12 @@ def make_app(engines: list | None = None, *, engine_kwargs: dict | None = None, 
                         theme_name=theme_name)
 
 
-async def wait_until(pilot, condition, timeout_s: float = 10.0) -> None:
-    """Let the app run until `condition()` holds (workers are threads: their messages take a moment)."""
+async def wait_until(pilot, condition, timeout_s: float = 60.0) -> None:
+    """Let the app run until `condition()` holds (workers are threads: their messages take a moment).
+
+    The deadline is a liveness bound for a broken build, not a speed check: a loaded 2-core CI
+    machine can starve a worker thread for seconds, and a condition that holds returns at once.
+    """
     import time
 
     deadline = time.monotonic() + timeout_s
