@@ -23,12 +23,14 @@ async def load(pilot):
 async def ask(pilot, text: str):
     """Send a prompt and wait for the answer to finish."""
     screen = pilot.app.main_screen
-    before = len(screen.query(AnswerBlock))
+    before = len(screen.conversation.messages)
     prompt = screen.query_one(PromptInput)
     prompt.value = text
     prompt.focus()
     await pilot.press("enter")
-    await wait_until(pilot, lambda: len(screen.query(AnswerBlock)) > before and screen.phase != GENERATING)
+    # the answer is in the conversation and the turn has ended (LOADED is set last, after its stats line):
+    # the new answer block alone is mounted before the turn even starts generating
+    await wait_until(pilot, lambda: len(screen.conversation.messages) >= before + 2 and screen.phase == LOADED)
 
 
 def last_answer(screen) -> AnswerBlock:
@@ -149,13 +151,14 @@ async def test_settings_modal_validates_and_applies_sampling():
         await wait_until(pilot, lambda: pilot.app.screen.query("#sampling-temperature"))
         modal = pilot.app.screen
         modal.query_one("#sampling-temperature").value = "hot"
-        await pilot.pause()
-        assert "temperature: 'hot' is not a number" in str(modal.query_one("#settings-problems").content)
+        # the check runs when Input.Changed reaches the modal: wait for it, not for a moment
+        await wait_until(pilot, lambda: "temperature: 'hot' is not a number" in str(
+            modal.query_one("#settings-problems").content))
         assert modal.query_one("#apply").disabled
         modal.query_one("#sampling-temperature").value = "0.3"
         modal.query_one("#sampling-max_tokens").value = "4"
         modal.query_one("#system-prompt").text = "Answer in one word."
-        await pilot.pause()
+        await wait_until(pilot, lambda: not modal.query_one("#apply").disabled)  # a click on a disabled Apply is lost
         await pilot.click("#apply")
         await wait_until(pilot, lambda: pilot.app.screen is screen)
         await ask(pilot, "Short")
