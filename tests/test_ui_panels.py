@@ -1,6 +1,6 @@
 """Each live panel in a small host app: set its attributes, read what it draws."""
 
-from fakes import MIB, FakeSampler, panel_host, rendered, styles_of
+from fakes import MIB, FakeSampler, panel_host, rendered, styles_of, wait_until
 
 from workbench.core.engine.events import Loaded, TurnFinished
 from workbench.core.ledger_types import DOES_NOT_FIT, FITS, Ledger
@@ -98,8 +98,8 @@ async def test_speed_panel_rates_from_engine_timestamps_and_turn_table():
         await pilot.pause()
         table = rendered(panel.query_one("#speed-turns"))
         assert "200 ms" in table and "300.0" in table and "33.0" in table and "prefill t/s" in table
-        chart = rendered(panel.query_one("#speed-chart"))
-        assert "bound 55" in chart
+        # the chart is drawn after a refresh (or at the 1 s tick), not when the figures are set
+        await wait_until(pilot, lambda: "bound 55" in rendered(panel.query_one("#speed-chart")))
 
 
 async def test_thermal_panel_values_sparklines_and_missing_sensors():
@@ -146,7 +146,7 @@ async def test_speed_panel_plots_each_answer_from_its_first_token_and_keeps_the_
         assert all([round(x, 2) for x, _ in points] == [0.1, 0.3] for points in panel.series)
         table = rendered(panel.query_one("#speed-turns"))
         assert "#7" in table and "#5" in table and "#4" not in table  # numbered over the whole session
-        assert "last 5 answers" in rendered(panel.query_one("#speed-chart"))
+        await wait_until(pilot, lambda: "last 5 answers" in rendered(panel.query_one("#speed-chart")))
 
 
 def test_a_legend_breaks_between_pairs_never_inside_one():
