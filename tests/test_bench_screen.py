@@ -77,8 +77,8 @@ async def test_bench_screen_reports_a_bad_preset_in_one_line_and_escape_leaves(t
         await _wait_for(pilot, lambda: "could not run" in _status(screen), seconds=30)
         assert "no-such-preset" in _status(screen)
         await pilot.press("escape")
-        await pilot.pause()
-        assert app.screen is not screen and screen.cancel_event.is_set()
+        await _wait_for(pilot, lambda: app.screen is not screen, seconds=30)
+        assert screen.cancel_event.is_set()
     assert not list(tmp_path.iterdir())  # nothing measured, nothing saved
 
 
@@ -95,14 +95,15 @@ async def test_bench_screen_opens_on_a_form_checks_it_and_shows_elapsed_time_in_
             assert region.width > 0 and region.right <= 80 and region.bottom < 24, widget_id  # usable at 80x24
         screen.query_one("#bench-repetitions").value = "0"
         await pilot.click("#bench-start")
-        await pilot.pause()
-        assert started == [] and "whole numbers of 1 or more" in _status(screen)
+        # Start runs when Button.Pressed reaches the screen: wait for its answer, not for a moment
+        await _wait_for(pilot, lambda: "whole numbers of 1 or more" in _status(screen))
+        assert started == []
         screen.query_one("#bench-presets").value = "as-is, quality-q8"
         screen.query_one("#bench-n-prompt").value = "32"
         screen.query_one("#bench-repetitions").value = "1"
         screen.query_one("#bench-presets").focus()
         await pilot.press("enter")  # Enter in the form is Start
-        await pilot.pause()
+        await _wait_for(pilot, lambda: started)
         assert started == [(("as-is", "quality-q8"), 32, 128, 1)]
         from workbench.ui.bench_screen import BenchStepStarted
 

@@ -42,7 +42,8 @@ async def test_use_of_an_edited_shipped_preset_writes_nothing_and_loads_the_edit
         ctx = presets.query_one("#field-ctx_size", Input)
         ctx.focus()
         ctx.value = "1024"
-        await pilot.pause()
+        # the form is checked when Input.Changed reaches the screen; Use takes what that check made
+        await wait_until(pilot, lambda: presets.edited is not None and presets.edited.ctx_size == 1024)
         await pilot.press("ctrl+u")  # in a field: Use, not the Input's "erase to the start"
         await wait_until(pilot, lambda: pilot.app.screen is main_screen)
         assert ctx.value == "1024"
@@ -62,7 +63,7 @@ async def test_saving_under_a_shipped_name_asks_first_and_the_screen_reverts_it(
         presets = await open_presets(pilot)
         assert not presets.query_one("#revert-preset", Button).display  # nothing to revert yet
         presets.query_one("#field-ctx_size", Input).value = "1024"
-        await pilot.pause()
+        await wait_until(pilot, lambda: presets.edited is not None and presets.edited.ctx_size == 1024)
         await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: isinstance(pilot.app.screen, ConfirmModal))
         await pilot.press("escape")  # the safe answer: nothing written
@@ -117,8 +118,8 @@ async def test_presets_screen_fields_verdict_and_buttons_fit_on_screen(size):
         # the first field can be typed into and the check follows
         presets.query_one("#field-ctx_size", Input).focus()
         await pilot.press("end", "0")
-        await pilot.pause()
         assert presets.query_one("#field-ctx_size", Input).value == "20480"
-        assert "edited, not saved" in str(presets.query_one("#preset-verdict", Static).content)
+        verdict = presets.query_one("#preset-verdict", Static)
+        await wait_until(pilot, lambda: "edited, not saved" in str(verdict.content))
         switch = presets.query_one("#field-flash_attn", Switch)
         assert switch.region.height >= 1 and switch.region.bottom <= height

@@ -57,18 +57,19 @@ async def test_preset_screen_validates_saves_copies_and_uses(tmp_path):
         assert {"as-is", "balanced-q4km", "quality-q8"} <= set(presets.presets)
         assert "verdict" in rendered(presets.query_one("#preset-ledger"))
         assert "fits" in rendered(presets.query_one("#preset-ledger"))
+
+        def problems() -> str:
+            return str(presets.query_one("#preset-problems").content)
+
+        # each check runs when the field's Changed message reaches the screen: wait for it, not for a moment
         presets.query_one("#field-ctx_size").value = "lots"
-        await pilot.pause()
-        problem = str(presets.query_one("#preset-problems").content)
-        assert "ctx_size" in problem and presets.query_one("#save-preset").disabled
+        await wait_until(pilot, lambda: "ctx_size" in problems() and presets.query_one("#save-preset").disabled)
         presets.query_one("#field-ctx_size").value = "4096"
         presets.query_one("#field-cache_type_v").value = "q8_0"
-        await pilot.pause()
-        assert "needs flash_attn = true" in str(presets.query_one("#preset-problems").content)
+        await wait_until(pilot, lambda: "needs flash_attn = true" in problems())
         presets.query_one("#field-flash_attn").value = True
         presets.query_one("#field-name").value = "field-test"
-        await pilot.pause()
-        assert "✔ valid preset" in str(presets.query_one("#preset-problems").content)
+        await wait_until(pilot, lambda: "✔ valid preset" in problems() and presets.edited.name == "field-test")
         assert "-c 4096" in str(presets.query_one("#server-command").content)
         await pilot.press("ctrl+y")
         assert pilot.app.clipboard.startswith("llama-server -m ") and "-ctv q8_0" in pilot.app.clipboard
@@ -148,8 +149,7 @@ async def test_f4_opens_the_bench_screen_for_the_chosen_model_device_and_preset(
         await pilot.pause(0.5)
         assert started == []  # F4 opens on the settings form: nothing runs before Start
         await pilot.click("#bench-start")
-        await pilot.pause()
-        assert started == [True]
+        await wait_until(pilot, lambda: started == [True])  # Start runs when Button.Pressed reaches the screen
 
 
 async def test_model_screen_opens_a_gguf_typed_by_its_path(tmp_path):
