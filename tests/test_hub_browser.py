@@ -129,7 +129,10 @@ async def test_a_download_keeps_running_when_the_screen_is_left(served):
 
         await wait_for(pilot, lambda: cached_models() != (), "the download finishing with no screen showing it")
         await app.push_screen(HubScreen())  # come back: the new browser shows the finished job
-        assert "Downloaded and verified" in str(app.screen.query_one("#hub-progress-text", Static).render())
+        # the file is in the cache a moment before the worker records the job's outcome: the browser shows it
+        # on mount, or when the job's end message reaches it
+        progress_text = app.screen.query_one("#hub-progress-text", Static)
+        await wait_for(pilot, lambda: "Downloaded and verified" in str(progress_text.render()), "the finished job shown")
         # The same transfer went on (no resume): the one GET without a Range (previews read ranges) sent every byte.
         (transfer,) = [r for r in served.file_requests() if r.range is None]
         assert transfer.body_bytes == bundled_model_path().stat().st_size
