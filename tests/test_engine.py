@@ -151,10 +151,14 @@ def test_cancel_from_another_thread_stops_decode_within_a_token_and_keeps_the_pa
 def test_cancel_during_prefill_stops_inside_the_prompt_and_the_engine_recovers(engine):
     long_text = " ".join(f"item{i}" for i in range(150))  # ~450 prompt tokens
     messages = [SYSTEM, ChatMessage("user", f"Summarise this list: {long_text}")]
-    timer = threading.Timer(0.05, engine.cancel)
-    timer.start()
-    chunks, (*progress, finished) = run_turn(engine, messages, Sampling(temperature=0.0, max_tokens=16))
-    timer.join()
+    chunks, events = [], []
+    # cancelled once the engine says it has started reading the prompt (not after a fixed delay, which a
+    # loaded machine can spend before the request is even sent, so that the cancel is cleared unseen)
+    for event in engine.chat(messages, Sampling(temperature=0.0, max_tokens=16)):
+        if isinstance(event, PrefillProgressed) and event.evaluated == 0:
+            engine.cancel()  # thread-safe: the flag the engine polls per graph node
+        (chunks if isinstance(event, TokenChunk) else events).append(event)
+    *progress, finished = events
     assert all(isinstance(event, PrefillProgressed) for event in progress)  # one per prompt batch taken
     assert finished.stop_reason == "cancelled"
     assert chunks == [] and finished.generated_tokens == 0 and finished.text == ""
