@@ -48,7 +48,8 @@ def _drive() -> dict:
         client.load_blocking(bundled_model_path(), preset, device=roomy)
         result["node"] = node.address
         result["log_after_load"] = list(client.log_tail())
-        conversation = [ChatMessage("user", "Name three colours.")]
+        # a long answer: a short one can end on a token already computed while `ip` is still taking the link down
+        conversation = [ChatMessage("user", "Write a long story about a robot who learns to cook.")]
         cut_at = failed_at = None
         for event in client.chat(conversation, Sampling(temperature=0.0, seed=7, max_tokens=400)):
             if isinstance(event, TokenChunk) and cut_at is None:
