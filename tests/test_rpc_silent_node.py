@@ -10,6 +10,7 @@ node socket the engine would wait in recv() for ever (the test's hang guard woul
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -27,24 +28,87 @@ BOUND_S = 60  # generous against a loaded machine; the keepalive deadline is SIL
 HANG_GUARD_S = 300  # whole driver: two node starts, two loads, the cut; far beyond any healthy run
 
 
-def _drive() -> dict:
-    """Inside the namespace: the cut and the recovery, as a dict for the test to judge."""
+@contextlib.contextmanager
+def _node_and_engine():
+    """Inside the namespace: `lo` up, a real node on it, an engine client; both stopped after."""
     from workbench.core.engine.client import EngineClient
-    from workbench.core.engine.events import ChatMessage, EngineFailed, Sampling, TokenChunk, TurnFinished
-    from workbench.core.paths import bundled_model_path
-    from workbench.core.preset import DeviceProfile, Preset
     from workbench.core.rpc.local_nodes import LocalNode
 
     # ggml's abort otherwise runs gdb for a backtrace that pushes llama.cpp's own last words out of the log tail.
     os.environ["GGML_NO_BACKTRACE"] = "1"
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    roomy = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2, mem_bandwidth_gbs=10)
-    result: dict = {}
     node = LocalNode()
     client = EngineClient()
     try:
-        preset = Preset(name="test-silent", ctx_size=1024, batch_size=256, ubatch_size=256, threads=1,
-                        gpu_layers=-1, rpc=(node.address,))
+        yield node, client
+    finally:
+        client.close()
+        node.stop()
+
+
+def _preset(name: str, node_address: str):
+    from workbench.core.preset import DeviceProfile, Preset
+
+    roomy = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2, mem_bandwidth_gbs=10)
+    return Preset(name=name, ctx_size=1024, batch_size=256, ubatch_size=256, threads=1, gpu_layers=-1,
+                  rpc=(node_address,)), roomy
+
+
+def _drive_load_cut() -> dict:
+    """Inside the namespace: the cable is pulled while the weights stream to the node, as a dict to judge.
+
+    `lo` is rate-limited (tbf, 40 Mbit/s) so the upload of the bundled model's weights takes
+    seconds, and it is taken down 1.5 s after the engine's first connection to the node appears.
+    """
+    import threading
+
+    from workbench.core.errors import EngineError
+    from workbench.core.paths import bundled_model_path
+    from workbench.core.rpc.keepalive import _endpoint
+
+    result: dict = {}
+    with _node_and_engine() as (node, client):
+        port = int(node.address.rsplit(":", 1)[1])
+        result["node"] = node.address
+        subprocess.run(["tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "40mbit", "burst", "32kbit",
+                        "latency", "400ms"], check=True)
+        preset, roomy = _preset("test-silent-load", node.address)
+        outcome: dict = {}
+
+        def load() -> None:
+            try:
+                outcome["loaded"] = client.load_blocking(bundled_model_path(), preset, device=roomy)
+            except EngineError as error:
+                outcome["error"] = str(error)
+            outcome["at"] = time.monotonic()
+
+        loader = threading.Thread(target=load, daemon=True)
+        loader.start()
+        while loader.is_alive():  # the engine's connection to the node (the namespace's table shows every process's)
+            rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+            if any(_endpoint(row.split()[2]) == ("127.0.0.1", port) for row in rows):
+                break
+            time.sleep(0.02)
+        time.sleep(1.5)  # into the upload: ~100 MB of weights at 40 Mbit/s take about 20 s
+        result["cut_during_load"] = loader.is_alive()
+        subprocess.run(["ip", "link", "set", "lo", "down"], check=True)  # the cable is pulled mid-upload
+        cut_at = time.monotonic()
+        loader.join(HANG_GUARD_S)
+        result["load_returned"] = not loader.is_alive()
+        result["loaded"] = "loaded" in outcome
+        result["error"] = outcome.get("error", "")
+        result["seconds"] = outcome["at"] - cut_at if "at" in outcome else None
+    return result
+
+
+def _drive() -> dict:
+    """Inside the namespace: the cut and the recovery, as a dict for the test to judge."""
+    from workbench.core.engine.events import ChatMessage, EngineFailed, Sampling, TokenChunk, TurnFinished
+    from workbench.core.paths import bundled_model_path
+
+    result: dict = {}
+    with _node_and_engine() as (node, client):
+        preset, roomy = _preset("test-silent", node.address)
         client.load_blocking(bundled_model_path(), preset, device=roomy)
         result["node"] = node.address
         result["log_after_load"] = list(client.log_tail())
@@ -72,19 +136,16 @@ def _drive() -> dict:
         result["reloaded_on"] = [device.endpoint for device in reloaded.devices[1:]]
         events = list(client.chat(conversation, Sampling(temperature=0.0, seed=7, max_tokens=8)))
         result["after"] = type(events[-1]).__name__
-    finally:
-        client.close()
-        node.stop()
     return result
 
 
-def _run_driver() -> dict:
+def _run_driver(scenario: str = "answer") -> dict:
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         pytest.skip("needs util-linux `unshare` and iproute2 `ip`")
     probe = subprocess.run(["unshare", "-n", "ip", "link", "set", "lo", "up"], capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.skip(f"`unshare -n` was refused here (a private network namespace needs root): {probe.stderr.strip()}")
-    process = subprocess.Popen(["unshare", "-n", sys.executable, str(Path(__file__).resolve())],
+    process = subprocess.Popen(["unshare", "-n", sys.executable, str(Path(__file__).resolve()), scenario],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                                env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
     try:
@@ -154,5 +215,19 @@ def test_a_silent_node_is_named_within_the_bound_and_the_client_goes_on():
     assert result["after"] == "TurnFinished"
 
 
+def test_a_node_silent_while_the_weights_stream_to_it_fails_the_load_within_the_bound():
+    if shutil.which("tc") is None:
+        pytest.skip("needs iproute2 `tc` to slow the namespace's loopback")
+    result = _run_driver("load")
+    print({key: value for key, value in result.items() if key != "log_tail"})
+    node = result["node"]
+    assert result["cut_during_load"], "the load finished before the cut: the upload was not slowed down"
+    assert result["load_returned"] and not result["loaded"]
+    assert f"RPC node {node}" in result["error"], result["error"]
+    assert result["seconds"] is not None and result["seconds"] < BOUND_S, result["seconds"]
+    print(f"silent node during the load named {result['seconds']:.1f} s after the cut")
+
+
 if __name__ == "__main__":
-    print("RESULT " + json.dumps(_drive()), flush=True)
+    drive = _drive_load_cut if sys.argv[1:] == ["load"] else _drive
+    print("RESULT " + json.dumps(drive()), flush=True)

@@ -105,6 +105,11 @@ class ModelRunner:
 
         self._log.on_continue = on_dots
         started = time.monotonic()
+        stop_tuning = None
+        if request.preset.rpc:  # a node that goes silent while the weights stream to it must not hang the load
+            from workbench.core.rpc.keepalive import tune_node_sockets_while_loading
+
+            stop_tuning = tune_node_sockets_while_loading(request.preset.rpc)
         try:
             from llama_cpp import Llama
 
@@ -121,6 +126,9 @@ class ModelRunner:
             reason = "; ".join(errors[-3:]) or str(error)
             self._send(EngineFailed("load", f"llama.cpp could not load {path.name}: {reason}", self._log.tail()))
             return
+        finally:
+            if stop_tuning is not None:
+                stop_tuning()
         load_seconds = time.monotonic() - started
         captured = self._log.stop_capture()
         self._log.on_continue = None

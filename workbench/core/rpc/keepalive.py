@@ -91,13 +91,28 @@ def tune_socket(fd: int) -> None:
 
 def node_sockets(addresses: Sequence[str]) -> list[NodeSocket]:
     """This process's open TCP connections (not listeners) whose remote ip:port is one of the nodes."""
-    targets: dict[tuple[str, int], str] = {}
-    for address in addresses:
-        endpoint = parse_endpoint(address)
-        for ip in _ipv4_addresses(endpoint.host):
-            targets[(ip, endpoint.port)] = address
+    targets = _node_targets(addresses)
     return [NodeSocket(fd, targets[remote], f"{local[0]}:{local[1]}")
             for fd, _, local, remote in _tcp_sockets(lambda local, remote: remote in targets)]
+
+
+def tune_node_sockets_while_loading(addresses: Sequence[str], interval_s: float = 0.05) -> Callable[[], None]:
+    """Tune each connection to the nodes as llama.cpp opens it, until the returned stop() is called.
+
+    llama.cpp connects to its nodes and streams the weights inside one blocking load call: a
+    node that goes silent then would hang the load for ever, so the sockets are tuned while the
+    load runs (ctypes releases the GIL, so this thread runs beside it), not only after it.
+    """
+    targets = _node_targets(addresses)
+    stop = threading.Event()
+    thread = _tune_new_connections(lambda local, remote: remote in targets, lambda _remote: None, interval_s,
+                                   stop, "rpc load keepalive")
+
+    def stopped() -> None:
+        stop.set()
+        thread.join()
+
+    return stopped
 
 
 def watch_client_connections(port: int, note: Callable[[str], None], interval_s: float = 1.0) -> threading.Thread:
@@ -108,14 +123,26 @@ def watch_client_connections(port: int, note: Callable[[str], None], interval_s:
     every later client. Tuned, the node drops that client after SILENT_NODE_DEADLINE_S and
     accepts the next. The engine's kernel answers the probes while it is only idle.
     """
+    def tuned(remote: tuple[str, int]) -> None:
+        note(f"client {remote[0]}:{remote[1]}: declared gone if silent for {SILENT_NODE_DEADLINE_S} s (keepalive)")
+
+    return _tune_new_connections(lambda local, remote: local[1] == port, tuned, interval_s, threading.Event(),
+                                 "rpc client keepalive", note)
+
+
+def _tune_new_connections(match: Callable[[tuple[str, int], tuple[str, int]], bool],
+                          on_tuned: Callable[[tuple[str, int]], None], interval_s: float, stop: threading.Event,
+                          name: str, note: Callable[[str], None] | None = None) -> threading.Thread:
+    """A daemon thread tuning every connection `match` accepts once, looking again each interval until `stop`."""
     tuned: set[int] = set()
 
     def watch() -> None:
-        while True:
+        while not stop.is_set():
             try:
-                found = _tcp_sockets(lambda local, remote: local[1] == port)
+                found = _tcp_sockets(match)
             except OSError as error:
-                note(f"client connections are not watched for silence: cannot read this process's sockets ({error})")
+                if note is not None:
+                    note(f"connections are not watched for silence: cannot read this process's sockets ({error})")
                 return
             for fd, inode, _, remote in found:
                 if inode in tuned:
@@ -125,12 +152,22 @@ def watch_client_connections(port: int, note: Callable[[str], None], interval_s:
                     tune_socket(fd)
                 except OSError:  # closed (or the number reused) since the scan: nothing to tune
                     continue
-                note(f"client {remote[0]}:{remote[1]}: declared gone if silent for {SILENT_NODE_DEADLINE_S} s (keepalive)")
-            time.sleep(interval_s)
+                on_tuned(remote)
+            stop.wait(interval_s)
 
-    thread = threading.Thread(target=watch, name="rpc client keepalive", daemon=True)
+    thread = threading.Thread(target=watch, name=name, daemon=True)
     thread.start()
     return thread
+
+
+def _node_targets(addresses: Sequence[str]) -> dict[tuple[str, int], str]:
+    """(ip, port) -> the node as the preset names it, for every IPv4 address of each node's host."""
+    targets: dict[tuple[str, int], str] = {}
+    for address in addresses:
+        endpoint = parse_endpoint(address)
+        for ip in _ipv4_addresses(endpoint.host):
+            targets[(ip, endpoint.port)] = address
+    return targets
 
 
 def _tcp_sockets(match: Callable[[tuple[str, int], tuple[str, int]], bool]) -> list[tuple[int, int, tuple, tuple]]:
