@@ -4,6 +4,8 @@ import gc
 import tracemalloc
 
 from fakes import FakeSampler, make_app, wait_until
+from textual._styles_cache import StylesCache
+from textual.widget import Widget
 
 from workbench.ui.screens.main_screen import LOADED
 from workbench.ui.widgets import chat_view
@@ -51,13 +53,20 @@ async def test_telemetry_and_answers_do_not_grow_the_heap_without_bound(monkeypa
         gc.collect()
         per_answer = (tracemalloc.get_traced_memory()[0] - before) / 20
         tracemalloc.stop()
+        # every widget draws through a StylesCache of its own: one alive without its widget is a
+        # removed bubble's rendered lines kept (Textual's lru_cache on get_inner_outer, ~120 KiB an answer)
+        alive = gc.get_objects()
+        widgets = sum(1 for thing in alive if isinstance(thing, Widget))
+        styles_caches = sum(1 for thing in alive if isinstance(thing, StylesCache))
+        del alive
         print(f"idle growth {idle_growth / 1024:.0f} KiB over 2000 samples; {per_answer / 1024:.0f} KiB per answer")
         speed, thermal = screen.query_one(SpeedPanel), screen.query_one(ThermalPanel)
         assert len(speed.series) <= PLOTTED_ANSWERS and len(speed.turns) <= PLOTTED_ANSWERS
         assert all(len(history) <= history.maxlen for history in thermal.history.values())
         assert idle_growth < MIB, f"idle telemetry grew the heap by {idle_growth / MIB:.1f} MiB"
-        # measured here: ~250 KiB an answer past the widget cap (Textual's render caches filling); the
-        # bound catches a return of the per-answer leaks found before (footer recompose, chart series)
+        assert styles_caches <= widgets, f"{styles_caches} StylesCaches for {widgets} widgets"
+        # measured here: ~200 KiB an answer over answers 6-25 while Textual's bounded caches fill, falling
+        # to ~10 KiB (the conversation itself) by answer 90; the StylesCache leak added ~120 KiB to each
         assert per_answer < 512 * 1024, f"{per_answer / 1024:.0f} KiB per answer"
         chat = screen.query_one(chat_view.ChatView)
         assert len(chat.query(chat_view.UserBubble)) == 5 and len(chat.query(chat_view.AnswerBlock)) == 5

@@ -8,6 +8,7 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from workbench.ui.selection import Selection
+from workbench.ui.textual_fixes import release_styles_caches
 from workbench.ui.themes import APP_COLOUR_DEFAULTS, DEFAULT_THEME, load_themes
 
 
@@ -48,6 +49,7 @@ class WorkbenchApp(App):
     def __init__(self, selection: Selection, *, engine_factory: Callable | None = None,
                  sampler_factory: Callable | None = None, theme_name: str | None = None,
                  telemetry_interval_s: float = 0.5, token_batch_interval_s: float = 0.1) -> None:
+        release_styles_caches()
         super().__init__()
         self.selection = selection
         self.engine_factory = engine_factory or default_engine_factory
