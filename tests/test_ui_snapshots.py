@@ -39,6 +39,7 @@ async def one_answer(pilot, tab: str = "chat") -> None:
     prompt.cursor_blink = False
     pilot.app.clear_notifications()
     await wait_until(pilot, lambda: screen.ledger is not None)
+    await pilot.pause()  # the tab's layout first: the chart's room is then final
     await wait_until(pilot, lambda: chart_settled(screen))
     await pilot.pause()
 

@@ -20,7 +20,8 @@ def shown_lines(widget: StreamingText) -> list[str]:
 
 async def test_the_status_line_follows_the_text_with_no_blank_lines_between():
     engines = []
-    async with make_app(engines, engine_kwargs={"answer": LONG_ANSWER, "token_delay_s": 0.01}).run_test(
+    # 400 tokens 25 ms apart: ten seconds of streaming, room for three checks on a loaded machine
+    async with make_app(engines, engine_kwargs={"answer": LONG_ANSWER, "token_delay_s": 0.025}).run_test(
             size=(100, 30)) as pilot:
         screen = pilot.app.main_screen
         await pilot.press("ctrl+l")
@@ -30,7 +31,7 @@ async def test_the_status_line_follows_the_text_with_no_blank_lines_between():
         await wait_until(pilot, lambda: screen.phase == GENERATING and screen.query(StreamingText))
         block = screen.query_one(AnswerBlock)
         checked = 0
-        while screen.phase == GENERATING and checked < 40:
+        while screen.phase == GENERATING and checked < 3:
             await pilot.pause(0.1)
             lives = block.query(StreamingText)
             if not lives or not lives.first().line_count or lives.first().size.height == 0:
