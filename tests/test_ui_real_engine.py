@@ -63,7 +63,9 @@ async def test_select_load_chat_cancel_unload_reload_with_the_real_engine():
         speed = screen.query_one(SpeedPanel)
         assert len(speed.turns) == 1 and speed.series[-1], "the decode chart got points while tokens streamed"
 
-        screen.conversation.sampling = dataclasses.replace(screen.conversation.sampling, max_tokens=400)
+        # greedy: the same long story every run (a sampled one could end before Esc arrives)
+        screen.conversation.sampling = dataclasses.replace(screen.conversation.sampling, max_tokens=400,
+                                                           temperature=0.0, seed=7)
         await send(pilot, "Write a long story about a robot who learns to cook.")
         await wait_until(pilot, lambda: len(list(screen.query(AnswerBlock))[-1].text) > 10, 120)
         await pilot.press("escape")
