@@ -6,20 +6,18 @@ import asyncio
 
 import openai
 import pytest
+from real_engine import loaded_client
 from fakes import rendered
 from textual.app import App
 from textual.widgets import Input, Static, Switch
 
-from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import Sampling
-from workbench.core.paths import bundled_model_path
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.preset import Preset
 from workbench.ui.serve_screen import ServeScreen
 from workbench.ui.widgets.kv_panel import SlotsKvPanel
 from workbench.ui.widgets.serving_panel import ServingPanel
 
 PRESET = Preset(name="test-serve-ui", ctx_size=1024, batch_size=256, ubatch_size=256, threads=1)
-ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)
 
 
 class ServeApp(App):
@@ -41,10 +39,7 @@ async def _until(pilot, condition, seconds=180.0):
 
 @pytest.fixture(scope="module")
 def engine():
-    client = EngineClient()
-    client.load_blocking(bundled_model_path(), PRESET, device=ROOMY)
-    yield client
-    client.close()
+    yield from loaded_client(PRESET)
 
 
 async def test_the_switch_serves_the_loaded_model_and_the_panel_shows_the_slots(engine):

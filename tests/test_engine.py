@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from real_engine import ROOMY, loaded_client
 
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import (
@@ -23,22 +24,18 @@ from workbench.core.engine.events import (
 from workbench.core.engine.sampling_checks import sampling_problems, validate_sampling
 from workbench.core.errors import EngineError, WorkbenchError
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.preset import Preset
 
 # One thread: the test machines have two cores shared with other work, where a second
 # llama.cpp thread spends its time waiting for the first.
 PRESET = Preset(name="test-1k", ctx_size=1024, batch_size=256, ubatch_size=256, threads=1)
-ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)
 GREEDY = Sampling(temperature=0.0, seed=7, max_tokens=8)
 SYSTEM = ChatMessage("system", "You are a helpful assistant. Answer briefly.")
 
 
 @pytest.fixture(scope="module")
 def engine():
-    client = EngineClient()
-    client.load_blocking(bundled_model_path(), PRESET, device=ROOMY)
-    yield client
-    client.close()
+    yield from loaded_client(PRESET)
 
 
 def run_turn(client, messages, sampling=GREEDY, on_chunk=None):

@@ -6,8 +6,8 @@ import queue
 import threading
 
 import pytest
+from real_engine import loaded_client
 
-from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import ChatMessage, EngineFailed, Sampling, TurnFinished
 from workbench.core.engine.sequence_events import (
     SequenceAccepted,
@@ -20,10 +20,9 @@ from workbench.core.engine.sequence_events import (
 from workbench.core.engine.stop_strings import StopStringFilter
 from workbench.core.errors import EngineError
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.preset import Preset
 
 PRESET = Preset(name="test-seq", ctx_size=2048, batch_size=256, ubatch_size=256, threads=1)
-ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)
 # A long prompt, so that evaluating it N times instead of once would show in llama.cpp's counters.
 LONG_QUESTION = ChatMessage("user", "Here is a list of fruits: " + ", ".join(["apple", "pear", "plum", "fig"] * 30)
                             + ". Name one fruit from the list.")
@@ -31,10 +30,7 @@ LONG_QUESTION = ChatMessage("user", "Here is a list of fruits: " + ", ".join(["a
 
 @pytest.fixture(scope="module")
 def engine():
-    client = EngineClient()
-    client.load_blocking(bundled_model_path(), PRESET, device=ROOMY)
-    yield client
-    client.close()
+    yield from loaded_client(PRESET)
 
 
 def test_eight_samples_share_one_prompt_evaluation_and_decode_in_one_batch(engine):
