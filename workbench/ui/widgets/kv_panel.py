@@ -32,9 +32,6 @@ class KvPanel(Widget):
     # A model with sliding-window layers keeps a second, smaller cache: set from the ledger's KVSplit.
     window_cells: reactive[int] = reactive(0)  # cells of the window cache (0 = no window layers)
     window_layers: reactive[str] = reactive("")  # e.g. "5 of 6 layers keep the last 512 tokens"
-    # While serving (set by the Serve screen): each slot's cells, one row of blocks per slot
-    slot_cells: reactive[tuple[int, ...]] = reactive(())
-    slot_ctx: reactive[int] = reactive(0)  # the cells each slot may use (n_ctx / slots)
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh())
@@ -55,15 +52,11 @@ class KvPanel(Widget):
     def render(self) -> RenderableType:
         if self.n_ctx <= 0:
             return Text(self.EMPTY_TEXT, style="italic")
-        if self.slot_cells and self.slot_ctx > 0:
-            return self._render_slots()
         columns, rows = self.grid_shape()
         block_tokens = choose_block_tokens(self.n_ctx, columns * rows)
         n_blocks = math.ceil(self.n_ctx / block_tokens)
         labels = kv_block_map(self.segments, self.n_ctx, n_blocks)
-        percent = 100 * self.cells_used / self.n_ctx
-        scope = "global layers: " if self.window_cells else ""
-        header = Text(f"{scope}cells used {self.cells_used:,} / {self.n_ctx:,} ({percent:.0f}%)", style="bold")
+        header = self._cells_line("global layers: " if self.window_cells else "")
         grid = Text()
         # one span per run of equal blocks within a row: a few segments to draw, not hundreds
         for row_start in range(0, len(labels), columns):
@@ -77,48 +70,21 @@ class KvPanel(Widget):
                     run_start = index
         legend = swatch_legend([(theme_colour(self.app, f"kv-{state}"), state) for state in BLOCK_STATES],
                                self.content_region.width or 40)  # a swatch never parts from its label
-        block_bytes = self.bytes_per_token * block_tokens
-        sizes = Text(f"1 block = {block_tokens} tokens = {mib(block_bytes) if block_bytes else 'n/a'}"
-                     f" at {self.cache_types}", style="dim")
-        parts: list[RenderableType] = [header, grid, legend, sizes]
+        parts: list[RenderableType] = [header, grid, legend, self._sizes_line(block_tokens)]
         if self.window_cells:
             parts.append(self._window_line(columns))
         if self.shift_notice:
             parts.append(Text(f"⚠ {self.shift_notice}", style=f"bold {theme_colour(self.app, 'kv-current')}"))
         return Group(*parts)
 
-    def _render_slots(self) -> RenderableType:
-        """Serving: a row of blocks per slot, its share of the one (unified) cache, used and free."""
-        width = self.content_region.width or 40
-        height = self.content_region.height or 12
-        n_slots = len(self.slot_cells)
-        label_width = len(f"slot {n_slots - 1} ")
-        count_width = len(f" {self.slot_ctx:,}/{self.slot_ctx:,}")
-        block_tokens = choose_block_tokens(self.slot_ctx, max(4, (width - label_width - count_width) // 2))
-        n_blocks = math.ceil(self.slot_ctx / block_tokens)
+    def _cells_line(self, prefix: str = "", suffix: str = "") -> Text:
         percent = 100 * self.cells_used / self.n_ctx
-        header = Text(f"cells used {self.cells_used:,} / {self.n_ctx:,} ({percent:.0f}%) · "
-                      f"{n_slots} slots x {self.slot_ctx:,}", style="bold")
-        used_colour, free_colour = theme_colour(self.app, "kv-current"), theme_colour(self.app, "kv-free")
-        room = max(1, height - TEXT_LINES)
-        shown = self.slot_cells if n_slots <= room else self.slot_cells[:room - 1]
-        rows = Text()
-        for slot, cells in enumerate(shown):
-            used = min(n_blocks, math.ceil(cells / block_tokens))
-            if slot:
-                rows.append("\n")
-            rows.append(f"slot {slot}".ljust(label_width))
-            rows.append("■ " * used, style=used_colour)
-            rows.append("■ " * (n_blocks - used), style=free_colour)
-            rows.append(f"{cells:,}/{self.slot_ctx:,}")
-        if len(shown) < n_slots:
-            rows.append(f"\n… {n_slots - len(shown)} more slots hold "
-                        f"{sum(self.slot_cells[len(shown):]):,} cells", style="dim")
-        legend = swatch_legend([(used_colour, "a request's cells"), (free_colour, "free")], width)
+        return Text(f"{prefix}cells used {self.cells_used:,} / {self.n_ctx:,} ({percent:.0f}%){suffix}", style="bold")
+
+    def _sizes_line(self, block_tokens: int, suffix: str = "") -> Text:
         block_bytes = self.bytes_per_token * block_tokens
-        sizes = Text(f"1 block = {block_tokens} tokens = {mib(block_bytes) if block_bytes else 'n/a'}"
-                     f" at {self.cache_types}; the slots share one cache", style="dim")
-        return Group(header, rows, legend, sizes)
+        return Text(f"1 block = {block_tokens} tokens = {mib(block_bytes) if block_bytes else 'n/a'}"
+                    f" at {self.cache_types}{suffix}", style="dim")
 
     def _window_line(self, columns: int) -> Text:
         """The window cache: its own cells, full once the conversation passes the window."""
@@ -137,3 +103,35 @@ class SlotsKvPanel(KvPanel):
     """The KV panel of the Serve screen: each slot's cells while serving, a note when not."""
 
     EMPTY_TEXT = "Not serving: each slot's cells appear here while the API serves."
+    slot_cells: reactive[tuple[int, ...]] = reactive(())  # set by the Serve screen from the engine's status
+    slot_ctx: reactive[int] = reactive(0)  # the cells each slot may use (n_ctx / slots)
+
+    def render(self) -> RenderableType:
+        """A row of blocks per slot: its share of the one (unified) cache, used and free."""
+        if self.n_ctx <= 0 or not self.slot_cells or self.slot_ctx <= 0:
+            return Text(self.EMPTY_TEXT, style="italic")
+        width = self.content_region.width or 40
+        height = self.content_region.height or 12
+        n_slots = len(self.slot_cells)
+        label_width = len(f"slot {n_slots - 1} ")
+        count_width = len(f" {self.slot_ctx:,}/{self.slot_ctx:,}")
+        block_tokens = choose_block_tokens(self.slot_ctx, max(4, (width - label_width - count_width) // 2))
+        n_blocks = math.ceil(self.slot_ctx / block_tokens)
+        header = self._cells_line(suffix=f" · {n_slots} slots x {self.slot_ctx:,}")
+        used_colour, free_colour = theme_colour(self.app, "kv-current"), theme_colour(self.app, "kv-free")
+        room = max(1, height - TEXT_LINES)
+        shown = self.slot_cells if n_slots <= room else self.slot_cells[:room - 1]
+        rows = Text()
+        for slot, cells in enumerate(shown):
+            used = min(n_blocks, math.ceil(cells / block_tokens))
+            if slot:
+                rows.append("\n")
+            rows.append(f"slot {slot}".ljust(label_width))
+            rows.append("■ " * used, style=used_colour)
+            rows.append("■ " * (n_blocks - used), style=free_colour)
+            rows.append(f"{cells:,}/{self.slot_ctx:,}")
+        if len(shown) < n_slots:
+            rows.append(f"\n… {n_slots - len(shown)} more slots hold "
+                        f"{sum(self.slot_cells[len(shown):]):,} cells", style="dim")
+        legend = swatch_legend([(used_colour, "a request's cells"), (free_colour, "free")], width)
+        return Group(header, rows, legend, self._sizes_line(block_tokens, "; the slots share one cache"))
