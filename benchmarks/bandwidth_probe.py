@@ -13,7 +13,7 @@ import time
 
 
 def main() -> None:
-    from workbench.core.bandwidth import measure_read_bandwidth
+    from workbench.core.config.bandwidth import measure_read_bandwidth
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--buffer-mb", type=int, default=64)

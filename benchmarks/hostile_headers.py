@@ -26,7 +26,7 @@ from pathlib import Path
 _CHILD = """
 import sys, time, tracemalloc
 from workbench.core.errors import GGUFError
-from workbench.core.gguf_reader import read_gguf
+from workbench.core.gguf.reader import read_gguf
 def run():
     try:
         read_gguf(sys.argv[1])
@@ -48,7 +48,7 @@ def _header(n_tensors: int, n_kv: int) -> bytes:
 
 
 def write_cases(folder: Path, quick: bool) -> dict[str, Path]:
-    from workbench.core.gguf_reader import MAX_ARRAY_STRINGS, MAX_TENSORS
+    from workbench.core.gguf.reader import MAX_ARRAY_STRINGS, MAX_TENSORS
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from gguf_factory import FUZZ_MODEL, with_u32_field, write_tiny_gguf

@@ -65,7 +65,7 @@ def _child_load(spec: dict) -> None:
     rss_start = process.memory_info().rss
     import llama_cpp
 
-    from workbench.core.ggml_types import GGML_TYPES_BY_NAME
+    from workbench.core.gguf.ggml_types import GGML_TYPES_BY_NAME
 
     rss_imported = process.memory_info().rss
     llm = llama_cpp.Llama(
@@ -92,7 +92,7 @@ def _child_load(spec: dict) -> None:
 def _child_quantize(spec: dict) -> None:
     import llama_cpp
 
-    from workbench.core.ggml_types import QUANT_TYPES
+    from workbench.core.gguf.ggml_types import QUANT_TYPES
 
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = QUANT_TYPES[spec["weights"]]
@@ -119,7 +119,7 @@ def run_child(action: str, spec: dict) -> tuple[dict, str]:
 def _settings() -> list[Setting]:
     settings = []
     try:
-        from workbench.core.presets import list_presets
+        from workbench.core.config.presets import list_presets
 
         for preset in list_presets():
             settings.append(Setting(preset.name, preset.ctx_size, preset.ubatch_size, preset.cache_type_k,
@@ -153,10 +153,10 @@ def architecture_table(*, smallest: bool) -> None:
     from arch_models import ARCH_MODELS, write_arch_gguf
 
     from workbench.core.engine.client import EngineClient
-    from workbench.core.gguf_reader import read_gguf
-    from workbench.core.ledger import predict_ledger
+    from workbench.core.gguf.reader import read_gguf
+    from workbench.core.ledger.predict import predict_ledger
     from workbench.core.paths import bundled_model_path
-    from workbench.core.preset import DeviceProfile, Preset
+    from workbench.core.config.preset import DeviceProfile, Preset
 
     roomy = DeviceProfile(name="bench-roomy", ram_total_mb=1 << 20, cores=2)
     workdir = Path(tempfile.mkdtemp(prefix="ledger-arch-"))
@@ -231,8 +231,8 @@ def main() -> int:
     if args.quick or args.smallest:
         return 0
 
-    from workbench.core.gguf_reader import read_gguf
-    from workbench.core.ledger import (
+    from workbench.core.gguf.reader import read_gguf
+    from workbench.core.ledger.predict import (
         llama_n_ctx,
         predicted_compute_bytes,
         predicted_overhead_bytes,
@@ -240,7 +240,7 @@ def main() -> int:
         preset_kv_bytes,
     )
     from workbench.core.paths import bundled_model_path
-    from workbench.core.preset import Preset
+    from workbench.core.config.preset import Preset
 
     bundled = bundled_model_path()
     if bundled is None:

@@ -32,7 +32,7 @@ PROMPT = "Once upon a time, in a small lighthouse by the sea, there lived"  # ra
 def workbench_side(model: Path, threads: int, ctx: int, samples: list[int], max_tokens: int, runs: int):
     from workbench.core.engine.client import EngineClient
     from workbench.core.engine.events import Sampling
-    from workbench.core.preset import Preset
+    from workbench.core.config.preset import Preset
 
     preset = Preset("parallel-scaling", ctx_size=ctx, batch_size=512, ubatch_size=512, threads=threads)
     results = {}
@@ -127,7 +127,7 @@ def main() -> int:
 
     import llama_cpp
 
-    from workbench.core.model_ref import resolve_model
+    from workbench.core.files.model_ref import resolve_model
 
     model = resolve_model(args.model)
     samples = sorted({int(x) for x in args.samples.split(",")} | {1})

@@ -203,7 +203,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--model", default="bundled")
     args = parser.parse_args()
-    from workbench.core.model_ref import resolve_model
+    from workbench.core.files.model_ref import resolve_model
 
     levels = [int(level) for level in args.levels.split(",")]
     model_path = str(resolve_model(args.model))

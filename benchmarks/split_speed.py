@@ -19,14 +19,14 @@ import dataclasses
 import sys
 import time
 
-from workbench.core.devices import load_device
-from workbench.core.devices_split import predict_split
+from workbench.core.config.devices import load_device
+from workbench.core.ledger.split import predict_split
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import ChatMessage, Sampling, TurnFinished
-from workbench.core.gguf_reader import read_gguf
+from workbench.core.gguf.reader import read_gguf
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import Preset
-from workbench.core.rpc.endpoints import parse_endpoint
+from workbench.core.config.preset import Preset
+from workbench.core.config.rpc_endpoints import parse_endpoint
 from workbench.core.rpc.link_shaper import LinkShaper, LinkSpec
 from workbench.core.rpc.local_nodes import LocalNode
 from workbench.core.rpc.nodes import probe_nodes, rpc_device

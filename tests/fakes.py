@@ -17,7 +17,7 @@ from workbench.core.engine.events import (
     TokenChunk,
     TurnFinished,
 )
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.telemetry.sample import Clock, PowerRail, TelemetrySample, Temperature, Throttle, Unavailable
 
 SCRIPTED_ANSWER = ("The ", "ledger ", "says ", "it ", "**fits**", ": ", "weights ", "and ", "KV ", "cache ",

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from workbench.core.engine.client import EngineClient
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.config.preset import DeviceProfile, Preset
 
 # A device with room for any test preset: the budget check never refuses a load here.
 ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)

@@ -12,8 +12,8 @@ from textual.app import App
 from textual.widgets import Input, Static, Switch
 
 from workbench.core.engine.events import Sampling
-from workbench.core.preset import Preset
-from workbench.ui.serve_screen import ServeScreen
+from workbench.core.config.preset import Preset
+from workbench.ui.screens.serve_screen import ServeScreen
 from workbench.ui.widgets.kv_panel import SlotsKvPanel
 from workbench.ui.widgets.serving_panel import ServingPanel
 

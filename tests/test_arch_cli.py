@@ -38,7 +38,7 @@ def test_chat_on_a_base_model_says_completion_mode_once(tmp_path: Path):
 
 
 def test_ledger_names_an_unverified_llama_cpp_build(monkeypatch, capsys):
-    import workbench.core.llama_build as llama_build
+    import workbench.core.ledger.llama_build as llama_build
 
     assert main(["ledger", "bundled", "--preset", "as-is", "--device", "jetson-orin-nano-8gb"]) == 0
     verified = capsys.readouterr().out

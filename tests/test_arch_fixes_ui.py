@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fakes import make_app, wait_until
 
-from workbench.core.gguf_reader import read_gguf
-from workbench.core.ledger import MB, predict_ledger
-from workbench.core.ledger_types import DOES_NOT_FIT
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.predict import MB, predict_ledger
+from workbench.core.ledger.types import DOES_NOT_FIT
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import DeviceProfile
-from workbench.core.presets import load_preset
+from workbench.core.config.preset import DeviceProfile
+from workbench.core.config.presets import load_preset
 
 
 async def test_a_fix_is_one_key_away_and_makes_it_fit(tmp_path):

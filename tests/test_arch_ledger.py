@@ -10,9 +10,9 @@ import pytest
 
 from arch_models import ARCH_MODELS, write_arch_gguf
 from workbench.core.engine.client import EngineClient
-from workbench.core.gguf_reader import read_gguf
-from workbench.core.ledger import predict_ledger
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.predict import predict_ledger
+from workbench.core.config.preset import DeviceProfile, Preset
 
 MIB = 1024 * 1024
 ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)

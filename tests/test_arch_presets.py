@@ -7,8 +7,8 @@ import tomllib
 import pytest
 
 from workbench.core.errors import PresetError
-from workbench.core.preset import Preset
-from workbench.core.presets import llama_server_args, preset_from_mapping, preset_to_toml
+from workbench.core.config.preset import Preset
+from workbench.core.config.presets import llama_server_args, preset_from_mapping, preset_to_toml
 
 
 def test_swa_full_defaults_off_like_llama_server_and_maps_to_its_flag():

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from arch_models import arch_model, write_arch_gguf
-from workbench.core.gguf_reader import read_gguf
-from workbench.core.ledger import predicted_weights_bytes
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.predict import predicted_weights_bytes
 
 # LLAMA_FTYPE_MOSTLY_* numbers (llama.h)
 FTYPES = {"Q8_0": 7, "Q4_K_M": 15, "Q5_K_M": 17, "Q4_0": 2}

@@ -9,11 +9,11 @@ from arch_models import arch_model, write_arch_gguf
 from fakes import make_app, panel_host, rendered, wait_until
 from textual.widgets import Input, Static, Switch
 
-from workbench.core.chat_mode import BUILTIN_TEMPLATE, COMPLETION
-from workbench.core.gguf_reader import read_gguf
-from workbench.core.ledger import predict_ledger
+from workbench.core.config.chat_mode import BUILTIN_TEMPLATE, COMPLETION
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.predict import predict_ledger
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.ui.app import WorkbenchApp
 from workbench.ui.screens.main_screen import LOADED
 from workbench.ui.screens.preset_screen import PresetScreen

@@ -8,10 +8,10 @@ from pathlib import Path
 import llama_cpp
 import pytest
 
-from workbench.core.bench.measured import PERF_COUNTERS, WALL_CLOCK
+from workbench.core.engine.measured import PERF_COUNTERS, WALL_CLOCK
 from workbench.core.bench.sweep import shipped_eval_text
 from workbench.core.engine.measure_ops import OPS
-from workbench.core.gguf_reader import read_gguf
+from workbench.core.gguf.reader import read_gguf
 from workbench.core.paths import bundled_model_path
 
 
@@ -115,7 +115,7 @@ def test_engine_facts_agree_with_the_gguf_header(llama):
 @pytest.fixture(scope="module")
 def f16_variants(tmp_path_factory):
     """Q8_0 and Q4_0 re-quantized from one F16 copy of the bundled model (llama.cpp's quantizer)."""
-    from workbench.core.quantize import quantize
+    from workbench.core.engine.quantize import quantize
 
     folder = tmp_path_factory.mktemp("variants")
     f16 = quantize(bundled_model_path(), "F16", out=folder / "smollm2-f16.gguf")

@@ -25,7 +25,7 @@ from workbench.core.bench.report import (
 from workbench.core.bench.rows import BenchRow, with_references
 from workbench.core.bench.soak import SoakInterval, parse_duration, soak_interval_s, summarise_soak
 from workbench.core.errors import WorkbenchError
-from workbench.core.preset import DeviceProfile
+from workbench.core.config.preset import DeviceProfile
 
 DEVICE = DeviceProfile(name="pi5", ram_total_mb=8192, reserves_mb=(("os", 800),), mem_bandwidth_gbs=17.0)
 

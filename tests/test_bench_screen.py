@@ -10,8 +10,8 @@ from textual.widgets import DataTable, Static
 from workbench.core.bench.report import read_results
 from workbench.core.bench.sweep import shipped_eval_text
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import Preset
-from workbench.ui.bench_screen import BenchScreen
+from workbench.core.config.preset import Preset
+from workbench.ui.screens.bench_screen import BenchScreen
 
 
 class BenchHost(App):
@@ -105,7 +105,7 @@ async def test_bench_screen_opens_on_a_form_checks_it_and_shows_elapsed_time_in_
         await pilot.press("enter")  # Enter in the form is Start
         await _wait_for(pilot, lambda: started)
         assert started == [(("as-is", "quality-q8"), 32, 128, 1)]
-        from workbench.ui.bench_screen import BenchStepStarted
+        from workbench.ui.screens.bench_screen import BenchStepStarted
 
         screen.post_message(BenchStepStarted("as-is", "perplexity", 3, 8))
         await _wait_for(pilot, lambda: "perplexity" in _status(screen), seconds=10)

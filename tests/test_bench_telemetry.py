@@ -8,9 +8,9 @@ import pytest
 
 from workbench.core.bench.sweep import PresetMeasured, SweepConfig, SweepFinished, SweepStepStarted, run_sweep
 from workbench.core.bench.sweep import shipped_eval_text
-from workbench.core.devices import load_device
+from workbench.core.config.devices import load_device
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import Preset
+from workbench.core.config.preset import Preset
 from workbench.core.telemetry.sampler import Sampler
 
 TREES = Path(__file__).parent / "sysfs"

@@ -13,10 +13,10 @@ from test_presets import assert_clear_error
 
 from workbench.cli.main import main
 from workbench.core import bandwidth
-from workbench.core.bandwidth import host_bandwidth, machine_key, measure_read_bandwidth
-from workbench.core.devices import device_catalog, device_origin, list_devices, load_device
+from workbench.core.config.bandwidth import host_bandwidth, machine_key, measure_read_bandwidth
+from workbench.core.config.devices import device_catalog, device_origin, list_devices, load_device
 from workbench.core.errors import PresetError
-from workbench.core.host import detect_host, os_reserve_mb
+from workbench.core.config.host import detect_host, os_reserve_mb
 from workbench.core.paths import data_dir
 
 SHIPPED = ("jetson-orin-nano-8gb", "raspberry-pi-5-8gb", "rk3588-8gb", "rk3588s-4gb", "x86-mini-pc-16gb")
@@ -286,7 +286,7 @@ def test_a_figure_cached_by_another_probe_method_is_measured_again(own_dirs):
 
 def test_the_table_fits_an_80_column_terminal_and_stays_whole_in_a_pipe():
     from workbench.cli.cmd_devices import devices_table
-    from workbench.core.devices import list_devices
+    from workbench.core.config.devices import list_devices
 
     devices = list_devices(include_host=False)
     narrow = devices_table(devices, 80)

@@ -13,9 +13,9 @@ import dataclasses
 import pytest
 
 from tests.gguf_factory import TinyModel, write_tiny_gguf
-from workbench.core.devices_split import SplitDevice, layer_devices, predict_split
-from workbench.core.gguf_reader import read_gguf
-from workbench.core.preset import Preset
+from workbench.core.ledger.split import SplitDevice, layer_devices, predict_split
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.config.preset import Preset
 
 MIB = 1024 * 1024
 _F32_LAYERS = {role: "F32" for role in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",
@@ -160,7 +160,7 @@ def test_layer_counts_as_tensor_split_place_exactly_that_many():
 
 
 def test_a_cuda_profile_with_its_own_memory_is_a_device_with_that_budget(tiny_model):
-    from workbench.core.preset import DeviceProfile
+    from workbench.core.config.preset import DeviceProfile
     from workbench.core.rpc.nodes import split_devices
 
     host = DeviceProfile(name="desktop", ram_total_mb=32768, mem_bandwidth_gbs=50, accelerator="cuda", vram_mb=8192,
@@ -179,7 +179,7 @@ def test_a_cuda_profile_with_its_own_memory_is_a_device_with_that_budget(tiny_mo
 
 
 def test_a_jetson_style_unified_gpu_shares_the_host_budget(tiny_model):
-    from workbench.core.preset import DeviceProfile
+    from workbench.core.config.preset import DeviceProfile
     from workbench.core.rpc.nodes import split_devices
 
     host = DeviceProfile(name="jetson", ram_total_mb=8192, mem_bandwidth_gbs=68, accelerator="cuda")

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from workbench.cli.main import main
-from workbench.core.devices import load_device
+from workbench.core.config.devices import load_device
 from workbench.core.errors import PresetError
-from workbench.core.presets import llama_server_command, load_preset, preset_from_mapping, preset_to_toml
+from workbench.core.config.presets import llama_server_command, load_preset, preset_from_mapping, preset_to_toml
 
 
 @pytest.fixture(autouse=True)

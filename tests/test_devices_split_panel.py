@@ -4,9 +4,9 @@ import os
 
 from fakes import MIB, panel_host, rendered
 
-from workbench.core.devices_split import DecodeBound, DeviceLedger, SplitLedger
+from workbench.core.ledger.split import DecodeBound, DeviceLedger, SplitLedger
 from workbench.core.engine.events import DeviceBuffers, Loaded
-from workbench.core.ledger_types import FITS, Ledger
+from workbench.core.ledger.types import FITS, Ledger
 
 
 def _device(name, endpoint, weights, kv, compute, budget, verdict=FITS):

@@ -24,7 +24,7 @@ from workbench.core.engine.events import (
 from workbench.core.engine.sampling_checks import sampling_problems, validate_sampling
 from workbench.core.errors import EngineError, WorkbenchError
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import Preset
+from workbench.core.config.preset import Preset
 
 # One thread: the test machines have two cores shared with other work, where a second
 # llama.cpp thread spends its time waiting for the first.
@@ -52,8 +52,8 @@ def run_turn(client, messages, sampling=GREEDY, on_chunk=None):
 
 
 def test_load_reports_what_llama_cpp_allocated_and_the_context_it_gave(engine):
-    from workbench.core.gguf_reader import read_gguf
-    from workbench.core.ledger import kv_bytes_per_token
+    from workbench.core.gguf.reader import read_gguf
+    from workbench.core.ledger.predict import kv_bytes_per_token
 
     loaded = engine.loaded
     model = read_gguf(bundled_model_path())

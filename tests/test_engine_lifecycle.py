@@ -24,7 +24,7 @@ from workbench.core.engine.events import (
 )
 from workbench.core.errors import EngineError
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.config.preset import DeviceProfile, Preset
 
 PRESET = Preset(name="test-256", ctx_size=256, batch_size=128, ubatch_size=128, threads=1)
 ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)
@@ -171,7 +171,7 @@ def test_a_script_without_a_main_guard_can_start_an_engine_at_module_level(tmp_p
         "from workbench.core.engine.client import EngineClient\n"
         "from workbench.core.engine.events import ChatMessage, Sampling, TurnFinished\n"
         "from workbench.core.paths import bundled_model_path\n"
-        "from workbench.core.preset import DeviceProfile, Preset\n"
+        "from workbench.core.config.preset import DeviceProfile, Preset\n"
         "client = EngineClient()\n"
         "loaded = client.load_blocking(bundled_model_path(), Preset(name='script', ctx_size=256, batch_size=128,\n"
         "    ubatch_size=128, threads=1), device=DeviceProfile(name='roomy', ram_total_mb=65536, cores=2))\n"

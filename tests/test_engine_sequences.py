@@ -20,7 +20,7 @@ from workbench.core.engine.sequence_events import (
 from workbench.core.engine.stop_strings import StopStringFilter
 from workbench.core.errors import EngineError
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import Preset
+from workbench.core.config.preset import Preset
 
 PRESET = Preset(name="test-seq", ctx_size=2048, batch_size=256, ubatch_size=256, threads=1)
 # A long prompt, so that evaluating it N times instead of once would show in llama.cpp's counters.

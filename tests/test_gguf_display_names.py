@@ -9,7 +9,7 @@ import pytest
 
 from gguf_factory import TinyModel, gguf_string, packed_gguf, write_tiny_gguf
 from workbench.cli.main import main
-from workbench.core.gguf_reader import read_gguf
+from workbench.core.gguf.reader import read_gguf
 
 # OSC 0 sets the window title, ESC [2J clears the screen, U+009B is CSI to an 8-bit terminal,
 # U+202E reverses what follows.

@@ -7,7 +7,7 @@ from fractions import Fraction
 import gguf
 import pytest
 
-from workbench.core.ggml_types import (
+from workbench.core.gguf.ggml_types import (
     CACHE_TYPES,
     FILE_TYPE_DEFAULT_TENSOR_TYPE,
     FILE_TYPES,

@@ -14,9 +14,9 @@ from hubserver import Fault, closed_port_url, hub  # noqa: F401 - hub is a fixtu
 from workbench.core.hub.cache import cached_models
 from workbench.core.hub.search import curated_models
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import DeviceProfile
-from workbench.core.presets import load_preset
-from workbench.ui.hub_browser import OFFLINE_HINT, HubBrowser
+from workbench.core.config.preset import DeviceProfile
+from workbench.core.config.presets import load_preset
+from workbench.ui.widgets.hub_browser import OFFLINE_HINT, HubBrowser
 
 REPO = "bartowski/SmolLM2-135M-Instruct-GGUF"  # the first curated repository
 FILE = "SmolLM2-135M-Instruct-Q4_1.gguf"
@@ -140,7 +140,7 @@ async def test_a_download_keeps_running_when_the_screen_is_left(served):
 
 async def test_quitting_the_app_stops_the_download_and_keeps_the_partial(served):
     from workbench.core.hub.cache import partial_downloads
-    from workbench.ui.hub_browser import _JOBS
+    from workbench.ui.widgets.hub_browser import _JOBS
 
     release = threading.Event()
     app = Host()

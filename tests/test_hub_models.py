@@ -83,7 +83,7 @@ def test_cli_download_by_quant_prints_the_path_to_load(hub, tmp_path, capsys):
 
 
 def test_cli_download_refuses_a_model_that_does_not_fit_the_device(hub, tmp_path, capsys):
-    from workbench.core.devices import list_devices
+    from workbench.core.config.devices import list_devices
 
     tiny = write_tiny_gguf(tmp_path / "tiny-Q4_K_M.gguf")
     hub.add_repo("test-org/Tiny-GGUF", {tiny.name: tiny})

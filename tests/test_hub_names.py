@@ -7,7 +7,7 @@ import os
 import pytest
 
 from workbench.core.hub import names
-from workbench.core.safe_paths import UnsafePathError, path_inside
+from workbench.core.files.safe_paths import UnsafePathError, path_inside
 
 # Valid and invalid ids from huggingface_hub's own validate_repo_id docstring (owner/name ones;
 # the workbench always needs an owner), plus its stated rules: 96 characters, no '--' or '..'.

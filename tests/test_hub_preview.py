@@ -14,14 +14,14 @@ from gguf_factory import TinyModel, write_tiny_gguf
 from hubserver import closed_port_url, hub  # noqa: F401 - hub is a fixture
 from workbench.cli.main import main
 from workbench.core.errors import HubError
-from workbench.core.gguf_reader import read_gguf
+from workbench.core.gguf.reader import read_gguf
 from workbench.core.hub.preview import largest_fitting_ctx, preview_fit, read_remote_header
 from workbench.core.hub.range_stream import RangeStream
-from workbench.core.ledger import predict_ledger
-from workbench.core.ledger_types import DOES_NOT_FIT
+from workbench.core.ledger.predict import predict_ledger
+from workbench.core.ledger.types import DOES_NOT_FIT
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import DeviceProfile
-from workbench.core.presets import load_preset
+from workbench.core.config.preset import DeviceProfile
+from workbench.core.config.presets import load_preset
 
 REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 FILE = "SmolLM2-135M-Instruct-Q4_1.gguf"

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from workbench.core.bench.kld import GONE_WRONG, KldConfig, KldFinished, KldRow, flag_outliers, run_kld
-from workbench.core.bench.kld_math import KldAccumulator, compress_log_probs, expand_log_probs
+from workbench.core.engine.kld_math import KldAccumulator, compress_log_probs, expand_log_probs
 from workbench.core.bench.sweep import shipped_eval_text
-from workbench.core.devices import load_device
+from workbench.core.config.devices import load_device
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import Preset
+from workbench.core.config.preset import Preset
 
 
 def test_kld_of_two_hand_made_distributions():
@@ -63,7 +63,7 @@ def test_a_clean_ladder_is_not_flagged():
 
 @pytest.fixture(scope="module")
 def f16_model(tmp_path_factory):
-    from workbench.core.quantize import quantize
+    from workbench.core.engine.quantize import quantize
 
     return quantize(bundled_model_path(), "F16", out=tmp_path_factory.mktemp("kld") / "smollm2-f16.gguf")
 

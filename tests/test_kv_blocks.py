@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.core.kv_blocks import FREE, choose_block_tokens, kv_block_map
+from workbench.core.ledger.kv_blocks import FREE, choose_block_tokens, kv_block_map
 
 
 def test_majority_label_per_block():
@@ -51,7 +51,7 @@ def test_choose_block_tokens(n_ctx: int, max_cells: int, expected: int):
 
 
 def test_window_cache_fills_then_stays_full():
-    from workbench.core.kv_blocks import window_bar, window_cells_used
+    from workbench.core.ledger.kv_blocks import window_bar, window_cells_used
 
     assert window_cells_used(300, 1024) == 300
     assert window_cells_used(5000, 1024) == 1024  # the window keeps the newest tokens only

@@ -12,8 +12,8 @@ import pytest
 
 from gguf_factory import TinyModel, write_tiny_gguf
 from workbench.core.errors import WorkbenchError
-from workbench.core.gguf_reader import read_gguf
-from workbench.core.ledger import (
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.predict import (
     MB,
     decode_tps_bound,
     kv_bytes_per_token,
@@ -24,9 +24,9 @@ from workbench.core.ledger import (
     predicted_overhead_bytes,
     predicted_weights_bytes,
 )
-from workbench.core.ledger_types import DOES_NOT_FIT, FITS, TIGHT
+from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.config.preset import DeviceProfile, Preset
 
 F16_LAYERS = {"attn_norm": "F32", "attn_q": "F16", "attn_k": "F16", "attn_v": "F16", "attn_output": "F16",
               "ffn_norm": "F32", "ffn_gate": "F16", "ffn_up": "F16", "ffn_down": "F16"}
@@ -233,7 +233,7 @@ def arch_infos(tmp_path_factory):
 
 
 def test_sliding_window_layers_as_llama_cpp_decides_them(arch_infos):
-    from workbench.core.kv_layers import sliding_window
+    from workbench.core.ledger.kv_layers import sliding_window
 
     # gemma3: pattern 6 (llama-model: layer il slides unless il % 6 == 5) over 8 layers
     assert sliding_window(arch_infos["gemma3"]).is_swa == (True, True, True, True, True, False, True, True)
@@ -245,7 +245,7 @@ def test_sliding_window_layers_as_llama_cpp_decides_them(arch_infos):
 
 
 def test_window_cache_cells_and_bytes_by_hand(arch_infos):
-    from workbench.core.kv_layers import kv_cells, predicted_kv_layers
+    from workbench.core.ledger.kv_layers import kv_cells, predicted_kv_layers
 
     gemma3 = arch_infos["gemma3"]  # 1 KV head x 64, 7 window layers + 1 global
     # window 512 + ubatch 512 = 1024 cells (already a multiple of 256); ubatch 64: pad256(576) = 768
@@ -307,7 +307,7 @@ def test_fixes_each_make_it_fit_when_they_say_so(arch_infos):
 
 
 def test_an_installed_build_outside_the_verified_range_is_named():
-    from workbench.core.llama_build import VERIFIED_ON, unverified_reason
+    from workbench.core.ledger.llama_build import VERIFIED_ON, unverified_reason
 
     assert unverified_reason("0.3.36") == ""
     assert "unverified" in unverified_reason("0.3.99") and "0.3.99" in unverified_reason("0.3.99")

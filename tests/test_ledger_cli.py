@@ -14,8 +14,8 @@ from gguf_factory import TinyModel, write_tiny_gguf
 from workbench.cli.cmd_inspect import type_mix_text
 from workbench.cli.main import main
 from workbench.core.errors import WorkbenchError
-from workbench.core.gguf_reader import read_gguf
-from workbench.core.model_ref import resolve_model
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.files.model_ref import resolve_model
 from workbench.core.paths import bundled_model_path
 
 LEDGER_KEYS = {"weights_bytes", "kv_bytes", "compute_bytes", "overhead_bytes", "total_bytes", "budget_bytes",
@@ -161,9 +161,9 @@ def test_no_context_that_fits_reads_none_not_zero(tmp_path: Path, capsys):
 
 def test_ledger_prose_wraps_to_a_terminal_but_not_in_a_pipe():
     from workbench.cli.cmd_ledger import ledger_text
-    from workbench.core.devices import load_device
-    from workbench.core.ledger import predict_ledger
-    from workbench.core.presets import load_preset
+    from workbench.core.config.devices import load_device
+    from workbench.core.ledger.predict import predict_ledger
+    from workbench.core.config.presets import load_preset
 
     info = read_gguf(bundled_model_path())
     device = load_device("jetson-orin-nano-8gb")

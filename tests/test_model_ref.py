@@ -11,8 +11,8 @@ import pytest
 
 from gguf_factory import write_tiny_gguf
 from workbench.core.errors import GGUFError, WorkbenchError
-from workbench.core.gguf_reader import read_gguf
-from workbench.core.model_ref import resolve_model
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.files.model_ref import resolve_model
 
 # A blocked open() would hang the child for ever; this bound only turns that into a failure.
 HANG_BOUND_S = 120
@@ -66,7 +66,7 @@ def test_the_reader_refuses_devices_without_reading_them(tmp_path: Path):
 def test_reading_a_fifo_does_not_wait_for_a_writer(fifo: Path):
     # read_gguf is the first thing every command and the engine's load plan do with a path;
     # a plain open() of a FIFO waits for a writer that never comes.
-    code = ("import sys; from workbench.core.gguf_reader import read_gguf; from workbench.core.errors import GGUFError\n"
+    code = ("import sys; from workbench.core.gguf.reader import read_gguf; from workbench.core.errors import GGUFError\n"
             "try:\n    read_gguf(sys.argv[1])\nexcept GGUFError as error:\n    print(error)\n")
     done = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=HANG_BOUND_S)
     assert done.returncode == 0 and f"{fifo}: is a named pipe (FIFO)" in done.stdout, done.stderr

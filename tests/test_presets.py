@@ -14,13 +14,13 @@ import pytest
 
 from workbench.cli.main import main
 from workbench.core import ggml_types
-from workbench.core.devices import load_device
+from workbench.core.config.devices import load_device
 from workbench.core.errors import PresetError
-from workbench.core.gguf_reader import read_gguf
-from workbench.core.model_info import ModelInfo
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.paths import bundled_model_path, data_dir
-from workbench.core.preset import Preset
-from workbench.core.presets import (
+from workbench.core.config.preset import Preset
+from workbench.core.config.presets import (
     PRESET_KEYS,
     Problem,
     list_presets,
@@ -529,8 +529,8 @@ def test_a_fifo_or_a_device_given_as_a_preset_is_named_and_never_read(tmp_path: 
     fifo = tmp_path / "fifo.toml"
     os.mkfifo(fifo)
     script = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
-              "from workbench.core.presets import load_preset\n"
-              "from workbench.core.devices import load_device\n"
+              "from workbench.core.config.presets import load_preset\n"
+              "from workbench.core.config.devices import load_device\n"
               "from workbench.core.errors import PresetError\n"
               "for load, spec in ((load_preset, sys.argv[1]), (load_preset, '/dev/zero'), (load_device, sys.argv[1])):\n"
               "    try:\n        load(spec)\n    except PresetError as error:\n        print(error)\n")

@@ -10,10 +10,10 @@ import pytest
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import Loaded, LoadProgressed
 from workbench.core.errors import WorkbenchError
-from workbench.core.gguf_reader import read_gguf
+from workbench.core.gguf.reader import read_gguf
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import DeviceProfile, Preset
-from workbench.core.quantize import cached_quantized_path, quantize, quantized_cache_dir
+from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.engine.quantize import cached_quantized_path, quantize, quantized_cache_dir
 
 ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)
 
@@ -132,7 +132,7 @@ def test_a_script_without_a_main_guard_can_quantize_at_module_level(tmp_path):
     script = tmp_path / "unguarded.py"
     script.write_text(
         "from workbench.core.paths import bundled_model_path\n"
-        "from workbench.core.quantize import quantize\n"
+        "from workbench.core.engine.quantize import quantize\n"
         f"print(quantize(bundled_model_path(), 'Q8_0', {str(tmp_path / 'out.gguf')!r}).name)\n"
     )
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)

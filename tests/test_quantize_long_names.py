@@ -6,8 +6,8 @@ import pytest
 
 from gguf_factory import write_tiny_gguf
 from workbench.cli.main import main
-from workbench.core.gguf_reader import read_gguf
-from workbench.core.quantize import quantize, quantized_cache_dir
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.engine.quantize import quantize, quantized_cache_dir
 
 # 249 bytes + ".gguf" = 254: a legal name (ext4/xfs/tmpfs take 255). "é" is two bytes, so a cut
 # in the middle of one would leave invalid UTF-8.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.rpc.endpoints import parse_endpoint, parse_endpoints, parse_rpc_option
+from workbench.core.config.rpc_endpoints import parse_endpoint, parse_endpoints, parse_rpc_option
 
 
 def test_host_port_and_profile():

@@ -47,7 +47,7 @@ def _node_and_engine():
 
 
 def _preset(name: str, node_address: str):
-    from workbench.core.preset import DeviceProfile, Preset
+    from workbench.core.config.preset import DeviceProfile, Preset
 
     roomy = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2, mem_bandwidth_gbs=10)
     return Preset(name=name, ctx_size=1024, batch_size=256, ubatch_size=256, threads=1, gpu_layers=-1,

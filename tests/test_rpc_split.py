@@ -12,13 +12,13 @@ import threading
 
 import pytest
 
-from workbench.core.devices_split import predict_split
+from workbench.core.ledger.split import predict_split
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import ChatMessage, EngineFailed, Loaded, Sampling, TokenChunk, TurnFinished
-from workbench.core.gguf_reader import read_gguf
+from workbench.core.gguf.reader import read_gguf
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import DeviceProfile, Preset
-from workbench.core.rpc.endpoints import parse_endpoint
+from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.config.rpc_endpoints import parse_endpoint
 from workbench.core.rpc.local_nodes import LocalNode as RpcNode
 from workbench.core.rpc.nodes import probe_nodes, split_devices
 from workbench.core.rpc.wire import probe_node

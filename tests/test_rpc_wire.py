@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from workbench.core.rpc.endpoints import RpcEndpoint
+from workbench.core.config.rpc_endpoints import RpcEndpoint
 from workbench.core.rpc.wire import probe_node
 
 

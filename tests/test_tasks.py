@@ -179,7 +179,7 @@ def test_battery_figures():
 
 
 def test_device_profiles_take_a_checked_battery_wh(tmp_path):
-    from workbench.core.devices import load_device
+    from workbench.core.config.devices import load_device
     from workbench.core.errors import PresetError
 
     base = 'name = "pack"\nram_total_mb = 8192\nmem_bandwidth_gbs = 17\ncores = 4\n'

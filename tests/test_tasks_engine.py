@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from workbench.core.bench.task_sweep import TaskPointMeasured, TaskSweepConfig, TaskSweepFinished, run_task_sweep
-from workbench.core.devices import load_device
+from workbench.core.config.devices import load_device
 from workbench.core.engine.events import Sampling
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import Preset
+from workbench.core.config.preset import Preset
 from workbench.core.tasks.registry import find_task
 
 PRESET = Preset("task-test", ctx_size=1024, batch_size=256, ubatch_size=256, threads=1)

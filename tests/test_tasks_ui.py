@@ -78,8 +78,8 @@ async def test_triangle_plot_says_why_energy_is_missing():
 
 
 async def test_task_bench_screen_runs_the_real_engine_and_plots(tmp_path, monkeypatch):
-    from workbench.core.preset import Preset
-    from workbench.ui.task_bench_screen import TaskBenchScreen
+    from workbench.core.config.preset import Preset
+    from workbench.ui.screens.task_bench_screen import TaskBenchScreen
 
     monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
     preset = Preset("task-ui", ctx_size=512, batch_size=256, ubatch_size=256, threads=1)

@@ -3,7 +3,7 @@
 from fakes import MIB, FakeSampler, panel_host, rendered, styles_of, wait_until
 
 from workbench.core.engine.events import Loaded, TurnFinished
-from workbench.core.ledger_types import DOES_NOT_FIT, FITS, Ledger
+from workbench.core.ledger.types import DOES_NOT_FIT, FITS, Ledger
 from workbench.ui.widgets.kv_panel import KvPanel
 from workbench.ui.widgets.ledger_panel import LedgerPanel
 from workbench.ui.widgets.speed_panel import SpeedPanel

@@ -8,7 +8,7 @@ from fakes import make_app, wait_until
 from textual.widgets import Button, Input, OptionList, Select, Static, Switch
 
 from workbench.cli.main import main
-from workbench.core.presets import load_preset, preset_origin, save_user_preset
+from workbench.core.config.presets import load_preset, preset_origin, save_user_preset
 from workbench.ui.screens.confirm_modal import ConfirmModal
 from workbench.ui.screens.preset_screen import PresetScreen
 
@@ -86,7 +86,7 @@ async def test_saving_under_a_shipped_name_asks_first_and_the_screen_reverts_it(
 
 
 def test_cli_reverts_a_user_preset_that_replaces_a_shipped_one(config, capsys):
-    from workbench.core.preset import Preset
+    from workbench.core.config.preset import Preset
 
     save_user_preset(Preset(name="as-is", ctx_size=512))
     assert preset_origin(load_preset("as-is")) == "user"

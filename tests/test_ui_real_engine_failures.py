@@ -13,7 +13,7 @@ from fakes import wait_until
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import ChatMessage, PrefillProgressed, Sampling, TurnFinished
 from workbench.core.paths import bundled_model_path
-from workbench.core.preset import Preset
+from workbench.core.config.preset import Preset
 from workbench.ui.app import WorkbenchApp
 from workbench.ui.screens.main_screen import IDLE, LOADED
 from workbench.ui.selection import Selection

@@ -136,7 +136,7 @@ def test_every_shipped_theme_is_accepted_on_the_command_line_and_starts_the_app_
 
 
 async def test_f4_opens_the_bench_screen_for_the_chosen_model_device_and_preset(monkeypatch):
-    from workbench.ui.bench_screen import BenchScreen
+    from workbench.ui.screens.bench_screen import BenchScreen
 
     started = []
     monkeypatch.setattr(BenchScreen, "run_sweep", lambda self: started.append(True))  # the bench's own test runs it

@@ -95,7 +95,7 @@ def test_models_screen(snap_compare, size):
 @pytest.mark.parametrize("size", SIZES)
 def test_bench_screen(snap_compare, size):
     async def open_bench(pilot):
-        from workbench.ui.bench_screen import BenchScreen
+        from workbench.ui.screens.bench_screen import BenchScreen
 
         await pilot.press("f4")
         await wait_until(pilot, lambda: isinstance(pilot.app.screen, BenchScreen))

@@ -127,7 +127,7 @@ def _list_tasks() -> int:
 
 
 def _presets(args: argparse.Namespace):
-    from workbench.core.presets import load_preset
+    from workbench.core.config.presets import load_preset
 
     presets = tuple(load_preset(spec.strip()) for spec in (args.presets or "").split(",") if spec.strip())
     if not presets:
@@ -137,7 +137,7 @@ def _presets(args: argparse.Namespace):
 
 def _default_task_preset():
     """`bench --task NAME` alone runs the model as it is (the shipped `as-is` preset)."""
-    from workbench.core.presets import load_preset
+    from workbench.core.config.presets import load_preset
 
     return load_preset("as-is")
 
@@ -148,8 +148,8 @@ def _run_kld(args: argparse.Namespace) -> int:
 
     from workbench.core.bench.kld import KLD_FIELDS, KldConfig, KldFinished, KldStep, kld_markdown, run_kld
     from workbench.core.bench.sweep import shipped_eval_text
-    from workbench.core.devices import load_device
-    from workbench.core.model_ref import resolve_model
+    from workbench.core.config.devices import load_device
+    from workbench.core.files.model_ref import resolve_model
 
     config = KldConfig(resolve_model(args.model), _presets(args), load_device(args.device),
                        _eval_text(args) or shipped_eval_text(), n_ctx=args.ppl_ctx, max_tokens=args.kld_tokens)
@@ -186,7 +186,7 @@ def _run_kld(args: argparse.Namespace) -> int:
 
 
 def _eval_text(args: argparse.Namespace) -> str | None:
-    from workbench.core.regular_files import MIB, read_regular_file
+    from workbench.core.files.regular import MIB, read_regular_file
 
     if not args.eval_text:
         return None
@@ -218,8 +218,8 @@ def _run_task(args: argparse.Namespace) -> int:
     from workbench.core.bench.dvfs import limits_held
     from workbench.core.bench.machine import describe_machine, machine_to_dict
     from workbench.core.bench.task_sweep import TaskSweepConfig
-    from workbench.core.devices import load_device
-    from workbench.core.model_ref import resolve_model
+    from workbench.core.config.devices import load_device
+    from workbench.core.files.model_ref import resolve_model
     from workbench.core.tasks.registry import find_task
 
     task = find_task(args.task)

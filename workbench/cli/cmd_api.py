@@ -7,7 +7,7 @@ import os
 import socket
 import sys
 
-from workbench.core.loopback import is_loopback_host
+from workbench.core.config.loopback import is_loopback_host
 from workbench.core.serve.listen import listen
 
 MIB = 1024 * 1024
@@ -42,10 +42,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.core.devices import load_device
+    from workbench.core.config.devices import load_device
     from workbench.core.errors import WorkbenchError
-    from workbench.core.model_ref import resolve_model
-    from workbench.core.presets import load_preset
+    from workbench.core.files.model_ref import resolve_model
+    from workbench.core.config.presets import load_preset
 
     if not 1 <= args.parallel <= MAX_SLOTS:
         raise WorkbenchError(f"--parallel {args.parallel} is out of range", fix=f"Give 1 to {MAX_SLOTS} slots")
@@ -109,8 +109,8 @@ def _print_plan(model_path, preset, device, n_slots: int, queue: int) -> None:
     """The ledger for this preset on this device, and what N slots make of its context."""
     from workbench.cli.cmd_ledger import ledger_text, mb_text
     from workbench.cli.text_table import terminal_width, wrap_text
-    from workbench.core.gguf_reader import read_gguf
-    from workbench.core.ledger import predict_ledger
+    from workbench.core.gguf.reader import read_gguf
+    from workbench.core.ledger.predict import predict_ledger
 
     info = read_gguf(model_path)
     ledger = predict_ledger(info, preset, device)

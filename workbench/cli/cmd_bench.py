@@ -59,10 +59,10 @@ def run(args: argparse.Namespace) -> int:
 
     from workbench.core.bench.report import render, write_results
     from workbench.core.bench.sweep import SweepConfig
-    from workbench.core.devices import load_device
+    from workbench.core.config.devices import load_device
     from workbench.core.errors import WorkbenchError
-    from workbench.core.model_ref import resolve_model
-    from workbench.core.presets import load_preset
+    from workbench.core.files.model_ref import resolve_model
+    from workbench.core.config.presets import load_preset
     from workbench.cli.bench_modes import restore_killed_sweep, run_mode
 
     restore_killed_sweep(args)
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         soak_seconds = parse_duration(args.soak)
     eval_text = None
     if args.eval_text:
-        from workbench.core.regular_files import MIB, read_regular_file
+        from workbench.core.files.regular import MIB, read_regular_file
 
         try:
             eval_text = read_regular_file(args.eval_text, max_bytes=64 * MIB, what="an evaluation text",

@@ -62,7 +62,7 @@ def run_serve(args: argparse.Namespace) -> int:
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     timeout = httpx.Timeout(600.0, connect=10.0)
     with httpx.Client(timeout=timeout, limits=httpx.Limits(max_connections=max(levels) + 4)) as client:
-        from workbench.core.loopback import is_loopback_host
+        from workbench.core.config.loopback import is_loopback_host
 
         model = args.model or _first_model(client, url, headers)
         local = is_loopback_host(parsed.hostname)

@@ -44,12 +44,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.core.devices import load_device
+    from workbench.core.config.devices import load_device
     from workbench.core.engine.client import EngineClient
     from workbench.core.engine.events import ChatMessage, Sampling
     from workbench.core.engine.sampling_checks import validate_sampling
-    from workbench.core.model_ref import resolve_model
-    from workbench.core.presets import load_preset
+    from workbench.core.files.model_ref import resolve_model
+    from workbench.core.config.presets import load_preset
 
     sampling = Sampling(
         temperature=args.temp, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,

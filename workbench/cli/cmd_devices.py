@@ -31,7 +31,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _record(device) -> dict:
-    from workbench.core.devices import device_origin
+    from workbench.core.config.devices import device_origin
 
     return {
         "name": device.name,
@@ -67,7 +67,7 @@ def devices_table(devices, width: int | None = None) -> str:
     """The device table; on a terminal narrower than it, reserves as one total and short headers
     (an 80-column SSH session otherwise wraps every row; `devices show` itemises the reserves)."""
     from workbench.cli.text_table import format_table
-    from workbench.core.devices import device_origin
+    from workbench.core.config.devices import device_origin
 
     rows = [
         (d.name, d.ram_total_mb, _reserves(d), d.budget_mb, _number(d.mem_bandwidth_gbs), _number(d.power_limit_w),
@@ -85,15 +85,15 @@ def devices_table(devices, width: int | None = None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.text_table import terminal_width
-    from workbench.core.devices import device_catalog, user_devices_dir
+    from workbench.core.config.devices import device_catalog, user_devices_dir
 
     catalog = device_catalog()
     devices = catalog.entries
     # A malformed file is named on a line of its own; the others are listed all the same.
     broken = "".join(f"{file.line}\n" for file in catalog.broken)
     if not args.no_host:
-        from workbench.core.bandwidth import host_bandwidth
-        from workbench.core.host import detect_host
+        from workbench.core.config.bandwidth import host_bandwidth
+        from workbench.core.config.host import detect_host
 
         devices += (detect_host(bandwidth=host_bandwidth(refresh=args.remeasure)),)
     if args.json:
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from workbench.core.devices import device_origin, load_device
+    from workbench.core.config.devices import device_origin, load_device
 
     device = load_device(args.device)
     if getattr(args, "json", False):

@@ -94,7 +94,7 @@ def _check_usable(path, repo: str) -> None:
     """A file that matches the hub's sha256 can still be no model (an HTML page or a cut file
     uploaded as .gguf): say so instead of printing its path as the model to load."""
     from workbench.core.errors import GGUFError, WorkbenchError
-    from workbench.core.gguf_reader import read_gguf
+    from workbench.core.gguf.reader import read_gguf
 
     try:
         read_gguf(path)
@@ -105,10 +105,10 @@ def _check_usable(path, repo: str) -> None:
 
 def _check_fit(args: argparse.Namespace, repo: str, model) -> None:
     """Read the header remotely and refuse a model that cannot fit the device (unless --anyway)."""
-    from workbench.core.devices import load_device
+    from workbench.core.config.devices import load_device
     from workbench.core.errors import WorkbenchError
     from workbench.core.hub.preview import preview_fit
-    from workbench.core.presets import load_preset
+    from workbench.core.config.presets import load_preset
 
     preview = preview_fit(repo, model.name, load_preset(args.preset), load_device(args.device),
                           revision=args.revision, listing=model)
@@ -133,7 +133,7 @@ class _ProgressPrinter:
 
     def __call__(self, event) -> None:
         from workbench.core.hub import download_events as ev
-        from workbench.core.hub.sizes import eta_text, rate_text, size_text
+        from workbench.core.units import eta_text, rate_text, size_text
 
         if isinstance(event, ev.DownloadStarted):
             part = f" (part {event.part}/{event.parts})" if event.parts > 1 else ""

@@ -75,10 +75,10 @@ MAX_PREVIEWS = 64
 def _previews(repo: str, files, args) -> tuple:
     """(name -> FitPreview, or the one-line error that stopped its preview (a projector file, a bad
     header), for the first MAX_PREVIEWS files; the preset; the device)."""
-    from workbench.core.devices import load_device
+    from workbench.core.config.devices import load_device
     from workbench.core.errors import HubError, WorkbenchError
     from workbench.core.hub.preview import preview_fit
-    from workbench.core.presets import load_preset
+    from workbench.core.config.presets import load_preset
 
     preset, device = load_preset(args.preset), load_device(args.device)
     previews: dict = {}
@@ -94,7 +94,7 @@ def _previews(repo: str, files, args) -> tuple:
 
 def _table(listing, files, previews: dict, args) -> str:
     from workbench.cli.text_table import fitted_table, format_table, terminal_width, wrap_text
-    from workbench.core.hub.sizes import size_text
+    from workbench.core.units import size_text
 
     width = terminal_width()
     title = f"{listing.repo} @ {listing.commit[:12] or listing.revision}" + ("  (gated: accept the licence on the hub, set HF_TOKEN)" if listing.gated else "")

@@ -60,8 +60,8 @@ def _summary(info) -> dict:
 
 
 def _architecture_json(info) -> dict:
-    from workbench.core.experts import expert_counts
-    from workbench.core.kv_layers import sliding_window
+    from workbench.core.ledger.experts import expert_counts
+    from workbench.core.ledger.kv_layers import sliding_window
 
     experts, window = expert_counts(info), sliding_window(info)
     return {
@@ -75,8 +75,8 @@ def _architecture_json(info) -> dict:
 
 def _architecture_lines(info) -> list[tuple[str, str]]:
     """Experts (MoE) and sliding-window attention, when the model has them."""
-    from workbench.core.experts import expert_counts
-    from workbench.core.kv_layers import sliding_window
+    from workbench.core.ledger.experts import expert_counts
+    from workbench.core.ledger.kv_layers import sliding_window
 
     lines = []
     experts = expert_counts(info)
@@ -100,8 +100,8 @@ def _params_text(n_params: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.core.gguf_reader import read_gguf
-    from workbench.core.model_ref import resolve_model
+    from workbench.core.gguf.reader import read_gguf
+    from workbench.core.files.model_ref import resolve_model
 
     info = read_gguf(resolve_model(args.model))
     if args.json:

@@ -88,13 +88,13 @@ def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.core.devices import load_device
+    from workbench.core.config.devices import load_device
     from workbench.core.errors import WorkbenchError
-    from workbench.core.gguf_reader import read_gguf
-    from workbench.core.ledger import predict_ledger
-    from workbench.core.model_ref import resolve_model
+    from workbench.core.gguf.reader import read_gguf
+    from workbench.core.ledger.predict import predict_ledger
+    from workbench.core.files.model_ref import resolve_model
     from workbench.cli.text_table import terminal_width
-    from workbench.core.presets import load_preset, preset_problems
+    from workbench.core.config.presets import load_preset, preset_problems
 
     if args.ctx is not None and args.ctx < 0:
         raise WorkbenchError(f"--ctx {args.ctx} is negative", fix="Give a context size in tokens, e.g. --ctx 4096")
@@ -134,7 +134,7 @@ def problems_text(problems, width: int | None = None) -> str:
 def extras_text(ledger, width: int | None = None) -> str:
     """Resident memory, experts, the build the ledger was verified on, and the fixes when it does not fit."""
     from workbench.cli.text_table import wrap_text
-    from workbench.core.llama_build import VERIFIED_ON
+    from workbench.core.ledger.llama_build import VERIFIED_ON
 
     out = []
     if ledger.resident is not None:

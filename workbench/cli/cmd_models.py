@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.cli.text_table import fitted_table, terminal_width
     from workbench.core.hub.cache import list_models, partial_downloads
     from workbench.core.hub.cache_layout import hub_cache_dir
-    from workbench.core.hub.sizes import size_text
+    from workbench.core.units import size_text
 
     listed = list_models(tuple(args.dir))
     problems = {m.path: _problem(m.path) for m in listed}
@@ -67,7 +67,7 @@ def _problem(path) -> str:
     download shows: the tensor data would end past the end of the file.
     """
     from workbench.core.errors import WorkbenchError
-    from workbench.core.gguf_reader import read_gguf
+    from workbench.core.gguf.reader import read_gguf
 
     try:
         read_gguf(path)

@@ -110,7 +110,7 @@ def probe_json(report) -> dict:
 def run_probe(args: argparse.Namespace) -> int:
     from workbench.cli.json_output import write_json
     from workbench.core.errors import WorkbenchError
-    from workbench.core.rpc.endpoints import parse_endpoint
+    from workbench.core.config.rpc_endpoints import parse_endpoint
     from workbench.core.rpc.wire import probe_node
 
     endpoint = parse_endpoint(args.endpoint, "node probe", allow_profile=False)

@@ -38,7 +38,7 @@ def _row(preset, origin: str) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.text_table import terminal_width
-    from workbench.core.presets import preset_catalog, preset_origin, user_presets_dir
+    from workbench.core.config.presets import preset_catalog, preset_origin, user_presets_dir
 
     catalog = preset_catalog()
     presets = catalog.entries
@@ -57,7 +57,7 @@ def presets_table(presets, width: int | None = None) -> str:
     """One row per preset; on a terminal narrower than that, each description goes on its own
     indented line under its row (80 columns otherwise wrap every row)."""
     from workbench.cli.text_table import fitted_table
-    from workbench.core.presets import preset_origin
+    from workbench.core.config.presets import preset_origin
 
     headers = ("NAME", "WEIGHTS", "CTX", "K/V CACHE", "FLASH ATTN", "SOURCE", "DESCRIPTION")
     rows = [
@@ -69,12 +69,12 @@ def presets_table(presets, width: int | None = None) -> str:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from workbench.core.presets import llama_server_command, load_preset, preset_origin, preset_to_toml, resolve_threads
+    from workbench.core.config.presets import llama_server_command, load_preset, preset_origin, preset_to_toml, resolve_threads
 
     preset = load_preset(args.preset)
     model_path = "MODEL.gguf"
     if args.model:
-        from workbench.core.model_ref import resolve_model
+        from workbench.core.files.model_ref import resolve_model
 
         model_path = str(resolve_model(args.model))
     command = llama_server_command(preset, model_path, legacy_flags=args.legacy_flags)
@@ -90,7 +90,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_revert(args: argparse.Namespace) -> int:
-    from workbench.core.presets import revert_user_preset
+    from workbench.core.config.presets import revert_user_preset
 
     kept = revert_user_preset(args.preset)
     sys.stdout.write(f"{args.preset}: the shipped preset is back; your version is kept as {kept}\n")

@@ -45,8 +45,8 @@ class _ProgressLine:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.core.model_ref import resolve_model
-    from workbench.core.quantize import cached_quantized_path, quantize, weights_type_name
+    from workbench.core.files.model_ref import resolve_model
+    from workbench.core.engine.quantize import cached_quantized_path, quantize, weights_type_name
 
     source = resolve_model(args.src)
     target = weights_type_name(args.to)  # unknown types are refused before anything starts

@@ -50,7 +50,7 @@ def check_port_free(host: str, port: int) -> None:
 
 def check_host(host: str, allow_remote: bool) -> str | None:
     """Refuse a non-loopback address unless asked for; the warning to print when allowed."""
-    from workbench.core.loopback import is_loopback_host
+    from workbench.core.config.loopback import is_loopback_host
     from workbench.core.errors import WorkbenchError
 
     if is_loopback_host(host):

@@ -7,7 +7,7 @@ from typing import Any
 from aiohttp import web
 from textual_serve.server import Server
 
-from workbench.core.loopback import is_loopback_host
+from workbench.core.config.loopback import is_loopback_host
 
 # A terminal larger than this is no screen anyone has; the numbers size the app's buffers.
 MAX_COLUMNS, MAX_ROWS = 500, 200

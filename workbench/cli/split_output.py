@@ -21,7 +21,7 @@ def predict_devices(*args: Any, **kwargs: Any) -> tuple[Any, tuple]:
 
 
 def rpc_endpoints(args: argparse.Namespace) -> tuple:
-    from workbench.core.rpc.endpoints import parse_rpc_option
+    from workbench.core.config.rpc_endpoints import parse_rpc_option
 
     return parse_rpc_option(args.rpc) if getattr(args, "rpc", "") else ()
 

@@ -20,7 +20,7 @@ from workbench.core.engine.events import (
     TokenChunk,
     TurnFinished,
 )
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.ui.messages import (
     ContextShiftNoticed,
     EngineDied,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.core.ledger_types import Ledger
+from workbench.core.ledger.types import Ledger
 
 
 @dataclass(frozen=True)

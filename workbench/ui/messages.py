@@ -5,9 +5,9 @@ from __future__ import annotations
 from textual.message import Message
 
 from workbench.core.engine.events import ContextShifted, EngineFailed, Loaded, TurnFinished
-from workbench.core.ledger_types import Ledger
-from workbench.core.model_info import ModelInfo
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.ledger.types import Ledger
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.telemetry.sample import TelemetrySample
 
 

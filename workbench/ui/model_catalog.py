@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workbench.core.paths import config_dir
-from workbench.ui.units import size
+from workbench.core.units import size
 
 
 def folders_file() -> Path:

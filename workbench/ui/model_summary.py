@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from workbench.core.model_info import ModelInfo
-from workbench.ui.units import size
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.units import size
 
 
 def model_summary(model: ModelInfo) -> Table:

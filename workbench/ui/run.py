@@ -7,7 +7,7 @@ import argparse
 
 def build_selection(args: argparse.Namespace):
     """The startup choice: --model (default the bundled model), --preset, --device (default host)."""
-    from workbench.core.model_ref import BUNDLED, resolve_model
+    from workbench.core.files.model_ref import BUNDLED, resolve_model
     from workbench.ui.selection import DEFAULT_DEVICE, DEFAULT_PRESET, Selection
 
     bundled = None
@@ -20,7 +20,7 @@ def build_selection(args: argparse.Namespace):
     selection = Selection(model_path=model, preset_name=getattr(args, "preset", None) or DEFAULT_PRESET,
                           device_name=getattr(args, "device", None) or DEFAULT_DEVICE)
     if getattr(args, "rpc", ""):
-        from workbench.core.rpc.endpoints import parse_rpc_option
+        from workbench.core.config.rpc_endpoints import parse_rpc_option
 
         selection.rpc = parse_rpc_option(args.rpc)
     if bundled is not None:
@@ -44,8 +44,8 @@ def check_theme(name: str) -> None:
 def run_app(args: argparse.Namespace) -> int:
     # A preset or device named on the command line is checked here, so a typo is one line on
     # stderr before the screen opens rather than a notification inside it.
-    from workbench.core.devices import load_device
-    from workbench.core.presets import load_preset
+    from workbench.core.config.devices import load_device
+    from workbench.core.config.presets import load_preset
 
     if getattr(args, "preset", None):
         load_preset(args.preset)

@@ -6,8 +6,8 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from workbench.core.model_info import ModelInfo
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.config.preset import DeviceProfile, Preset
 
 DEFAULT_PRESET = "as-is"  # the file's own weights: nothing to re-quantize before the first load
 DEFAULT_DEVICE = "host"
@@ -35,7 +35,7 @@ class Selection:
 
     def model_info(self, path: Path | None = None) -> ModelInfo:
         """The GGUF header of `path` (default: the chosen model), read once per file version."""
-        from workbench.core.gguf_reader import read_gguf
+        from workbench.core.gguf.reader import read_gguf
 
         path = path or self.model_path
         key = (str(path), path.stat().st_mtime)
@@ -45,7 +45,7 @@ class Selection:
             return self._model_cache[key]
 
     def preset(self) -> Preset:
-        from workbench.core.presets import load_preset
+        from workbench.core.config.presets import load_preset
 
         if self.preset_name in self.unsaved_presets:
             preset = self.unsaved_presets[self.preset_name]
@@ -60,7 +60,7 @@ class Selection:
         return label
 
     def device(self) -> DeviceProfile:
-        from workbench.core.devices import load_device
+        from workbench.core.config.devices import load_device
 
         with self._lock:
             if self.device_name not in self._device_cache:  # host detection reads /proc and /sys
@@ -72,14 +72,14 @@ class Selection:
 
     def preset_names(self, *, refresh: bool = False) -> tuple[str, ...]:
         if self._preset_names is None or refresh:
-            from workbench.core.presets import list_presets
+            from workbench.core.config.presets import list_presets
 
             self._preset_names = tuple(preset.name for preset in list_presets())
         return self._preset_names
 
     def device_names(self) -> tuple[str, ...]:
         if self._device_names is None:
-            from workbench.core.devices import list_devices
+            from workbench.core.config.devices import list_devices
 
             self._device_names = tuple(device.name for device in list_devices(include_host=False))
         return self._device_names

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.core.bench.kld_math import KldMeasured, KldReference
+from workbench.core.engine.kld_math import KldMeasured, KldReference
 from workbench.core.errors import WorkbenchError
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.config.preset import DeviceProfile, Preset
 
 DEFAULT_KLD_TOKENS = 1024  # scored positions: the reference file holds n_vocab 16-bit codes for each (~100 MB here)
 OUTLIER_FACTOR = 4.0  # KLD this many times what its bits per weight predict is "quantization gone wrong"
@@ -67,8 +67,8 @@ class KldFinished:
 
 def reference_source(model_path: Path, on_progress: Callable[[float], None] | None = None) -> tuple[Path, str]:
     """(full-precision file, note): the model itself when it is full precision, else its F16 copy (cached)."""
-    from workbench.core.gguf_reader import read_gguf
-    from workbench.core.quantize import FULL_PRECISION, quantize
+    from workbench.core.gguf.reader import read_gguf
+    from workbench.core.engine.quantize import FULL_PRECISION, quantize
 
     file_type = read_gguf(model_path).file_type
     if file_type in FULL_PRECISION:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.core.bench.measured import EngineFacts
-from workbench.core.preset import DeviceProfile
+from workbench.core.engine.measured import EngineFacts
+from workbench.core.config.preset import DeviceProfile
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from workbench.core.bench.llama_bench import MAX_TESTS, LlamaBenchTest, is_ours,
 from workbench.core.bench.machine import Machine, machine_from_dict
 from workbench.core.bench.rows import ROW_FIELDS, BenchRow, row_from_dict
 from workbench.core.errors import WorkbenchError
-from workbench.core.regular_files import read_regular_file
+from workbench.core.files.regular import read_regular_file
 
 FORMATS = ("md", "csv", "json", "jsonl")
 OLD_FILE_FORMAT = "workbench-bench/1"  # {format, machine, rows}: still read

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from workbench.core.bench.measured import SpeedMeasured
+from workbench.core.engine.measured import SpeedMeasured
 from workbench.core.errors import WorkbenchError
 from workbench.core.telemetry.sample import TelemetrySample
 

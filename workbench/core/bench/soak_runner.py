@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from workbench.core.bench.measured import SpeedMeasured
+from workbench.core.engine.measured import SpeedMeasured
 from workbench.core.bench.soak import SoakInterval, SoakResult, soak
 from workbench.core.bench.sweep import SweepConfig, load_preset_engine
-from workbench.core.preset import Preset
+from workbench.core.config.preset import Preset
 
 SOAK_PROMPT_MAX = 32  # a short prompt: the soak is about sustained decode
 

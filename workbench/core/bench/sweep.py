@@ -10,15 +10,15 @@ from pathlib import Path
 
 from workbench.core.bench.engine_watch import EngineWatch
 from workbench.core.bench.machine import describe_machine
-from workbench.core.bench.measured import EngineFacts, PerplexityMeasured, SpeedMeasured
+from workbench.core.engine.measured import EngineFacts, PerplexityMeasured, SpeedMeasured
 from workbench.core.bench.report import BenchResults
 from workbench.core.bench.rows import BenchRow, with_references
 from workbench.core.bench.split_rows import split_row_fields
 from workbench.core.errors import EngineError, WorkbenchError
-from workbench.core.ledger_types import Ledger
+from workbench.core.ledger.types import Ledger
 from workbench.core.engine.events import EngineFailed, Loaded, LoadProgressed
 from workbench.core.engine.protocol import OpFinished, OpProgressed
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.telemetry.sample import TelemetrySample
 
 EVAL_TEXT_FILE = "small_devices_field_guide.txt"
@@ -103,7 +103,7 @@ class _PresetRun:
 
 def run_sweep(config: SweepConfig, cancel: threading.Event | None = None) -> Iterator[SweepEvent]:
     """Measure every preset in turn; yields progress, one row per preset, then the results."""
-    from workbench.core.gguf_reader import read_gguf
+    from workbench.core.gguf.reader import read_gguf
 
     if config.repetitions < 1 or config.n_prompt < 1 or config.n_gen < 1:
         raise WorkbenchError("-p, -n and -r must each be at least 1", where="bench", fix="e.g. -p 256 -n 128 -r 3")
@@ -239,7 +239,7 @@ def load_engine(model_path: Path, preset: Preset, device: DeviceProfile):
 
 
 def _predict(model_info, preset: Preset, device: DeviceProfile) -> tuple[Ledger | None, str]:
-    from workbench.core.ledger import predict_ledger
+    from workbench.core.ledger.predict import predict_ledger
 
     try:
         return predict_ledger(model_info, preset, device), ""

@@ -12,7 +12,7 @@ from pathlib import Path
 from workbench.core.bench.dvfs import CpufreqLimits, DvfsSetting
 from workbench.core.engine.events import ChatMessage, Sampling
 from workbench.core.errors import WorkbenchError
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.tasks.questions import Question, Task
 from workbench.core.tasks.results import QuestionOutcome, TaskRow, with_pareto
 from workbench.core.tasks.stats import wilson_interval

@@ -6,7 +6,7 @@ import ctypes
 from collections.abc import Sequence
 from typing import Any
 
-from workbench.core.chat_mode import BUILTIN_TEMPLATE, COMPLETION, TURN_MARKERS, ChatMode, choose_chat_mode
+from workbench.core.config.chat_mode import BUILTIN_TEMPLATE, COMPLETION, TURN_MARKERS, ChatMode, choose_chat_mode
 from workbench.core.engine.events import ChatMessage
 
 _PROBE = (ChatMessage("system", "s"), ChatMessage("user", "u"), ChatMessage("assistant", "a"), ChatMessage("user", "v"))

@@ -33,7 +33,7 @@ from workbench.core.engine.protocol import (
 from workbench.core.engine.sampling_checks import validate_sampling
 from workbench.core.engine.sequence_events import SamplesFinished, SamplesRequest, SequenceRequest, SequencesOpen, SequencesOpened
 from workbench.core.errors import EngineError, WorkbenchError
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.config.preset import DeviceProfile, Preset
 
 _TERMINAL = (Loaded, TurnFinished, EngineFailed, Unloaded, OpFinished, SamplesFinished)
 _LOG_TAIL_LINES = 30
@@ -378,7 +378,7 @@ class EngineClient:
         tail = self.log_tail()
         self._loaded = None
         if process is not None and doing == "loading the model":
-            from workbench.core.quantize import remove_partial_files
+            from workbench.core.engine.quantize import remove_partial_files
 
             remove_partial_files(process.pid)  # it may have died re-quantizing into the cache
         if self._closing:

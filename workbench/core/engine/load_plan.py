@@ -6,8 +6,8 @@ import os
 from dataclasses import dataclass
 
 from workbench.core.errors import GGUFError
-from workbench.core.ledger_types import DOES_NOT_FIT, Ledger
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.ledger.types import DOES_NOT_FIT, Ledger
+from workbench.core.config.preset import DeviceProfile, Preset
 
 _MIB = 1024 * 1024
 
@@ -43,9 +43,9 @@ def plan_load(
     rpc: tuple = (),
 ) -> LoadPlan:
     """Read the GGUF header, check the preset against the model and the ledger against the device."""
-    from workbench.core.gguf_reader import read_gguf
-    from workbench.core.ledger import predict_ledger
-    from workbench.core.presets import preset_problems
+    from workbench.core.gguf.reader import read_gguf
+    from workbench.core.ledger.predict import predict_ledger
+    from workbench.core.config.presets import preset_problems
 
     try:
         model = read_gguf(model_path)
@@ -60,13 +60,13 @@ def plan_load(
     warnings = tuple(f"{problem.message} ({problem.fix})" for problem in problems if problem.level == "warning")
     quantize_to = None
     if preset.weights != "keep":
-        from workbench.core.quantize import weights_type_name
+        from workbench.core.engine.quantize import weights_type_name
 
         target = weights_type_name(preset.weights)
         if target != model.file_type:
             quantize_to = target
     if device is None:
-        from workbench.core.devices import load_device
+        from workbench.core.config.devices import load_device
 
         device = load_device("host")
     if preset.rpc or rpc:

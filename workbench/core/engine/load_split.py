@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workbench.core.ledger_types import DOES_NOT_FIT
-from workbench.core.model_info import ModelInfo
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.ledger.types import DOES_NOT_FIT
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.config.preset import DeviceProfile, Preset
 
 _MIB = 1024 * 1024
 
@@ -28,8 +28,8 @@ def describe_split(split) -> str:
 def plan_split(model: ModelInfo, preset: Preset, host: DeviceProfile | None, rpc: Sequence,
                *, allow_overbudget: bool) -> tuple[str, tuple[str, ...]]:
     """(one-line prediction, node addresses) or LoadRefused naming the unreachable node or the device that overflows."""
-    from workbench.core.devices import load_device
-    from workbench.core.devices_split import predict_split
+    from workbench.core.config.devices import load_device
+    from workbench.core.ledger.split import predict_split
     from workbench.core.engine.load_plan import LoadRefused
     from workbench.core.errors import WorkbenchError
     from workbench.core.rpc.nodes import endpoints_of, node_profiles, probe_nodes, split_devices

@@ -8,14 +8,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from workbench.core.bench.measured import (
+from workbench.core.engine.measured import (
     PERF_COUNTERS,
     WALL_CLOCK,
     EngineFacts,
     PerplexityMeasured,
     SpeedMeasured,
 )
-from workbench.core.bench.kld_math import KldMeasured, KldReference
+from workbench.core.engine.kld_math import KldMeasured, KldReference
 from workbench.core.engine.chat_turn import clear_kv_cache
 
 # llama_cpp and numpy are imported inside the functions: this module is also imported by
@@ -145,7 +145,7 @@ def kld_reference(llama: Any, text: str, path: str, n_ctx: int | None = None, ma
 
     import numpy as np
 
-    from workbench.core.bench.kld_math import compress_log_probs, log_softmax
+    from workbench.core.engine.kld_math import compress_log_probs, log_softmax
 
     window, tokens = _window_and_tokens(llama, text, n_ctx, max_tokens)
     codes, params, nll = [], [], 0.0
@@ -172,7 +172,7 @@ def measure_kld(llama: Any, text: str, reference_path: str) -> KldMeasured:
     """KL divergence of this model's next-token distributions from the reference's, position by position."""
     import numpy as np
 
-    from workbench.core.bench.kld_math import KldAccumulator
+    from workbench.core.engine.kld_math import KldAccumulator
 
     with np.load(reference_path, allow_pickle=False) as saved:
         codes, params, ref_tokens = saved["codes"], saved["params"], saved["tokens"]

@@ -24,15 +24,15 @@ from workbench.core.engine.log_capture import (
     parse_device_buffers,
 )
 from workbench.core.engine.protocol import ChatRequest, LoadRequest, OpFinished, OpProgressed, RunOpRequest
-from workbench.core.preset import Preset
+from workbench.core.config.preset import Preset
 
 
 def llama_kwargs(preset: Preset) -> dict[str, Any]:
     """`llama_cpp.Llama` keyword arguments for a preset (llama-server flag by flag)."""
     import llama_cpp
 
-    from workbench.core.preset_split import llama_split_kwargs
-    from workbench.core.presets import resolve_threads
+    from workbench.core.config.preset_split import llama_split_kwargs
+    from workbench.core.config.presets import resolve_threads
 
     threads = resolve_threads(preset)
     return {
@@ -195,8 +195,8 @@ class ModelRunner:
 
     def _quantize(self, source: Path, weights_type: str) -> Path | None:
         from workbench.core.engine.quantize_worker import QuantizeFailed, quantize_here
-        from workbench.core.ggml_types import QUANT_TYPES
-        from workbench.core.quantize import cached_quantized_path, partial_path
+        from workbench.core.gguf.ggml_types import QUANT_TYPES
+        from workbench.core.engine.quantize import cached_quantized_path, partial_path
 
         target = cached_quantized_path(source, weights_type)
         if target.is_file():
@@ -370,7 +370,7 @@ def _own_memory() -> tuple[int, int]:
 
 
 def _file_type(llama: Any) -> str:
-    from workbench.core.ggml_types import FILE_TYPES
+    from workbench.core.gguf.ggml_types import FILE_TYPES
 
     value = llama.metadata.get("general.file_type")
     try:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.core.engine.events import ChatMessage, Sampling
-from workbench.core.preset import Preset
+from workbench.core.config.preset import Preset
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.core.safe_paths import path_inside
+from workbench.core.files.safe_paths import path_inside
 
 INCOMPLETE_SUFFIX = ".incomplete"
 

@@ -37,7 +37,7 @@ from workbench.core.hub.download_events import (
 from workbench.core.hub.files import GGUFFile, RemoteFile, list_gguf_files, missing_parts
 from workbench.core.hub.metadata import FileMetadata, file_metadata
 from workbench.core.hub.names import TRUSTED_FIX, HubAnswerRefused, refused
-from workbench.core.safe_paths import UnsafePathError
+from workbench.core.files.safe_paths import UnsafePathError
 
 DISK_MARGIN_BYTES = 64 * 1024 * 1024  # leave the filesystem some room after the model
 PROGRESS_INTERVAL_S = 0.2

@@ -11,7 +11,7 @@ from workbench.core import paths
 from workbench.core.hub.cache_layout import repo_folder_name
 from workbench.core.hub.names import file_name_problem, sha256_problem, size_problem
 from workbench.core.hub.range_stream import SeekableReader
-from workbench.core.safe_paths import UnsafePathError, path_inside
+from workbench.core.files.safe_paths import UnsafePathError, path_inside
 
 
 class HeaderCacheMiss(OSError):

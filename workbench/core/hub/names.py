@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 
 from workbench.core.errors import HubError
-from workbench.core.safe_paths import name_problem, shown_value
+from workbench.core.files.safe_paths import name_problem, shown_value
 
 # huggingface_hub.utils.validate_repo_id: [A-Za-z0-9_.-], starts and ends with a word
 # character (its `\b` anchors, ASCII only), the name 1-96 characters, no `--` or `..`, not

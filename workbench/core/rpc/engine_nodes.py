@@ -10,7 +10,7 @@ nodes changes (EngineClient.load).
 from __future__ import annotations
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.rpc.endpoints import parse_endpoint
+from workbench.core.config.rpc_endpoints import parse_endpoint
 from workbench.core.rpc.wire import check_reachable
 
 _registered: list[str] = []  # endpoints registered in this process, in device order

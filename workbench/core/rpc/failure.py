@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workbench.core.rpc.endpoints import parse_endpoint
+from workbench.core.config.rpc_endpoints import parse_endpoint
 from workbench.core.rpc.nodes import probe_nodes
 
 

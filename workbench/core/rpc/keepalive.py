@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.core.rpc.endpoints import parse_endpoint
+from workbench.core.config.rpc_endpoints import parse_endpoint
 
 # A node that answers nothing (not even keepalive probes or ACKs) for this long is declared dead.
 SILENT_NODE_DEADLINE_S = 10

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.core.rpc.endpoints import is_loopback_host
+from workbench.core.config.rpc_endpoints import is_loopback_host
 
 
 class LocalNodeMemory:

@@ -16,7 +16,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-from workbench.core.rpc.endpoints import RpcEndpoint
+from workbench.core.config.rpc_endpoints import RpcEndpoint
 
 PROTOCOL_MAJOR = 7  # RPC_PROTO_MAJOR_VERSION in ggml-rpc.h
 PROTOCOL_MINOR = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from workbench.core.loopback import is_loopback_host
+from workbench.core.config.loopback import is_loopback_host
 from workbench.core.telemetry.sample import TelemetrySample
 
 PREFIX = "workbench_"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.regular_files import MIB, read_regular_file
+from workbench.core.files.regular import MIB, read_regular_file
 
 _TIMESTAMP = re.compile(r"^(\d\d-\d\d-\d{4} \d\d:\d\d:\d\d)\s")
 _RAM = re.compile(r"\bRAM (\d+)/(\d+)MB")

@@ -11,7 +11,7 @@ from workbench.ui.conversation import stats_line
 from workbench.ui.kv_layout import kv_segments
 from workbench.ui.messages import ContextShiftNoticed, EngineDied, PrefillReported, TokensArrived, TurnEnded
 from workbench.ui.screens.phases import GENERATING, IDLE, LOADED
-from workbench.ui.units import mib
+from workbench.core.units import mib
 from workbench.ui.widgets.chat_view import ChatView
 from workbench.ui.widgets.kv_panel import KvPanel
 from workbench.ui.widgets.prompt_input import PromptInput

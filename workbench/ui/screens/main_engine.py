@@ -7,7 +7,7 @@ from pathlib import Path
 from textual import work
 from textual.widgets import Button, ProgressBar, Select, Static
 
-from workbench.core.ledger_types import DOES_NOT_FIT, LedgerFix
+from workbench.core.ledger.types import DOES_NOT_FIT, LedgerFix
 from workbench.ui import engine_work
 from workbench.ui.loaded_choice import choice_of
 from workbench.ui.messages import LoadFailed, LoadProgressReported, ModelLoaded, ModelUnloaded
@@ -71,7 +71,7 @@ class EngineFlow:
 
     def use_fix(self, fix: LedgerFix) -> None:
         """Use the preset with the fix applied, as an unsaved copy, and predict again."""
-        from workbench.core.ledger_fixes import apply_fix
+        from workbench.core.ledger.fixes import apply_fix
 
         label = self.selection.use_unsaved(apply_fix(self.selection.preset(), fix))
         self.select_preset(label)

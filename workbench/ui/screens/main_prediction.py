@@ -7,12 +7,12 @@ from pathlib import Path
 from textual import work
 from textual.widgets import Select, Static
 
-from workbench.core.ledger_types import DOES_NOT_FIT, TIGHT
+from workbench.core.ledger.types import DOES_NOT_FIT, TIGHT
 from workbench.ui.messages import LedgerPredicted, PredictionFailed, SplitPredicted
 from workbench.ui.split_prediction import predict_split_or_none
 from workbench.ui.loaded_choice import choice_of
 from workbench.ui.selection import model_options, preset_options
-from workbench.ui.units import mib
+from workbench.core.units import mib
 from workbench.ui.widgets.kv_panel import KvPanel
 from workbench.ui.widgets.ledger_panel import LedgerPanel
 from workbench.ui.widgets.speed_panel import SpeedPanel
@@ -42,8 +42,8 @@ class PredictionFlow:
         choice = choice_of(self.selection)
         try:
             model, preset, device = self.selection.resolve()
-            from workbench.core.ledger import predict_ledger
-            from workbench.core.presets import preset_problems
+            from workbench.core.ledger.predict import predict_ledger
+            from workbench.core.config.presets import preset_problems
 
             ledger = predict_ledger(model, preset, device)
             problems = preset_problems(preset, model)

@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, ProgressBar, Select, Static, Tab, Tabs
 
 from workbench.core.engine.events import EngineFailed
-from workbench.core.ledger_types import Ledger
+from workbench.core.ledger.types import Ledger
 from workbench.ui import engine_work
 from workbench.ui.chat_vote import VoteMode
 from workbench.ui.conversation import Conversation
@@ -264,7 +264,7 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
 
     def action_open_serve(self) -> None:
         """The Serve screen: the loaded model over the OpenAI-compatible API (issue 16)."""
-        from workbench.ui.serve_screen import ServeScreen
+        from workbench.ui.screens.serve_screen import ServeScreen
 
         kv = self.query_one(KvPanel)
         self.app.push_screen(ServeScreen(self.engine if self.phase == LOADED else None, kv.bytes_per_token, kv.cache_types))
@@ -277,7 +277,7 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
 
     def action_open_bench(self) -> None:
         try:
-            from workbench.ui.bench_screen import BenchScreen
+            from workbench.ui.screens.bench_screen import BenchScreen
         except ImportError:
             self.notify("The bench screen is not part of this build; use `workbench bench`.",
                         title="Bench", severity="warning")

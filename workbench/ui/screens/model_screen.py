@@ -57,7 +57,7 @@ class ModelScreen(Screen[tuple[str, str] | None]):
 
     def _hub_tab(self) -> ComposeResult:
         try:
-            from workbench.ui.hub_browser import HubBrowser
+            from workbench.ui.widgets.hub_browser import HubBrowser
         except ImportError:
             yield Static("The hub browser is not part of this build; use `workbench search` and "
                          "`workbench download`, then Rescan.", id="hub-missing")

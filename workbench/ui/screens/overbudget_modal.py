@@ -8,8 +8,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from workbench.core.ledger_types import Ledger, LedgerFix
-from workbench.ui.units import mib
+from workbench.core.ledger.types import Ledger, LedgerFix
+from workbench.core.units import mib
 
 
 def what_breaks(ledger: Ledger) -> str:

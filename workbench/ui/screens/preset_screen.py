@@ -15,10 +15,10 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, Label, OptionList, Select, Static, Switch
 from textual.widgets.option_list import Option
 
-from workbench.core.ledger_types import DOES_NOT_FIT, TIGHT
-from workbench.core.preset import Preset
+from workbench.core.ledger.types import DOES_NOT_FIT, TIGHT
+from workbench.core.config.preset import Preset
 from workbench.ui.selection import Selection
-from workbench.ui.units import mib
+from workbench.core.units import mib
 
 WIDE_MIN_SIZE = (120, 34)  # below this the form is one column of borderless fields
 
@@ -75,7 +75,7 @@ class PresetScreen(Screen[str | None]):
         self.highlighted: Preset | None = None  # the list's preset the form was filled from
 
     def compose(self) -> ComposeResult:
-        from workbench.core.ggml_types import CACHE_TYPES
+        from workbench.core.gguf.ggml_types import CACHE_TYPES
 
         yield Header()
         with Horizontal(id="preset-main"):
@@ -122,7 +122,7 @@ class PresetScreen(Screen[str | None]):
             widget.compact = compact
 
     def reload_list(self, select: str | None = None) -> None:
-        from workbench.core.presets import preset_catalog, preset_origin, shipped_preset_names
+        from workbench.core.config.presets import preset_catalog, preset_origin, shipped_preset_names
 
         option_list = self.query_one("#preset-list", OptionList)
         option_list.clear_options()
@@ -167,8 +167,8 @@ class PresetScreen(Screen[str | None]):
     @on(Select.Changed)
     def validate_form(self) -> None:
         """Check the form as a preset file is checked, then against the model and the device."""
-        from workbench.core.ledger import predict_ledger
-        from workbench.core.presets import llama_server_command, preset_from_mapping, preset_problems
+        from workbench.core.ledger.predict import predict_ledger
+        from workbench.core.config.presets import llama_server_command, preset_from_mapping, preset_problems
 
         problems = self.query_one("#preset-problems", Static)
         verdict = self.query_one("#preset-verdict", Static)
@@ -226,14 +226,14 @@ class PresetScreen(Screen[str | None]):
 
     def _revertible(self) -> str | None:
         """The highlighted preset's name when it is a user preset replacing a shipped one."""
-        from workbench.core.presets import shadows_shipped
+        from workbench.core.config.presets import shadows_shipped
 
         preset = self.highlighted
         return preset.name if preset is not None and shadows_shipped(preset.name) else None
 
     @on(Button.Pressed, "#save-preset")
     def action_save_preset(self) -> None:
-        from workbench.core.presets import shipped_preset_names
+        from workbench.core.config.presets import shipped_preset_names
 
         if self.edited is None:
             self.notify("Fix the preset first.", severity="warning")
@@ -256,7 +256,7 @@ class PresetScreen(Screen[str | None]):
             f"Save as {edited.name}"), answered)
 
     def _save(self, preset: Preset) -> None:
-        from workbench.core.presets import save_user_preset, shipped_preset_names
+        from workbench.core.config.presets import save_user_preset, shipped_preset_names
 
         try:
             path = save_user_preset(dataclasses.replace(preset, source=""))
@@ -269,7 +269,7 @@ class PresetScreen(Screen[str | None]):
 
     @on(Button.Pressed, "#revert-preset")
     def action_revert_preset(self) -> None:
-        from workbench.core.presets import revert_user_preset
+        from workbench.core.config.presets import revert_user_preset
 
         name = self._revertible()
         if name is None:
@@ -286,7 +286,7 @@ class PresetScreen(Screen[str | None]):
 
     @on(Button.Pressed, "#copy-command")
     def action_copy_command(self) -> None:
-        from workbench.core.presets import llama_server_command
+        from workbench.core.config.presets import llama_server_command
 
         if self.edited is None:
             return

@@ -9,8 +9,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from workbench.core.kv_blocks import choose_block_tokens, kv_block_map, window_bar, window_cells_used
-from workbench.ui.units import mib
+from workbench.core.ledger.kv_blocks import choose_block_tokens, kv_block_map, window_bar, window_cells_used
+from workbench.core.units import mib
 from workbench.ui.widgets.colours import legend as swatch_legend, theme_colour
 
 BLOCK_STATES = ("system", "history", "reused", "current", "free")

@@ -9,7 +9,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from workbench.core.engine.sequence_events import SequencesStatus
-from workbench.ui.units import UNAVAILABLE, seconds
+from workbench.core.units import UNAVAILABLE, seconds
 
 
 class ServingPanel(Widget):

@@ -13,7 +13,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from workbench.core.engine.events import TurnFinished
-from workbench.ui.units import rate, seconds
+from workbench.core.units import rate, seconds
 from workbench.ui.widgets.colours import theme_colour
 
 RATE_WINDOW_S = 1.0  # decode rate is averaged over this much engine time: batches are too jumpy

@@ -11,7 +11,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from workbench.core.telemetry.sample import TelemetrySample
-from workbench.ui.units import celsius, mhz
+from workbench.core.units import celsius, mhz
 from workbench.ui.widgets.colours import sparkline, theme_colour
 
 HISTORY = 60  # samples kept per series: 30 s at the sampler's 2 Hz

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.core.ggml_types import cache_type
-from workbench.core.model_info import ModelInfo
+from workbench.core.gguf.ggml_types import cache_type
+from workbench.core.gguf.model_info import ModelInfo
 
 CTX_PAD = 256  # llama-context.cpp pads n_ctx (and n_ctx_seq) to 256; the SWA cache too
 TENSOR_ALIGNMENT = 32  # ggml CPU buffer alignment: every KV tensor starts on it

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 
-from workbench.core.ggml_types import cache_type
-from workbench.core.ledger_types import LedgerFix
-from workbench.core.model_info import ModelInfo
-from workbench.core.preset import Preset
+from workbench.core.gguf.ggml_types import cache_type
+from workbench.core.ledger.types import LedgerFix
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.config.preset import Preset
 
 MB = 1024 * 1024
 

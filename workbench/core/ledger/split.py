@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from math import ceil
 
-from workbench.core.kv_layers import predicted_kv_layers
-from workbench.core.ledger import (
+from workbench.core.ledger.kv_layers import predicted_kv_layers
+from workbench.core.ledger.predict import (
     MB,
     TIGHT_HEADROOM,
     CTX_PAD,
@@ -37,12 +37,12 @@ from workbench.core.ledger import (
     predicted_overhead_bytes,
     preset_n_ubatch,
 )
-from workbench.core.ledger_types import DOES_NOT_FIT, FITS, TIGHT
-from workbench.core.ledger_weights import planned_tensor_types
-from workbench.core.ggml_types import tensor_bytes
-from workbench.core.model_info import ModelInfo, TensorInfo
-from workbench.core.preset import Preset
-from workbench.core.preset_split import ALL_LAYERS, effective_gpu_layers
+from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT
+from workbench.core.ledger.weights import planned_tensor_types
+from workbench.core.gguf.ggml_types import tensor_bytes
+from workbench.core.gguf.model_info import ModelInfo, TensorInfo
+from workbench.core.config.preset import Preset
+from workbench.core.config.preset_split import ALL_LAYERS, effective_gpu_layers
 
 CPU = "CPU"
 UNKNOWN = "unknown"  # verdict of a device whose budget nobody gave

@@ -15,7 +15,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, DataTable, Input, ProgressBar, Static
 
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.config.preset import DeviceProfile, Preset
 
 CSS_FILE = Path(__file__).with_name("hub_browser.tcss")
 OFFLINE_HINT = "Bundled, cached and local models still work offline (the Local and cached tab, `workbench models`)."
@@ -199,7 +199,7 @@ class HubBrowser(Vertical):
         self.post_message(self.FilesListed(repo, listing))
 
     def on_hub_browser_files_listed(self, message: FilesListed) -> None:
-        from workbench.core.hub.sizes import size_text
+        from workbench.core.units import size_text
 
         self._listing = message.listing
         table = self.query_one("#hub-files", DataTable)
@@ -247,8 +247,8 @@ class HubBrowser(Vertical):
     def _preset_and_device(self) -> tuple[Preset, DeviceProfile]:
         """Resolve names once, in a worker thread (detecting `host` reads /proc and /sys)."""
         if self._resolved is None:
-            from workbench.core.devices import load_device
-            from workbench.core.presets import load_preset
+            from workbench.core.config.devices import load_device
+            from workbench.core.config.presets import load_preset
 
             preset = self._preset_spec if isinstance(self._preset_spec, Preset) else load_preset(self._preset_spec)
             device = self._device_spec if isinstance(self._device_spec, DeviceProfile) else load_device(self._device_spec)
@@ -301,7 +301,7 @@ class HubBrowser(Vertical):
             self.post_message(self.ModelDownloaded(outcome.path))
 
     def _show_job(self, job: _DownloadJob) -> None:
-        from workbench.core.hub.sizes import eta_text, rate_text, size_text
+        from workbench.core.units import eta_text, rate_text, size_text
 
         bar = self.query_one("#hub-progress", ProgressBar)
         text = self.query_one("#hub-progress-text", Static)
@@ -375,8 +375,8 @@ def _preview_text(preview, colours: dict[str, str]) -> Text:
 
     `colours` are the app's theme variables, so the verdict follows the theme.
     """
-    from workbench.core.hub.sizes import size_text
-    from workbench.core.ledger_types import DOES_NOT_FIT, FITS
+    from workbench.core.units import size_text
+    from workbench.core.ledger.types import DOES_NOT_FIT, FITS
 
     header, ledger = preview.header, preview.ledger
     model = header.model

@@ -25,7 +25,7 @@ class Preset:
     swa_full: bool = False  # sliding-window layers keep the whole context (llama-server --swa-full)
     chat_template: str = ""  # "" = the model's own (or its family's); a llama.cpp built-in name; "completion"
     source: str = ""  # file it was loaded from ("" when built in code)
-    # Where layers go (workbench/core/preset_split.py): llama-server -ngl, -sm, -ts, -mg, --rpc.
+    # Where layers go (workbench/core/config/preset_split.py): llama-server -ngl, -sm, -ts, -mg, --rpc.
     gpu_layers: int | None = None  # None = not set; -1 = "all" (every layer and the output layer)
     split_mode: str = "layer"  # "layer", "row" or "none"
     tensor_split: tuple[float, ...] = ()  # proportions per device (RPC nodes first); () = by free memory

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from workbench.core.ggml_types import FILE_TYPE_DEFAULT_TENSOR_TYPE, canonical_quant_type, ggml_type, tensor_bytes
-from workbench.core.model_info import ModelInfo, TensorInfo
+from workbench.core.gguf.ggml_types import FILE_TYPE_DEFAULT_TENSOR_TYPE, canonical_quant_type, ggml_type, tensor_bytes
+from workbench.core.gguf.model_info import ModelInfo, TensorInfo
 
 UNQUANTIZED = frozenset({"F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64"})
 

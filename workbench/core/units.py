@@ -1,15 +1,17 @@
-"""How figures are written on screen: bytes, rates, durations; unavailable stays unavailable."""
+"""How figures are written for a person: bytes (binary, and decimal as the hub shows them), rates, durations;
+unavailable stays unavailable."""
 
 from __future__ import annotations
 
 UNAVAILABLE = "n/a"
+MIB = 1 << 20  # bytes in a MiB, llama.cpp's unit in its buffer-size log lines
 
 
 def mib(n_bytes: int | float | None) -> str:
     """Bytes as MiB (llama.cpp's own unit in its buffer-size log lines)."""
     if n_bytes is None:
         return UNAVAILABLE
-    value = n_bytes / 2**20
+    value = n_bytes / MIB
     if abs(value) >= 100:
         return f"{value:,.0f} MiB"
     return f"{value:,.1f} MiB"
@@ -19,7 +21,7 @@ def mib_number(n_bytes: int | float | None) -> str:
     """Bytes as a bare MiB figure for tables whose header names the unit; "—" when not known."""
     if n_bytes is None:
         return "—"
-    value = n_bytes / 2**20
+    value = n_bytes / MIB
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
 
 
@@ -53,3 +55,29 @@ def celsius(value: float | None) -> str:
 
 def mhz(khz: int | None) -> str:
     return UNAVAILABLE if not khz else f"{khz / 1000:,.0f} MHz"
+
+
+def size_text(n_bytes: int | None) -> str:
+    """Decimal units as the hub shows them: 98.4 MB, 4.92 GB; 'unknown' when the hub gave none."""
+    if n_bytes is None:
+        return "unknown"
+    if n_bytes >= 1e9:
+        return f"{n_bytes / 1e9:.2f} GB"
+    if n_bytes >= 1e6:
+        return f"{n_bytes / 1e6:.1f} MB"
+    if n_bytes >= 1e3:
+        return f"{n_bytes / 1e3:.1f} kB"
+    return f"{n_bytes} B"
+
+
+def rate_text(bytes_per_s: float | None) -> str:
+    return "measuring…" if bytes_per_s is None else f"{size_text(int(bytes_per_s))}/s"
+
+
+def eta_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "ETA unknown"
+    seconds = max(int(round(seconds)), 0)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"ETA {hours}:{minutes:02d}:{secs:02d}" if hours else f"ETA {minutes}:{secs:02d}"

@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, ProgressBar, Static
 
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.tasks.results import TaskRow
 from workbench.ui.widgets.triangle_plot import TrianglePlot
 
@@ -89,9 +89,9 @@ class TaskBenchScreen(Screen):
             TaskSweepFinished,
             run_task_sweep,
         )
-        from workbench.core.devices import load_device
+        from workbench.core.config.devices import load_device
         from workbench.core.errors import WorkbenchError
-        from workbench.core.presets import load_preset
+        from workbench.core.config.presets import load_preset
         from workbench.core.tasks.registry import find_task
 
         try:

@@ -18,7 +18,7 @@ from textual_plotext import PlotextPlot
 
 from workbench.core.bench.report import FORMATS, MD_COLUMNS, BenchResults, footnote_lines, md_cells, write_results
 from workbench.core.bench.rows import BenchRow
-from workbench.core.preset import DeviceProfile, Preset
+from workbench.core.config.preset import DeviceProfile, Preset
 
 
 class BenchStepStarted(Message):
@@ -165,9 +165,9 @@ class BenchScreen(Screen):
             SweepStepStarted,
             run_sweep,
         )
-        from workbench.core.devices import load_device
+        from workbench.core.config.devices import load_device
         from workbench.core.errors import WorkbenchError
-        from workbench.core.presets import load_preset
+        from workbench.core.config.presets import load_preset
 
         try:
             config = SweepConfig(
@@ -266,7 +266,7 @@ class BenchScreen(Screen):
         self.query_one("#bench-status", Static).update(text)
 
     def action_task_bench(self) -> None:
-        from workbench.ui.task_bench_screen import TaskBenchScreen
+        from workbench.ui.screens.task_bench_screen import TaskBenchScreen
 
         self.app.push_screen(TaskBenchScreen(self.model_path, self.device, self.presets))
 

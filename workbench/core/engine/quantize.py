@@ -11,8 +11,8 @@ from pathlib import Path
 
 from workbench.core import ggml_types, paths
 from workbench.core.errors import WorkbenchError
-from workbench.core.model_info import ModelInfo
-from workbench.core.safe_paths import NAME_MAX_BYTES
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.files.safe_paths import NAME_MAX_BYTES
 
 FULL_PRECISION = ("F32", "F16", "BF16")
 _FINGERPRINT_SPAN = 1024 * 1024
@@ -150,7 +150,7 @@ def quantize(
     in a separate process, so a crash in it is an error here, not a dead caller. `on_progress`
     gets the fraction of tensors done; `on_warning` the re-quantization warning, if any.
     """
-    from workbench.core.gguf_reader import read_gguf
+    from workbench.core.gguf.reader import read_gguf
 
     source = Path(src)
     target = weights_type_name(weights_type)

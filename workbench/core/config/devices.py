@@ -8,9 +8,9 @@ from typing import Any
 
 from workbench.core import paths
 from workbench.core.errors import PresetError
-from workbench.core.device_accelerator import accelerator_fields
-from workbench.core.preset import DeviceProfile
-from workbench.core.toml_checks import (
+from workbench.core.config.device_accelerator import accelerator_fields
+from workbench.core.config.preset import DeviceProfile
+from workbench.core.config.toml_checks import (
     Catalog,
     TomlSource,
     catalog_files,
@@ -128,7 +128,7 @@ def _catalog_files() -> dict[str, Path]:
 def load_device(spec: str) -> DeviceProfile:
     """A device by name ("host" detects this machine) or by path to a TOML file."""
     if spec == HOST:
-        from workbench.core.host import detect_host
+        from workbench.core.config.host import detect_host
 
         return detect_host()
     if looks_like_path(spec):
@@ -148,7 +148,7 @@ def list_devices(*, include_host: bool = True) -> tuple[DeviceProfile, ...]:
     """The devices of `device_catalog()` that load (a malformed file is left out), then the detected host."""
     devices = device_catalog().entries
     if include_host:
-        from workbench.core.host import detect_host
+        from workbench.core.config.host import detect_host
 
         devices += (detect_host(),)
     return devices

@@ -7,8 +7,8 @@ import os
 import platform
 from datetime import datetime, timezone
 
-from workbench.core.bandwidth import BandwidthMeasurement, cache_path, host_bandwidth
-from workbench.core.preset import DeviceProfile
+from workbench.core.config.bandwidth import BandwidthMeasurement, cache_path, host_bandwidth
+from workbench.core.config.preset import DeviceProfile
 
 _MIB = 1 << 20
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from workbench.core.errors import PresetError
-from workbench.core.model_ref import path_error_text, special_file_kind
+from workbench.core.files.model_ref import path_error_text, special_file_kind
 
 Entry = TypeVar("Entry")  # a Preset or a DeviceProfile
 MAX_TOML_BYTES = 1024 * 1024  # presets and device profiles take a few hundred bytes

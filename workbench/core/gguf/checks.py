@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.core.errors import GGUFError
-from workbench.core.model_info import ModelInfo, TensorInfo
+from workbench.core.gguf.model_info import ModelInfo, TensorInfo
 
 MAX_LAYERS = 512  # llama-hparams.h LLAMA_MAX_LAYERS: llama.cpp asserts block_count <= 512
 MAX_U32 = 0xFFFF_FFFF  # llama.cpp reads every hyperparameter into a uint32_t

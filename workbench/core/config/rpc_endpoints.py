@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.loopback import is_loopback_host
+from workbench.core.config.loopback import is_loopback_host
 
 DEFAULT_PORT = 50052  # llama.cpp's rpc-server default
 MAX_NODES = 16  # GGML_RPC_MAX_SERVERS in ggml-rpc.h

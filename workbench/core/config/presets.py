@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 from workbench.core import ggml_types, paths
 from workbench.core.errors import PresetError
-from workbench.core.model_info import ModelInfo
-from workbench.core.preset import Preset
-from workbench.core.preset_split import SPLIT_KEYS, split_fields, split_problems, split_server_args, split_toml
-from workbench.core.toml_checks import (
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.config.preset import Preset
+from workbench.core.config.preset_split import SPLIT_KEYS, split_fields, split_problems, split_server_args, split_toml
+from workbench.core.config.toml_checks import (
     Catalog,
     TomlSource,
     catalog_files,
@@ -90,7 +90,7 @@ def _normalise_cache_type(key: str, value: str, source: TomlSource) -> str:
 
 
 def _checked_chat_template(value: str, source: TomlSource) -> str:
-    from workbench.core.chat_mode import BUILTIN_TEMPLATE_NAMES, COMPLETION
+    from workbench.core.config.chat_mode import BUILTIN_TEMPLATE_NAMES, COMPLETION
 
     if value in ("", COMPLETION) or value in BUILTIN_TEMPLATE_NAMES:
         return value

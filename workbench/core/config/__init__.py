@@ -1,0 +1,1 @@
+"""Presets, device profiles, TOML checks, host detection and RPC endpoint parsing."""

@@ -1,0 +1,1 @@
+"""Memory prediction: weights, KV cache, compute buffer and overhead, per device, with the fixes that make a preset fit."""
