@@ -12,7 +12,7 @@ import pytest
 from test_presets import assert_clear_error
 
 from workbench.cli.main import main
-from workbench.core import bandwidth
+from workbench.core.config import bandwidth
 from workbench.core.config.bandwidth import host_bandwidth, machine_key, measure_read_bandwidth
 from workbench.core.config.devices import device_catalog, device_origin, list_devices, load_device
 from workbench.core.errors import PresetError

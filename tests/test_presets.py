@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from workbench.cli.main import main
-from workbench.core import ggml_types
+from workbench.core.gguf import ggml_types
 from workbench.core.config.devices import load_device
 from workbench.core.errors import PresetError
 from workbench.core.gguf.reader import read_gguf

@@ -3,9 +3,45 @@
 from __future__ import annotations
 
 import argparse
+import copy
+import csv
+import dataclasses
+import io
+import json
 import sys
+import threading
+from dataclasses import asdict
+from pathlib import Path
 
+from workbench.cli.bench_speed import run_speed
+from workbench.cli.progress_bar import draw_bar
+from workbench.core.bench.dvfs import (
+    CpufreqLimits,
+    DvfsSetting,
+    check_governor,
+    limits_held,
+    parse_frequencies,
+    restore_pending,
+)
+from workbench.core.bench.kld import KLD_FIELDS, KldConfig, KldFinished, KldStep, kld_markdown, run_kld
+from workbench.core.bench.machine import describe_machine, machine_to_dict
+from workbench.core.bench.sweep import shipped_eval_text
+from workbench.core.bench.task_sweep import (
+    TaskPointFailed,
+    TaskPointMeasured,
+    TaskStepStarted,
+    TaskSweepConfig,
+    TaskSweepFinished,
+    run_task_sweep,
+)
+from workbench.core.config.devices import load_device
+from workbench.core.config.presets import load_preset
 from workbench.core.errors import WorkbenchError
+from workbench.core.files.model_ref import resolve_model
+from workbench.core.files.regular import MIB, read_regular_file
+from workbench.core.tasks.power_cap import choose_under_cap
+from workbench.core.tasks.registry import TASKS, find_task
+from workbench.core.tasks.results import render_task_rows, task_json
 
 
 def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,10 +67,6 @@ def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
 
 def restore_killed_sweep(args: argparse.Namespace) -> None:
     """Every bench start undoes the CPU clock limits a killed DVFS sweep left behind."""
-    from pathlib import Path
-
-    from workbench.core.bench.dvfs import restore_pending
-
     message = restore_pending(args.sysfs_root, Path(args.dvfs_state) if args.dvfs_state else None)
     if message:
         print(f"workbench: {message}", file=sys.stderr)
@@ -71,10 +103,6 @@ def run_mode(args: argparse.Namespace) -> int:
 
 def _dvfs_settings(args: argparse.Namespace):
     """(settings to sweep, the limits to write or None): one line and the current setting where not writable."""
-    from pathlib import Path
-
-    from workbench.core.bench.dvfs import CpufreqLimits, DvfsSetting, check_governor, parse_frequencies
-
     if not (args.cpu_max_freq or args.governor):
         return (DvfsSetting(),), None
     governor = check_governor(args.governor) if args.governor else None
@@ -89,17 +117,12 @@ def _dvfs_settings(args: argparse.Namespace):
 
 def _run_speed_dvfs(args: argparse.Namespace) -> int:
     """The speed sweep once per CPU clock setting: a table (and an --out file) per setting."""
-    import copy
-    from pathlib import Path
-
-    from workbench.cli.cmd_bench import run as run_speed_sweep
-    from workbench.core.bench.dvfs import limits_held
 
     settings, limits = _dvfs_settings(args)
     plain = copy.copy(args)
     plain.cpu_max_freq = plain.governor = None
     if limits is None:
-        return run_speed_sweep(plain)
+        return run_speed(plain)
     worst = 0
     with limits_held(limits):
         for setting in settings:
@@ -113,13 +136,11 @@ def _run_speed_dvfs(args: argparse.Namespace) -> int:
                 clock = f"{setting.max_khz // 1000}MHz" if setting.max_khz else "max"
                 tag = f"{clock}-{setting.governor}" if setting.governor else clock
                 one.out = str(out.with_name(f"{out.stem}-{tag}{out.suffix}"))
-            worst = max(worst, run_speed_sweep(one))
+            worst = max(worst, run_speed(one))
     return worst
 
 
 def _list_tasks() -> int:
-    from workbench.core.tasks.registry import TASKS
-
     for task in TASKS.values():
         print(f"{task.name:<14} {task.description}")
         print(f"{'':<14} source: {task.source}")
@@ -127,8 +148,6 @@ def _list_tasks() -> int:
 
 
 def _presets(args: argparse.Namespace):
-    from workbench.core.config.presets import load_preset
-
     presets = tuple(load_preset(spec.strip()) for spec in (args.presets or "").split(",") if spec.strip())
     if not presets:
         raise WorkbenchError("no presets to compare", where="bench", fix="pass --presets a,b,c (see `workbench presets`)")
@@ -137,19 +156,11 @@ def _presets(args: argparse.Namespace):
 
 def _default_task_preset():
     """`bench --task NAME` alone runs the model as it is (the shipped `as-is` preset)."""
-    from workbench.core.config.presets import load_preset
-
     return load_preset("as-is")
 
 
 def _run_kld(args: argparse.Namespace) -> int:
-    import json
-    from dataclasses import asdict
 
-    from workbench.core.bench.kld import KLD_FIELDS, KldConfig, KldFinished, KldStep, kld_markdown, run_kld
-    from workbench.core.bench.sweep import shipped_eval_text
-    from workbench.core.config.devices import load_device
-    from workbench.core.files.model_ref import resolve_model
 
     config = KldConfig(resolve_model(args.model), _presets(args), load_device(args.device),
                        _eval_text(args) or shipped_eval_text(), n_ctx=args.ppl_ctx, max_tokens=args.kld_tokens)
@@ -170,8 +181,6 @@ def _run_kld(args: argparse.Namespace) -> int:
     elif args.output == "jsonl":
         text = "".join(json.dumps(asdict(r)) + "\n" for r in finished.rows)
     else:
-        import csv
-        import io
 
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
@@ -186,8 +195,6 @@ def _run_kld(args: argparse.Namespace) -> int:
 
 
 def _eval_text(args: argparse.Namespace) -> str | None:
-    from workbench.core.files.regular import MIB, read_regular_file
-
     if not args.eval_text:
         return None
     try:
@@ -199,8 +206,6 @@ def _eval_text(args: argparse.Namespace) -> str | None:
 
 
 def _emit(args: argparse.Namespace, text: str) -> None:
-    from pathlib import Path
-
     sys.stdout.write(text)
     if args.out:
         try:
@@ -212,15 +217,7 @@ def _emit(args: argparse.Namespace, text: str) -> None:
 
 
 def _run_task(args: argparse.Namespace) -> int:
-    import dataclasses
-    import threading
 
-    from workbench.core.bench.dvfs import limits_held
-    from workbench.core.bench.machine import describe_machine, machine_to_dict
-    from workbench.core.bench.task_sweep import TaskSweepConfig
-    from workbench.core.config.devices import load_device
-    from workbench.core.files.model_ref import resolve_model
-    from workbench.core.tasks.registry import find_task
 
     task = find_task(args.task)
     presets = _presets(args) if args.presets else (_default_task_preset(),)
@@ -256,33 +253,22 @@ def _run_task(args: argparse.Namespace) -> int:
     _emit(args, _render(finished, args.output, machine, device))
     _show_unparseable(finished)
     if args.power_cap is not None:
-        from workbench.core.tasks.power_cap import choose_under_cap
-
         print(choose_under_cap(finished.rows, args.power_cap).message)
     return 1 if finished.failures else 0
 
 
 def _follow_task_sweep(config, cancel):
-    from workbench.cli.cmd_bench import _draw_bar
-    from workbench.core.bench.task_sweep import (
-        TaskPointFailed,
-        TaskPointMeasured,
-        TaskStepStarted,
-        TaskSweepFinished,
-        run_task_sweep,
-    )
-
     finished = None
     try:
         for event in run_task_sweep(config, cancel):
             if isinstance(event, TaskStepStarted):
-                _draw_bar(sys.stderr, event.done, event.total, event.label)
+                draw_bar(sys.stderr, event.done, event.total, event.label)
             elif isinstance(event, TaskPointMeasured):
                 row = event.row
-                _draw_bar(sys.stderr, 0, 0, f"{row.preset}, N={row.samples}: accuracy {row.accuracy:.2f} "
+                draw_bar(sys.stderr, 0, 0, f"{row.preset}, N={row.samples}: accuracy {row.accuracy:.2f} "
                           f"({row.correct}/{row.questions}), {row.seconds_per_question:.2f} s/question", done_line=True)
             elif isinstance(event, TaskPointFailed):
-                _draw_bar(sys.stderr, 0, 0, f"{event.label}: failed", done_line=True)
+                draw_bar(sys.stderr, 0, 0, f"{event.label}: failed", done_line=True)
             elif isinstance(event, TaskSweepFinished):
                 finished = event
     except KeyboardInterrupt:
@@ -293,8 +279,6 @@ def _follow_task_sweep(config, cancel):
 
 
 def _render(finished, fmt: str, machine: dict, device) -> str:
-    from workbench.core.tasks.results import render_task_rows, task_json
-
     if fmt == "json":
         outcomes = {key: [_outcome_dict(o) for o in items] for key, items in finished.outcomes.items()}
         return task_json(finished.rows, machine, outcomes)
@@ -302,8 +286,6 @@ def _render(finished, fmt: str, machine: dict, device) -> str:
 
 
 def _outcome_dict(outcome) -> dict:
-    from dataclasses import asdict
-
     return asdict(outcome)
 
 

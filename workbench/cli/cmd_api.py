@@ -7,8 +7,19 @@ import os
 import socket
 import sys
 
+from workbench.cli import text_table
+from workbench.cli.cmd_ledger import ledger_text, mb_text
+from workbench.cli.text_table import wrap_text
+from workbench.core.config.devices import load_device
 from workbench.core.config.loopback import is_loopback_host
+from workbench.core.config.presets import load_preset
+from workbench.core.errors import WorkbenchError
+from workbench.core.files.model_ref import resolve_model
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.predict import predict_ledger
+from workbench.core.serve.engine_host import ServingEngine
 from workbench.core.serve.listen import listen
+from workbench.core.telemetry.sampler import Sampler
 
 MIB = 1024 * 1024
 MAX_SLOTS = 64
@@ -42,10 +53,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.core.config.devices import load_device
-    from workbench.core.errors import WorkbenchError
-    from workbench.core.files.model_ref import resolve_model
-    from workbench.core.config.presets import load_preset
 
     if not 1 <= args.parallel <= MAX_SLOTS:
         raise WorkbenchError(f"--parallel {args.parallel} is out of range", fix=f"Give 1 to {MAX_SLOTS} slots")
@@ -72,10 +79,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace, listener: socket.socket, model_path, preset, device, api_key: str | None) -> int:
-    import uvicorn
+    import uvicorn  # deferred: importing the ASGI stack costs start-up time
 
-    from workbench.core.serve.app import ServerConfig, create_app
-    from workbench.core.serve.engine_host import ServingEngine
+    from workbench.core.serve.app import ServerConfig, create_app  # deferred: importing the ASGI stack costs start-up time
 
     host = ServingEngine(model_path, preset, args.parallel, device=device, allow_overbudget=args.allow_overbudget)
     sampler = None
@@ -84,8 +90,6 @@ def _serve(args: argparse.Namespace, listener: socket.socket, model_path, preset
         host.start()  # EngineError (one line) when the model cannot load or the slots cannot open
         _print_opened(host)
         if not args.no_telemetry:
-            from workbench.core.telemetry.sampler import Sampler
-
             sampler = Sampler(engine_pid=host.pid)
         name = args.model_name or model_path.name.removesuffix(".gguf")
         app = create_app(host, ServerConfig(name, api_key, args.queue), telemetry=sampler)
@@ -107,14 +111,9 @@ def _serve(args: argparse.Namespace, listener: socket.socket, model_path, preset
 
 def _print_plan(model_path, preset, device, n_slots: int, queue: int) -> None:
     """The ledger for this preset on this device, and what N slots make of its context."""
-    from workbench.cli.cmd_ledger import ledger_text, mb_text
-    from workbench.cli.text_table import terminal_width, wrap_text
-    from workbench.core.gguf.reader import read_gguf
-    from workbench.core.ledger.predict import predict_ledger
-
     info = read_gguf(model_path)
     ledger = predict_ledger(info, preset, device)
-    width = terminal_width()
+    width = text_table.terminal_width()
     sys.stdout.write(ledger_text(ledger, preset.weights, device.mem_bandwidth_gbs, info.n_ctx_train, width))
     slot_ctx = ledger.ctx_size // n_slots
     sys.stdout.write("\n" + wrap_text(

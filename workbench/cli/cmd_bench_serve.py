@@ -8,6 +8,11 @@ import sys
 from dataclasses import asdict
 from urllib.parse import urlparse
 
+from workbench.core.config.loopback import is_loopback_host
+from workbench.core.errors import WorkbenchError
+from workbench.core.serve.load_test import PROMPTS, run_level, server_queue_wait, stream_one, summarize
+from workbench.core.telemetry.sampler import Sampler
+
 MAX_CLIENTS = 256
 MAX_MODELS_BYTES = 1_000_000
 MAX_METRICS_BYTES = 5_000_000
@@ -33,8 +38,6 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_levels(text: str) -> list[int]:
-    from workbench.core.errors import WorkbenchError
-
     try:
         levels = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -45,10 +48,8 @@ def parse_levels(text: str) -> list[int]:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    import httpx
+    import httpx  # deferred: importing httpx costs start-up time
 
-    from workbench.core.errors import WorkbenchError
-    from workbench.core.serve.load_test import run_level, server_queue_wait, stream_one, summarize
 
     levels = parse_levels(args.clients)
     if not 1 <= args.max_tokens <= 100_000:
@@ -62,8 +63,6 @@ def run_serve(args: argparse.Namespace) -> int:
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     timeout = httpx.Timeout(600.0, connect=10.0)
     with httpx.Client(timeout=timeout, limits=httpx.Limits(max_connections=max(levels) + 4)) as client:
-        from workbench.core.config.loopback import is_loopback_host
-
         model = args.model or _first_model(client, url, headers)
         local = is_loopback_host(parsed.hostname)
         sampler = _sampler() if local else None
@@ -72,7 +71,6 @@ def run_serve(args: argparse.Namespace) -> int:
         for level in levels:
             before = _get_text(client, metrics_url, headers)
             first_sample = sampler.sample() if sampler is not None else None
-            from workbench.core.serve.load_test import PROMPTS
 
             outcomes, wall = run_level(level, args.requests, args.duration, lambda i: stream_one(
                 client, url, model, PROMPTS[i % len(PROMPTS)], args.max_tokens, headers))
@@ -86,8 +84,6 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def _first_model(client, url: str, headers: dict[str, str]) -> str:
-    from workbench.core.errors import WorkbenchError
-
     status, text = _get_capped(client, url + "/models", headers, MAX_MODELS_BYTES)
     if status is None:
         raise WorkbenchError(f"cannot reach {url}: {text}", fix="Check the --url and that the server runs")
@@ -132,8 +128,6 @@ def _queue_wait(before, after) -> tuple[float | None, str]:
 
 
 def _sampler():
-    from workbench.core.telemetry.sampler import Sampler
-
     return Sampler()
 
 

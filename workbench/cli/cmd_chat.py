@@ -8,8 +8,23 @@ import signal
 import sys
 from typing import Any
 
-from workbench.cli.split_output import add_rpc_argument
-
+from workbench.cli.split_output import add_rpc_argument, loaded_devices_text, rpc_endpoints
+from workbench.core.config.devices import load_device
+from workbench.core.config.presets import load_preset
+from workbench.core.engine.client import EngineClient, failure_where
+from workbench.core.engine.events import (
+    ChatMessage,
+    ContextShifted,
+    EngineFailed,
+    Loaded,
+    LoadProgressed,
+    Sampling,
+    TokenChunk,
+    TurnFinished,
+)
+from workbench.core.engine.sampling_checks import validate_sampling
+from workbench.core.errors import EngineError
+from workbench.core.files.model_ref import resolve_model
 
 _SAMPLING_FLAGS = {
     "temperature": "--temp", "top_p": "--top-p", "top_k": "--top-k", "min_p": "--min-p",
@@ -44,12 +59,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.core.config.devices import load_device
-    from workbench.core.engine.client import EngineClient
-    from workbench.core.engine.events import ChatMessage, Sampling
-    from workbench.core.engine.sampling_checks import validate_sampling
-    from workbench.core.files.model_ref import resolve_model
-    from workbench.core.config.presets import load_preset
 
     sampling = Sampling(
         temperature=args.temp, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
@@ -60,7 +69,6 @@ def run(args: argparse.Namespace) -> int:
     preset = load_preset(args.preset)
     device = load_device(args.device) if args.device else None
     system = (ChatMessage("system", args.system),) if args.system else ()
-    from workbench.cli.split_output import rpc_endpoints
 
     session = _ChatSession(EngineClient(), model_path, preset, device, args.allow_overbudget, not args.no_stats,
                            rpc=rpc_endpoints(args))
@@ -117,9 +125,6 @@ class _ChatSession:
         self._client.close()
 
     def load(self) -> None:
-        from workbench.core.engine.client import failure_where
-        from workbench.core.engine.events import EngineFailed, Loaded, LoadProgressed
-        from workbench.core.errors import EngineError
 
         shown: set[str] = set()
         for event in self._client.load(self._model_path, self._preset, device=self._device,
@@ -133,8 +138,6 @@ class _ChatSession:
             elif isinstance(event, Loaded):
                 _say(_loaded_summary(event))
                 if len(event.devices) > 1:
-                    from workbench.cli.split_output import loaded_devices_text
-
                     _say(loaded_devices_text(event))
             elif isinstance(event, EngineFailed):
                 for line in event.log_tail[-5:]:
@@ -143,8 +146,6 @@ class _ChatSession:
 
     def turn(self, messages: list, sampling: Any) -> str | None:
         """Stream one answer to stdout; its text (partial when stopped), or None when it failed."""
-        from workbench.core.engine.events import ContextShifted, EngineFailed, TokenChunk, TurnFinished
-
         if self._client.loaded is None and not self._reload():
             return None
         interrupts = [0]
@@ -201,8 +202,6 @@ class _ChatSession:
 
     def _reload(self) -> bool:
         """Load again after a crash; a failure (an RPC node still down) is said, and the next message retries."""
-        from workbench.core.errors import EngineError
-
         try:
             self.load()
         except EngineError as error:

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from workbench.cli import text_table
 from workbench.cli.json_output import write_json
+from workbench.cli.text_table import format_table
+from workbench.core.config.bandwidth import host_bandwidth
+from workbench.core.config.devices import device_catalog, device_origin, load_device, user_devices_dir
+from workbench.core.config.host import detect_host
 
 UNKNOWN = "unknown"
 
@@ -31,8 +36,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _record(device) -> dict:
-    from workbench.core.config.devices import device_origin
-
     return {
         "name": device.name,
         "description": device.description,
@@ -66,8 +69,6 @@ def _reserves(device) -> str:
 def devices_table(devices, width: int | None = None) -> str:
     """The device table; on a terminal narrower than it, reserves as one total and short headers
     (an 80-column SSH session otherwise wraps every row; `devices show` itemises the reserves)."""
-    from workbench.cli.text_table import format_table
-    from workbench.core.config.devices import device_origin
 
     rows = [
         (d.name, d.ram_total_mb, _reserves(d), d.budget_mb, _number(d.mem_bandwidth_gbs), _number(d.power_limit_w),
@@ -84,23 +85,18 @@ def devices_table(devices, width: int | None = None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.cli.text_table import terminal_width
-    from workbench.core.config.devices import device_catalog, user_devices_dir
-
     catalog = device_catalog()
     devices = catalog.entries
     # A malformed file is named on a line of its own; the others are listed all the same.
     broken = "".join(f"{file.line}\n" for file in catalog.broken)
     if not args.no_host:
-        from workbench.core.config.bandwidth import host_bandwidth
-        from workbench.core.config.host import detect_host
 
         devices += (detect_host(bandwidth=host_bandwidth(refresh=args.remeasure)),)
     if args.json:
         write_json([_record(d) for d in devices])
         sys.stderr.write(broken)
         return 0
-    sys.stdout.write(devices_table(devices, terminal_width()) + broken)
+    sys.stdout.write(devices_table(devices, text_table.terminal_width()) + broken)
     sys.stdout.write("\nBudget = RAM minus reserves: what is left for the model.\n"
                      "`workbench devices show NAME` itemises the reserves and gives each figure's source.\n"
                      f"User devices live in {user_devices_dir()}.\n")
@@ -108,8 +104,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from workbench.core.config.devices import device_origin, load_device
-
     device = load_device(args.device)
     if getattr(args, "json", False):
         write_json(_record(device))

@@ -6,8 +6,19 @@ import argparse
 import sys
 import threading
 import time
+from pathlib import Path
 
 from workbench.cli.json_output import write_json
+from workbench.core.config.devices import load_device
+from workbench.core.config.presets import load_preset
+from workbench.core.errors import GGUFError, WorkbenchError
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.hub import download_events as ev
+from workbench.core.hub.download import download_model
+from workbench.core.hub.download_events import DownloadCancelled
+from workbench.core.hub.files import list_gguf_files
+from workbench.core.hub.preview import preview_fit
+from workbench.core.units import eta_text, rate_text, size_text
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -31,12 +42,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from workbench.core.errors import WorkbenchError
-    from workbench.core.hub.download import download_model
-    from workbench.core.hub.download_events import DownloadCancelled
-    from workbench.core.hub.files import list_gguf_files
 
     if bool(args.file) == bool(args.quant):
         raise WorkbenchError("give either FILE or --quant", fix=f"See the files with `workbench files {args.repo}`")
@@ -93,8 +98,6 @@ def run(args: argparse.Namespace) -> int:
 def _check_usable(path, repo: str) -> None:
     """A file that matches the hub's sha256 can still be no model (an HTML page or a cut file
     uploaded as .gguf): say so instead of printing its path as the model to load."""
-    from workbench.core.errors import GGUFError, WorkbenchError
-    from workbench.core.gguf.reader import read_gguf
 
     try:
         read_gguf(path)
@@ -105,10 +108,6 @@ def _check_usable(path, repo: str) -> None:
 
 def _check_fit(args: argparse.Namespace, repo: str, model) -> None:
     """Read the header remotely and refuse a model that cannot fit the device (unless --anyway)."""
-    from workbench.core.config.devices import load_device
-    from workbench.core.errors import WorkbenchError
-    from workbench.core.hub.preview import preview_fit
-    from workbench.core.config.presets import load_preset
 
     preview = preview_fit(repo, model.name, load_preset(args.preset), load_device(args.device),
                           revision=args.revision, listing=model)
@@ -132,8 +131,6 @@ class _ProgressPrinter:
         self._last_write = 0.0
 
     def __call__(self, event) -> None:
-        from workbench.core.hub import download_events as ev
-        from workbench.core.units import eta_text, rate_text, size_text
 
         if isinstance(event, ev.DownloadStarted):
             part = f" (part {event.part}/{event.parts})" if event.parts > 1 else ""

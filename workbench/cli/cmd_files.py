@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
 
+from workbench.cli import text_table
+from workbench.cli.cmd_ledger import ledger_text, mb_text
 from workbench.cli.json_output import write_json
+from workbench.cli.text_table import fitted_table, format_table, wrap_text
+from workbench.core.config.devices import load_device
+from workbench.core.config.presets import load_preset
+from workbench.core.errors import HubError, WorkbenchError
+from workbench.core.hub.files import RemoteFile, RepoFiles, group_gguf_files, list_gguf_files
+from workbench.core.hub.header_cache import stored_header_files
+from workbench.core.hub.preview import preview_fit
+from workbench.core.units import size_text
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -27,8 +38,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.core.errors import HubError
-    from workbench.core.hub.files import list_gguf_files
 
     offline_reason = ""
     try:
@@ -48,20 +57,15 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(_table(listing, files, previews, args))
     preview = previews.get(files[0].name) if len(files) == 1 else None
     if preview is not None and not isinstance(preview, Exception):
-        from workbench.cli.cmd_ledger import ledger_text
-        from workbench.cli.text_table import terminal_width
-
         # One file asked for: its whole ledger, as `workbench ledger` prints it for a local file.
         sys.stdout.write("\n" + ledger_text(preview.ledger, preset.weights, device.mem_bandwidth_gbs,
-                                             preview.header.model.n_ctx_train, terminal_width()))
+                                             preview.header.model.n_ctx_train, text_table.terminal_width()))
     return 0
 
 
 def _listing_from_header_cache(repo: str, revision: str):
     """The files whose headers an earlier preview stored: previewed at the office, shown again in
     the field without the hub (the hub's listing is what needs the network, not the preview)."""
-    from workbench.core.hub.files import RemoteFile, RepoFiles, group_gguf_files
-    from workbench.core.hub.header_cache import stored_header_files
 
     stored = tuple(RemoteFile(path, size, sha256) for path, size, sha256 in stored_header_files(repo.strip().strip("/")))
     return RepoFiles(repo=repo, revision=revision, commit="", gated=False, files=group_gguf_files(stored))
@@ -75,10 +79,6 @@ MAX_PREVIEWS = 64
 def _previews(repo: str, files, args) -> tuple:
     """(name -> FitPreview, or the one-line error that stopped its preview (a projector file, a bad
     header), for the first MAX_PREVIEWS files; the preset; the device)."""
-    from workbench.core.config.devices import load_device
-    from workbench.core.errors import HubError, WorkbenchError
-    from workbench.core.hub.preview import preview_fit
-    from workbench.core.config.presets import load_preset
 
     preset, device = load_preset(args.preset), load_device(args.device)
     previews: dict = {}
@@ -93,10 +93,7 @@ def _previews(repo: str, files, args) -> tuple:
 
 
 def _table(listing, files, previews: dict, args) -> str:
-    from workbench.cli.text_table import fitted_table, format_table, terminal_width, wrap_text
-    from workbench.core.units import size_text
-
-    width = terminal_width()
+    width = text_table.terminal_width()
     title = f"{listing.repo} @ {listing.commit[:12] or listing.revision}" + ("  (gated: accept the licence on the hub, set HF_TOKEN)" if listing.gated else "")
     lines = [wrap_text(title, width) + "\n\n"]
     if not files:
@@ -150,8 +147,6 @@ def _quant_cell(header) -> str:
 
 
 def _ledger_cell(ledger) -> str:
-    from workbench.cli.cmd_ledger import mb_text
-
     return (f"{mb_text(ledger.total_bytes)} of {mb_text(ledger.budget_bytes)} MB "
             f"(weights {mb_text(ledger.weights_bytes)}, KV {mb_text(ledger.kv_bytes)} at ctx {ledger.ctx_size})")
 
@@ -165,8 +160,6 @@ def _json(listing, files, previews: dict) -> dict:
         if isinstance(preview, Exception):
             entry["preview_error"] = str(preview)
         elif preview is not None:
-            from dataclasses import asdict
-
             header = preview.header
             ledger = asdict(preview.ledger)
             ledger["reserves_bytes"] = dict(preview.ledger.reserves_bytes)

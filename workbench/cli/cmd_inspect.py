@@ -6,6 +6,11 @@ import argparse
 import sys
 
 from workbench.cli.json_output import write_json
+from workbench.cli.text_table import format_table
+from workbench.core.files.model_ref import resolve_model
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.experts import expert_counts
+from workbench.core.ledger.kv_layers import sliding_window
 
 MB = 1024 * 1024
 
@@ -60,8 +65,6 @@ def _summary(info) -> dict:
 
 
 def _architecture_json(info) -> dict:
-    from workbench.core.ledger.experts import expert_counts
-    from workbench.core.ledger.kv_layers import sliding_window
 
     experts, window = expert_counts(info), sliding_window(info)
     return {
@@ -75,8 +78,6 @@ def _architecture_json(info) -> dict:
 
 def _architecture_lines(info) -> list[tuple[str, str]]:
     """Experts (MoE) and sliding-window attention, when the model has them."""
-    from workbench.core.ledger.experts import expert_counts
-    from workbench.core.ledger.kv_layers import sliding_window
 
     lines = []
     experts = expert_counts(info)
@@ -100,8 +101,6 @@ def _params_text(n_params: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.core.gguf.reader import read_gguf
-    from workbench.core.files.model_ref import resolve_model
 
     info = read_gguf(resolve_model(args.model))
     if args.json:
@@ -135,8 +134,6 @@ def run(args: argparse.Namespace) -> int:
     for label, value in lines:
         sys.stdout.write(f"{label.ljust(width)}  {value}\n")
     if args.tensors:
-        from workbench.cli.text_table import format_table
-
         rows = [(t.name, t.ggml_type, "x".join(map(str, t.shape)), f"{t.n_bytes:,}") for t in info.tensors]
         sys.stdout.write("\n" + format_table(("TENSOR", "TYPE", "SHAPE", "BYTES"), rows, right=(3,)))
     return 0

@@ -7,8 +7,24 @@ import dataclasses
 import sys
 from dataclasses import asdict
 
+from workbench.cli import text_table
 from workbench.cli.json_output import write_json
-from workbench.cli.split_output import add_rpc_argument
+from workbench.cli.split_output import (
+    add_rpc_argument,
+    devices_json,
+    devices_text,
+    predict_devices,
+    rpc_endpoints,
+    split_json,
+)
+from workbench.cli.text_table import format_table, wrap_text
+from workbench.core.config.devices import load_device
+from workbench.core.config.presets import load_preset, preset_problems
+from workbench.core.errors import WorkbenchError
+from workbench.core.files.model_ref import resolve_model
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.llama_build import VERIFIED_ON
+from workbench.core.ledger.predict import predict_ledger
 
 MB = 1024 * 1024
 
@@ -45,8 +61,6 @@ def mb_text(n_bytes: int) -> str:
 
 
 def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0, width: int | None = None) -> str:
-    from workbench.cli.text_table import format_table, wrap_text
-
     rows = [("total RAM", mb_text(ledger.ram_total_bytes), ledger.device)]
     rows += [(f"reserve: {name.replace('_', ' ')}", f"-{mb_text(n)}", "device profile") for name, n in ledger.reserves_bytes]
     rows.append(("left for the LLM", mb_text(ledger.budget_bytes), "budget"))
@@ -88,14 +102,6 @@ def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.core.config.devices import load_device
-    from workbench.core.errors import WorkbenchError
-    from workbench.core.gguf.reader import read_gguf
-    from workbench.core.ledger.predict import predict_ledger
-    from workbench.core.files.model_ref import resolve_model
-    from workbench.cli.text_table import terminal_width
-    from workbench.core.config.presets import load_preset, preset_problems
-
     if args.ctx is not None and args.ctx < 0:
         raise WorkbenchError(f"--ctx {args.ctx} is negative", fix="Give a context size in tokens, e.g. --ctx 4096")
     info = read_gguf(resolve_model(args.model))
@@ -104,7 +110,6 @@ def run(args: argparse.Namespace) -> int:
     ledger = predict_ledger(info, preset, device, ctx_size=args.ctx)
     # The preset as it would run: --ctx replaces its context (0 = the trained one, as llama.cpp does).
     problems = preset_problems(dataclasses.replace(preset, ctx_size=ledger.ctx_size), info)
-    from workbench.cli.split_output import devices_json, devices_text, predict_devices, rpc_endpoints, split_json
 
     rpc = rpc_endpoints(args)
     split, reports = predict_devices(info, preset, device, rpc, ctx_size=args.ctx)
@@ -115,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         data["split"] = split_json(split, reports)
         write_json(data)
     else:
-        width = terminal_width()
+        width = text_table.terminal_width()
         sys.stdout.write(ledger_text(ledger, preset.weights, device.mem_bandwidth_gbs, info.n_ctx_train, width))
         if rpc or preset.rpc or any(d.layers or d.holds_output for d in split.devices[1:]):
             sys.stdout.write(devices_text(split, reports, width))
@@ -126,15 +131,11 @@ def run(args: argparse.Namespace) -> int:
 def problems_text(problems, width: int | None = None) -> str:
     """The preset's errors and warnings for this model: a ledger that fits says nothing about
     a preset llama.cpp would refuse (a quantized V cache without flash attention, ...)."""
-    from workbench.cli.text_table import wrap_text
-
     return "".join(wrap_text(f"{p.level}: {p.message}. {p.fix}", width) + "\n" for p in problems)
 
 
 def extras_text(ledger, width: int | None = None) -> str:
     """Resident memory, experts, the build the ledger was verified on, and the fixes when it does not fit."""
-    from workbench.cli.text_table import wrap_text
-    from workbench.core.ledger.llama_build import VERIFIED_ON
 
     out = []
     if ledger.resident is not None:

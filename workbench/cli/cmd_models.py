@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from workbench.cli import text_table
 from workbench.cli.json_output import write_json
+from workbench.cli.text_table import fitted_table
+from workbench.core.errors import WorkbenchError
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.hub.cache import list_models, partial_downloads
+from workbench.core.hub.cache_layout import hub_cache_dir
+from workbench.core.units import size_text
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -22,11 +29,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.cli.text_table import fitted_table, terminal_width
-    from workbench.core.hub.cache import list_models, partial_downloads
-    from workbench.core.hub.cache_layout import hub_cache_dir
-    from workbench.core.units import size_text
-
     listed = list_models(tuple(args.dir))
     problems = {m.path: _problem(m.path) for m in listed}
     models = [m for m in listed if not problems[m.path]]
@@ -44,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if models:
         rows = [(m.kind, m.repo or "-", m.name, m.quant or "?", size_text(m.size_bytes), str(m.path)) for m in models]
-        sys.stdout.write(fitted_table(("KIND", "REPOSITORY", "FILE", "QUANT", "SIZE", "PATH"), rows, terminal_width(),
+        sys.stdout.write(fitted_table(("KIND", "REPOSITORY", "FILE", "QUANT", "SIZE", "PATH"), rows, text_table.terminal_width(),
                                       right=(4,), details={5: ""}))
     else:
         sys.stdout.write("No models found (no bundled model, nothing in the HF cache).\n")
@@ -66,8 +68,6 @@ def _problem(path) -> str:
     Only the header and tensor table are read (tens of ms), which is where a failed
     download shows: the tensor data would end past the end of the file.
     """
-    from workbench.core.errors import WorkbenchError
-    from workbench.core.gguf.reader import read_gguf
 
     try:
         read_gguf(path)

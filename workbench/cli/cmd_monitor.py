@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import psutil
+
 from workbench.core.errors import WorkbenchError
+from workbench.core.telemetry.metrics import MetricsServer
+from workbench.core.telemetry.sample_log import SampleLog, sample_record
+from workbench.core.telemetry.sampler import Sampler
 
 if TYPE_CHECKING:
     from workbench.core.telemetry.detect import BoardInfo
@@ -51,8 +60,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     if not args.interval >= 0.1:
         raise WorkbenchError(f"--interval {args.interval} is too short", fix="give 0.1 seconds or more (0.5 = 2 Hz)")
     if args.count is not None and args.count < 1:
@@ -60,8 +67,6 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.root).is_dir():
         raise WorkbenchError("no such folder", where=args.root, fix="give the root of a /sys tree, or leave out --root")
     if args.pid is not None:
-        import psutil
-
         # A PID that was never there is a typo, not a source that is "not available here".
         if args.pid <= 0 or not psutil.pid_exists(args.pid):
             raise WorkbenchError(f"no running process {args.pid}", where="--pid",
@@ -81,7 +86,6 @@ def run(args: argparse.Namespace) -> int:
 def _open_log(args: argparse.Namespace):
     if not args.log:
         return None
-    from workbench.core.telemetry.sample_log import SampleLog
 
     if not args.log_max_mb > 0:
         raise WorkbenchError(f"--log-max-mb {args.log_max_mb} must be more than 0", fix="e.g. --log-max-mb 10")
@@ -91,7 +95,6 @@ def _open_log(args: argparse.Namespace):
 def _serve_metrics(args: argparse.Namespace):
     if args.prometheus is None:
         return None
-    from workbench.core.telemetry.metrics import MetricsServer
 
     server = MetricsServer(args.prometheus, args.prometheus_host, allow_remote=args.allow_remote)
     if server.remote:
@@ -102,8 +105,6 @@ def _serve_metrics(args: argparse.Namespace):
 
 
 def _monitor(args: argparse.Namespace, count: int | None, block: bool, log, metrics) -> None:
-    from workbench.core.telemetry.sampler import Sampler
-
     with Sampler(args.root, args.pid, tegrastats=args.tegrastats) as sampler:
         try:
             # CPU load and RAPL power are differences: give the first sample a window to measure.
@@ -133,11 +134,6 @@ def _monitor(args: argparse.Namespace, count: int | None, block: bool, log, metr
 
 
 def sample_json(sample: TelemetrySample, board: BoardInfo) -> str:
-    import json
-    from dataclasses import asdict
-    from datetime import datetime, timezone
-
-    from workbench.core.telemetry.sample_log import sample_record
 
     data = sample_record(sample)
     data["board"] = asdict(board)

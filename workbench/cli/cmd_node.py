@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
+
+from workbench.cli.json_output import write_json
+from workbench.core.config.rpc_endpoints import parse_endpoint
+from workbench.core.errors import WorkbenchError
+from workbench.core.rpc.keepalive import watch_client_connections
+from workbench.core.rpc.node_server import SECURITY_WARNING, check_listen_host, default_threads, start_node
+from workbench.core.rpc.wire import probe_node
 
 MB = 1024 * 1024
 
@@ -44,11 +52,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    import signal
-
-    from workbench.core.errors import WorkbenchError
-    from workbench.core.rpc.keepalive import watch_client_connections
-    from workbench.core.rpc.node_server import SECURITY_WARNING, check_listen_host, default_threads, start_node
 
     host = check_listen_host(args.host, allow_remote=args.allow_remote)
     if args.threads < 0:
@@ -108,10 +111,6 @@ def probe_json(report) -> dict:
 
 
 def run_probe(args: argparse.Namespace) -> int:
-    from workbench.cli.json_output import write_json
-    from workbench.core.errors import WorkbenchError
-    from workbench.core.config.rpc_endpoints import parse_endpoint
-    from workbench.core.rpc.wire import probe_node
 
     endpoint = parse_endpoint(args.endpoint, "node probe", allow_profile=False)
     if not 0 < args.timeout <= 600:

@@ -4,8 +4,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
 
+from workbench.cli import text_table
 from workbench.cli.json_output import write_json
+from workbench.cli.text_table import fitted_table
+from workbench.core.config.presets import (
+    llama_server_command,
+    load_preset,
+    preset_catalog,
+    preset_origin,
+    preset_to_toml,
+    resolve_threads,
+    revert_user_preset,
+    user_presets_dir,
+)
+from workbench.core.files.model_ref import resolve_model
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -31,15 +45,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _row(preset, origin: str) -> dict:
-    from dataclasses import asdict
-
     return {**asdict(preset), "origin": origin}
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.cli.text_table import terminal_width
-    from workbench.core.config.presets import preset_catalog, preset_origin, user_presets_dir
-
     catalog = preset_catalog()
     presets = catalog.entries
     # A malformed file is named on a line of its own; the others are listed all the same.
@@ -48,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         write_json([_row(p, preset_origin(p)) for p in presets])
         sys.stderr.write(broken)
         return 0
-    sys.stdout.write(presets_table(presets, terminal_width()) + broken)
+    sys.stdout.write(presets_table(presets, text_table.terminal_width()) + broken)
     sys.stdout.write(f"\nUser presets live in {user_presets_dir()}\n(same name = replaces the shipped one).\n")
     return 0
 
@@ -56,8 +65,6 @@ def run(args: argparse.Namespace) -> int:
 def presets_table(presets, width: int | None = None) -> str:
     """One row per preset; on a terminal narrower than that, each description goes on its own
     indented line under its row (80 columns otherwise wrap every row)."""
-    from workbench.cli.text_table import fitted_table
-    from workbench.core.config.presets import preset_origin
 
     headers = ("NAME", "WEIGHTS", "CTX", "K/V CACHE", "FLASH ATTN", "SOURCE", "DESCRIPTION")
     rows = [
@@ -69,13 +76,9 @@ def presets_table(presets, width: int | None = None) -> str:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from workbench.core.config.presets import llama_server_command, load_preset, preset_origin, preset_to_toml, resolve_threads
-
     preset = load_preset(args.preset)
     model_path = "MODEL.gguf"
     if args.model:
-        from workbench.core.files.model_ref import resolve_model
-
         model_path = str(resolve_model(args.model))
     command = llama_server_command(preset, model_path, legacy_flags=args.legacy_flags)
     if getattr(args, "json", False):
@@ -90,8 +93,6 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_revert(args: argparse.Namespace) -> int:
-    from workbench.core.config.presets import revert_user_preset
-
     kept = revert_user_preset(args.preset)
     sys.stdout.write(f"{args.preset}: the shipped preset is back; your version is kept as {kept}\n")
     return 0

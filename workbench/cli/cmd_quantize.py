@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from workbench.core.engine.quantize import cached_quantized_path, quantize, weights_type_name
+from workbench.core.files.model_ref import resolve_model
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -45,8 +48,6 @@ class _ProgressLine:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.core.files.model_ref import resolve_model
-    from workbench.core.engine.quantize import cached_quantized_path, quantize, weights_type_name
 
     source = resolve_model(args.src)
     target = weights_type_name(args.to)  # unknown types are refused before anything starts

@@ -6,7 +6,12 @@ import argparse
 import sys
 from dataclasses import asdict
 
+from workbench.cli import text_table
 from workbench.cli.json_output import write_json
+from workbench.cli.text_table import fitted_table, format_table
+from workbench.core.errors import WorkbenchError
+from workbench.core.hub import search
+from workbench.core.hub.search import curated_models
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -25,28 +30,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.cli.text_table import fitted_table, format_table, terminal_width
-    from workbench.core.errors import WorkbenchError
-
     text = " ".join(args.text).strip()  # unquoted words arrive one per argument
     if args.curated:
-        from workbench.core.hub.search import curated_models
-
         words = text.lower().split()
         models = [m for m in curated_models() if all(w in f"{m.name} {m.repo}".lower() for w in words)]
         if args.json:
             write_json([asdict(m) for m in models])
             return 0
         rows = [(m.name, m.params, m.repo, m.suggested_file, "yes" if m.gated else "", m.note) for m in models]
-        sys.stdout.write(fitted_table(("MODEL", "PARAMS", "REPOSITORY", "START WITH", "GATED", "NOTE"), rows, terminal_width(),
+        sys.stdout.write(fitted_table(("MODEL", "PARAMS", "REPOSITORY", "START WITH", "GATED", "NOTE"), rows, text_table.terminal_width(),
                                       details={3: "start with ", 5: ""}))
         sys.stdout.write("\nSee a repository's files and whether they fit: workbench files REPO --preview\n")
         return 0
     if not text:
         raise WorkbenchError("search needs TEXT", fix="Give words of the model name, e.g. `workbench search qwen2.5`, or use --curated")
-    from workbench.core.hub.search import search_gguf_repos
 
-    hits = search_gguf_repos(text, limit=args.limit)
+    hits = search.search_gguf_repos(text, limit=args.limit)
     if args.json:
         write_json([asdict(h) for h in hits])
         return 0

@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import errno
 import shlex
+import socket
 import sys
+
+from workbench.core.config.loopback import is_loopback_host
+from workbench.core.errors import WorkbenchError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -33,10 +37,6 @@ def app_command(app_args: list[str]) -> str:
 
 def check_port_free(host: str, port: int) -> None:
     """Refuse a bad or busy port up front: textual-serve would print its banner, then a traceback."""
-    import socket
-
-    from workbench.core.errors import WorkbenchError
-
     if not 1 <= port <= 65535:
         raise WorkbenchError(f"--port {port} is not a TCP port", fix="Give a port from 1 to 65535, e.g. --port 8000")
     try:
@@ -50,8 +50,6 @@ def check_port_free(host: str, port: int) -> None:
 
 def check_host(host: str, allow_remote: bool) -> str | None:
     """Refuse a non-loopback address unless asked for; the warning to print when allowed."""
-    from workbench.core.config.loopback import is_loopback_host
-    from workbench.core.errors import WorkbenchError
 
     if is_loopback_host(host):
         return None
@@ -64,8 +62,7 @@ def check_host(host: str, allow_remote: bool) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.cli.serve_guard import GuardedServer, allowed_origins
-    from workbench.core.errors import WorkbenchError
+    from workbench.cli.serve_guard import GuardedServer, allowed_origins  # deferred: importing textual-serve costs start-up time
 
     if args.max_sessions < 1:
         raise WorkbenchError(f"--max-sessions {args.max_sessions} allows no session", fix="Give 1 or more, e.g. --max-sessions 2")

@@ -7,6 +7,7 @@ import importlib
 import sys
 
 from workbench.core.errors import WorkbenchError
+from workbench.ui.run import run_app
 
 # Each command lives in workbench/cli/cmd_<name>.py with `add_parser(subparsers)` that
 # registers it and sets `func=run` on its parser. Listed here so `--help` shows them in order.
@@ -66,8 +67,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"{prog}: unrecognized arguments: {' '.join(extras)}. See `{prog} --help`\n")
     try:
         if args.command is None:
-            from workbench.ui.run import run_app
-
             return run_app(args)
         return int(args.func(args) or 0)
     except WorkbenchError as error:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiohttp import web
+from aiohttp import WSMsgType, web
 from textual_serve.server import Server
 
 from workbench.core.config.loopback import is_loopback_host
@@ -97,8 +97,6 @@ class GuardedServer(Server):
 
     async def _process_messages(self, websocket: web.WebSocketResponse, app_service: Any) -> None:
         """Validate each browser message's shape and sizes before textual-serve acts on it."""
-        from aiohttp import WSMsgType
-
         async for message in websocket:
             if message.type != WSMsgType.TEXT:
                 continue

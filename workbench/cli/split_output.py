@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from workbench.cli.text_table import format_table, wrap_text
+from workbench.core.config.rpc_endpoints import parse_rpc_option
+from workbench.core.rpc.nodes import predict_devices as predict
+
 MB = 1024 * 1024
 
 
@@ -15,14 +19,10 @@ def add_rpc_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def predict_devices(*args: Any, **kwargs: Any) -> tuple[Any, tuple]:
-    from workbench.core.rpc.nodes import predict_devices as predict
-
     return predict(*args, **kwargs)
 
 
 def rpc_endpoints(args: argparse.Namespace) -> tuple:
-    from workbench.core.config.rpc_endpoints import parse_rpc_option
-
     return parse_rpc_option(args.rpc) if getattr(args, "rpc", "") else ()
 
 
@@ -80,8 +80,6 @@ def _mb(n_bytes: int | None) -> str:
 
 
 def devices_text(split: Any, reports: tuple, width: int | None = None) -> str:
-    from workbench.cli.text_table import format_table, wrap_text
-
     out = ["\n"]
     for report in reports:
         if not report.reachable:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
+import textwrap
 from collections.abc import Sequence
 
 
@@ -37,8 +40,6 @@ def fitted_table(headers: Sequence[str], rows: Sequence[Sequence[object]], width
 
 def terminal_width() -> int | None:
     """Columns of the terminal stdout writes to, or None for a pipe or file (whose lines stay whole for grep)."""
-    import shutil
-    import sys
 
     try:
         if not sys.stdout.isatty():
@@ -51,8 +52,6 @@ def terminal_width() -> int | None:
 def wrap_text(text: str, width: int | None, *, indent: str = "  ") -> str:
     """One prose line wrapped to `width`, continuation lines indented (a longer word, e.g. a path, stays
     whole so it can be copied); unchanged when width is None."""
-    import textwrap
-
     if width is None or len(text) <= width:
         return text
     words = text.lstrip()  # the leading indent is kept apart: textwrap would drop it before an unbreakable word

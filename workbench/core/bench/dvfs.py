@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.paths import cache_dir
 from workbench.core.telemetry.sysfs import Reader, read_text, sorted_glob, under
 
 CPUFREQ = "/sys/devices/system/cpu/cpufreq"
@@ -42,8 +43,6 @@ def write_text(path: Path, value: str) -> None:
 
 
 def default_state_path() -> Path:
-    from workbench.core.paths import cache_dir
-
     return cache_dir() / STATE_FILE_NAME
 
 

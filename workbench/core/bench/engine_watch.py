@@ -6,6 +6,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import psutil
+
 from workbench.core.telemetry.sample import TelemetrySample
 
 RSS_PERIOD_S = 0.05  # one psutil call on one pid: cheap enough to catch short peaks
@@ -16,8 +18,6 @@ class EngineWatch:
     """A daemon thread sampling one engine process; read its figures after stop()."""
 
     def __init__(self, pid: int, sample: Callable[[], TelemetrySample]) -> None:
-        import psutil
-
         self._process = psutil.Process(pid)
         self._sample = sample
         self._stop = threading.Event()
@@ -60,8 +60,6 @@ class EngineWatch:
             return [s for s in self.samples if start <= s.timestamp <= end]
 
     def _read_rss(self) -> None:
-        import psutil
-
         try:
             rss = self._process.memory_info().rss
         except psutil.Error:  # the process ended; the client reports why

@@ -15,9 +15,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.core.engine.kld_math import KldMeasured, KldReference
-from workbench.core.errors import WorkbenchError
+from workbench.core.bench.sweep import load_engine
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.engine.kld_math import KldMeasured, KldReference
+from workbench.core.engine.quantize import FULL_PRECISION, quantize
+from workbench.core.errors import WorkbenchError
+from workbench.core.gguf.reader import read_gguf
 
 DEFAULT_KLD_TOKENS = 1024  # scored positions: the reference file holds n_vocab 16-bit codes for each (~100 MB here)
 OUTLIER_FACTOR = 4.0  # KLD this many times what its bits per weight predict is "quantization gone wrong"
@@ -67,8 +70,6 @@ class KldFinished:
 
 def reference_source(model_path: Path, on_progress: Callable[[float], None] | None = None) -> tuple[Path, str]:
     """(full-precision file, note): the model itself when it is full precision, else its F16 copy (cached)."""
-    from workbench.core.gguf.reader import read_gguf
-    from workbench.core.engine.quantize import FULL_PRECISION, quantize
 
     file_type = read_gguf(model_path).file_type
     if file_type in FULL_PRECISION:
@@ -86,8 +87,6 @@ def reference_preset(preset: Preset, n_ctx: int) -> Preset:
 
 def run_kld(config: KldConfig) -> Iterator[KldStep | KldFinished]:
     """Reference first, then each preset; yields progress and, last, the rows with outliers flagged."""
-    from workbench.core.bench.sweep import load_engine
-
     if not config.presets:
         raise WorkbenchError("no presets to compare", where="bench --kld", fix="pass --presets a,b,c")
     if config.max_tokens < 1 or config.n_ctx < 2:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from workbench.core.bench.machine import Machine, machine_from_dict, machine_to_dict
 from workbench.core.bench.rows import ROW_FIELDS, BenchRow, row_from_dict, row_to_dict
+from workbench.core.errors import WorkbenchError
 
 # The fields of llama-bench's json/jsonl printer (tools/llama-bench/llama-bench.cpp, test::get_fields and
 # get_field_type) that a run of ours can fill, in its order, with its types: ints are JSON integers,
@@ -130,8 +133,6 @@ def _test(row: BenchRow, machine: Machine, *, n_prompt: int, n_gen: int, n_depth
 
 def utc_at_monotonic(moment: float) -> str:
     """time.monotonic() `moment` (the engine's clock is the system's) as llama-bench's test_time."""
-    import time
-    from datetime import datetime, timezone
 
     wall = time.time() - (time.monotonic() - moment)
     return datetime.fromtimestamp(wall, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -171,8 +172,6 @@ def row_from_tests(pp: dict[str, Any], tg: dict[str, Any]) -> tuple[Machine, Ben
 
 def pair_tests(records: list[dict[str, Any]], where: str) -> tuple[Machine, tuple[BenchRow, ...]]:
     """Our test rows, two per preset (pp then tg), back into rows; the machine of the first."""
-    from workbench.core.errors import WorkbenchError
-
     pending: dict[str, dict[str, Any]] = {}
     rows: list[BenchRow] = []
     machine: Machine | None = None
@@ -200,8 +199,6 @@ def pair_tests(records: list[dict[str, Any]], where: str) -> tuple[Machine, tupl
 
 def parse_test(record: Any, where: str) -> LlamaBenchTest:
     """One llama-bench test row, its fields checked against the printer's types (the file is outside data)."""
-    from workbench.core.errors import WorkbenchError
-
     if not isinstance(record, dict):
         raise WorkbenchError("a test row is not a JSON object", where=where, fix="give llama-bench -o json or -o jsonl output")
     missing = [key for key in _REQUIRED if key not in record]
@@ -258,8 +255,6 @@ def parse_test(record: Any, where: str) -> LlamaBenchTest:
 
 def _flash_attn(value: Any, where: str) -> str:
     """bool (llama-bench before the auto mode), int -1/0/1 (since), or absent."""
-    from workbench.core.errors import WorkbenchError
-
     if value is None:
         return ""
     if value is True or value == 1:

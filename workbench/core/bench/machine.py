@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.core.engine.measured import EngineFacts
+import psutil
+
 from workbench.core.config.preset import DeviceProfile
+from workbench.core.engine.measured import EngineFacts
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,6 @@ class Machine:
 
 def describe_machine(device: DeviceProfile, facts: EngineFacts | None, *, root: str = "/") -> Machine:
     """This machine, as the bench saw it. `facts` come from the engine (the only llama.cpp user)."""
-    import psutil
-
     hostname = socket.gethostname()
     return Machine(
         label=f"{hostname} ({device.name})",

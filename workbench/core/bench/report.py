@@ -15,6 +15,7 @@ from typing import Any
 from workbench.core.bench.llama_bench import MAX_TESTS, LlamaBenchTest, is_ours, pair_tests, parse_test, test_rows
 from workbench.core.bench.machine import Machine, machine_from_dict
 from workbench.core.bench.rows import ROW_FIELDS, BenchRow, row_from_dict
+from workbench.core.bench.split_rows import DeviceBench
 from workbench.core.errors import WorkbenchError
 from workbench.core.files.regular import read_regular_file
 
@@ -309,8 +310,6 @@ def _parse_cell(name: str, cell: str, hint: Any) -> Any:
     if name == "unavailable":
         return tuple(json.loads(cell).items()) if cell else ()
     if name == "devices":
-        from workbench.core.bench.split_rows import DeviceBench
-
         return tuple(DeviceBench(**device) for device in json.loads(cell)) if cell else ()
     if cell == NOT_AVAILABLE:
         return None

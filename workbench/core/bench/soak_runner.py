@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from workbench.core.engine.measured import SpeedMeasured
 from workbench.core.bench.soak import SoakInterval, SoakResult, soak
 from workbench.core.bench.sweep import SweepConfig, load_preset_engine
 from workbench.core.config.preset import Preset
+from workbench.core.engine.measured import SpeedMeasured
+from workbench.core.telemetry.sampler import Sampler
 
 SOAK_PROMPT_MAX = 32  # a short prompt: the soak is about sustained decode
 
 
 def soak_preset(config: SweepConfig, preset: Preset, seconds: float) -> Iterator[SoakInterval | SoakResult]:
     """Load `preset`, warm up, then generate back to back for `seconds` (see soak.soak)."""
-    from workbench.core.telemetry.sampler import Sampler
-
     client = load_preset_engine(config, preset)
     try:
         n_prompt = min(config.n_prompt, SOAK_PROMPT_MAX)

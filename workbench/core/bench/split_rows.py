@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.rpc.nodes import predict_devices
+
 
 @dataclass(frozen=True)
 class DeviceBench:
@@ -21,8 +24,6 @@ def split_row_fields(config: Any, preset: Any, loaded: Any, notes: dict[str, str
     if not (preset.rpc or getattr(config, "rpc", ())):
         notes["split_bound_tps"] = notes["network_ms_per_token"] = "not split over devices (no RPC nodes)"
         return {}
-    from workbench.core.gguf.reader import read_gguf
-    from workbench.core.rpc.nodes import predict_devices
 
     split, _reports = predict_devices(read_gguf(config.model_path), preset, config.device, getattr(config, "rpc", ()))
     # llama.cpp's model, KV and compute buffers: the lines the ledger predicts per device

@@ -9,25 +9,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.core.bench.engine_watch import EngineWatch
+from workbench.core.bench.llama_bench import preset_placement, utc_at_monotonic
 from workbench.core.bench.machine import describe_machine
-from workbench.core.engine.measured import EngineFacts, PerplexityMeasured, SpeedMeasured
 from workbench.core.bench.report import BenchResults
 from workbench.core.bench.rows import BenchRow, with_references
 from workbench.core.bench.split_rows import split_row_fields
-from workbench.core.errors import EngineError, WorkbenchError
-from workbench.core.ledger.types import Ledger
-from workbench.core.engine.events import EngineFailed, Loaded, LoadProgressed
-from workbench.core.engine.protocol import OpFinished, OpProgressed
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.engine.client import EngineClient
+from workbench.core.engine.events import EngineFailed, Loaded, LoadProgressed
+from workbench.core.engine.measured import EngineFacts, PerplexityMeasured, SpeedMeasured
+from workbench.core.engine.protocol import OpFinished, OpProgressed
+from workbench.core.errors import EngineError, WorkbenchError
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.predict import predict_ledger
+from workbench.core.ledger.types import Ledger
+from workbench.core.paths import data_dir
 from workbench.core.telemetry.sample import TelemetrySample
+from workbench.core.telemetry.sampler import Sampler
 
 EVAL_TEXT_FILE = "small_devices_field_guide.txt"
 WARMUP_PROMPT_MAX = 32  # llama-bench's warm-up: a short prompt and one generated token
 
 
 def shipped_eval_text() -> str:
-    from workbench.core.paths import data_dir
-
     return (data_dir("assets") / "eval" / EVAL_TEXT_FILE).read_text(encoding="utf-8")
 
 
@@ -103,8 +107,6 @@ class _PresetRun:
 
 def run_sweep(config: SweepConfig, cancel: threading.Event | None = None) -> Iterator[SweepEvent]:
     """Measure every preset in turn; yields progress, one row per preset, then the results."""
-    from workbench.core.gguf.reader import read_gguf
-
     if config.repetitions < 1 or config.n_prompt < 1 or config.n_gen < 1:
         raise WorkbenchError("-p, -n and -r must each be at least 1", where="bench", fix="e.g. -p 256 -n 128 -r 3")
     model_info = read_gguf(config.model_path)
@@ -146,8 +148,6 @@ def _measure_preset(
     run: _PresetRun,
     cancel: threading.Event,
 ) -> Iterator[SweepEvent]:
-    from workbench.core.engine.client import EngineClient
-    from workbench.core.telemetry.sampler import Sampler
 
     client = EngineClient()
     client.start()
@@ -225,8 +225,6 @@ def load_preset_engine(config: SweepConfig, preset: Preset):
 
 def load_engine(model_path: Path, preset: Preset, device: DeviceProfile):
     """A fresh engine process with `model_path` loaded under `preset` (the caller closes it)."""
-    from workbench.core.engine.client import EngineClient
-
     client = EngineClient()
     client.start()
     try:
@@ -239,8 +237,6 @@ def load_engine(model_path: Path, preset: Preset, device: DeviceProfile):
 
 
 def _predict(model_info, preset: Preset, device: DeviceProfile) -> tuple[Ledger | None, str]:
-    from workbench.core.ledger.predict import predict_ledger
-
     try:
         return predict_ledger(model_info, preset, device), ""
     except WorkbenchError as error:
@@ -255,8 +251,6 @@ def build_row(
     ledger_error: str,
 ) -> BenchRow:
     """One row from what the engine measured, the watch saw and the ledger predicted."""
-    from workbench.core.bench.llama_bench import preset_placement, utc_at_monotonic
-
     assert run.loaded is not None and run.facts is not None and run.watch is not None
     loaded, facts, speeds, watch = run.loaded, run.facts, run.speeds, run.watch
     notes: dict[str, str] = {}

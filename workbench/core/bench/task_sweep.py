@@ -10,13 +10,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.core.bench.dvfs import CpufreqLimits, DvfsSetting
+from workbench.core.bench.engine_watch import EngineWatch
+from workbench.core.bench.sweep import load_engine, mean_power
+from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.engine.events import ChatMessage, Sampling
 from workbench.core.errors import WorkbenchError
-from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.tasks.battery import answers_per_charge
+from workbench.core.tasks.battery import battery_hours as hours_at
 from workbench.core.tasks.questions import Question, Task
 from workbench.core.tasks.results import QuestionOutcome, TaskRow, with_pareto
 from workbench.core.tasks.stats import wilson_interval
 from workbench.core.tasks.vote import SampledAnswer, majority_vote
+from workbench.core.telemetry.sampler import Sampler
 
 MAX_SAMPLES = 64
 MAX_QUESTIONS = 10_000
@@ -122,9 +127,6 @@ def run_task_sweep(config: TaskSweepConfig, cancel: threading.Event | None = Non
 
 def _run_preset(config: TaskSweepConfig, preset: Preset, setting: DvfsSetting, questions: tuple[Question, ...],
                 done: int, total: int, cancel: threading.Event) -> Iterator[object]:
-    from workbench.core.bench.engine_watch import EngineWatch
-    from workbench.core.bench.sweep import load_engine
-    from workbench.core.telemetry.sampler import Sampler
 
     client = load_engine(config.model_path, preset, config.device)
     sampler = watch = None
@@ -161,8 +163,6 @@ def _messages(task: Task, question: Question) -> tuple[ChatMessage, ...]:
 
 
 def _point(config: TaskSweepConfig, preset: Preset, setting: DvfsSetting, facts, n: int, results, watch) -> TaskPointMeasured:
-    from workbench.core.bench.sweep import mean_power
-
     task = config.task
     outcomes = []
     for question, finished in results:
@@ -198,8 +198,6 @@ def _point(config: TaskSweepConfig, preset: Preset, setting: DvfsSetting, facts,
     elif power_w is None:
         notes["battery_hours"] = notes["answers_per_charge"] = why
     else:
-        from workbench.core.tasks.battery import answers_per_charge
-        from workbench.core.tasks.battery import battery_hours as hours_at
 
         battery_hours = hours_at(battery_wh, power_w)
         answers = answers_per_charge(battery_wh, joules)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import platform
+import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
+
+import psutil
 
 from workbench.core import paths
 
@@ -47,8 +50,6 @@ def _cpu_model() -> str:
 
 def machine_key() -> str:
     """Names this machine for the cache: a different board (or more RAM) measures anew."""
-    import psutil
-
     ram_mb = psutil.virtual_memory().total // _MIB
     return f"{platform.node()}|{platform.machine()}|{_cpu_model()}|{ram_mb} MB"
 
@@ -67,9 +68,7 @@ def measure_read_bandwidth(
     this is for (2-6 MB); a large server L3 (32 MB here) still holds a part of it, so
     on such hosts the figure is a little high, never low.
     """
-    import threading
-
-    import numpy as np
+    import numpy as np  # deferred: importing numpy costs start-up time
 
     thread_count = threads or os.cpu_count() or 1
     size = buffer_mb * _MIB
@@ -124,8 +123,6 @@ def measure_read_bandwidth(
 
 def _probe_buffer_mb() -> int:
     """64 MB per thread, or less on a machine with little free memory."""
-    import psutil
-
     available_mb = psutil.virtual_memory().available // _MIB
     return max(16, min(64, available_mb // (8 * (os.cpu_count() or 1))))
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.core.errors import PresetError
 from workbench.core.config.toml_checks import TomlSource, closest, get_int, get_number, get_str
+from workbench.core.errors import PresetError
 
 ACCELERATORS = ("cuda", "vulkan", "none")
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core import paths
-from workbench.core.errors import PresetError
 from workbench.core.config.device_accelerator import accelerator_fields
+from workbench.core.config.host import detect_host
 from workbench.core.config.preset import DeviceProfile
 from workbench.core.config.toml_checks import (
     Catalog,
@@ -25,6 +25,7 @@ from workbench.core.config.toml_checks import (
     unknown_name,
     wrong_type,
 )
+from workbench.core.errors import PresetError
 
 HOST = "host"
 DEVICE_KEYS = ("name", "description", "ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores",
@@ -128,8 +129,6 @@ def _catalog_files() -> dict[str, Path]:
 def load_device(spec: str) -> DeviceProfile:
     """A device by name ("host" detects this machine) or by path to a TOML file."""
     if spec == HOST:
-        from workbench.core.config.host import detect_host
-
         return detect_host()
     if looks_like_path(spec):
         return _load_device_file(Path(spec).expanduser(), catalog=False)
@@ -148,8 +147,6 @@ def list_devices(*, include_host: bool = True) -> tuple[DeviceProfile, ...]:
     """The devices of `device_catalog()` that load (a malformed file is left out), then the detected host."""
     devices = device_catalog().entries
     if include_host:
-        from workbench.core.config.host import detect_host
-
         devices += (detect_host(),)
     return devices
 

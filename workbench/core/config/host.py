@@ -7,6 +7,8 @@ import os
 import platform
 from datetime import datetime, timezone
 
+import psutil
+
 from workbench.core.config.bandwidth import BandwidthMeasurement, cache_path, host_bandwidth
 from workbench.core.config.preset import DeviceProfile
 
@@ -24,8 +26,6 @@ def os_reserve_mb(total_bytes: int, available_bytes: int) -> int:
 
 def detect_host(*, bandwidth: BandwidthMeasurement | None = None) -> DeviceProfile:
     """This machine as a device profile; the bandwidth probe runs once per machine (cached)."""
-    import psutil
-
     memory = psutil.virtual_memory()
     physical = psutil.cpu_count(logical=False)
     logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from workbench.core.errors import PresetError
+from workbench.core.config.rpc_endpoints import parse_endpoints
 from workbench.core.config.toml_checks import TomlSource, closest, get_int, get_str, wrong_type
+from workbench.core.errors import PresetError, WorkbenchError
 
 SPLIT_KEYS = ("gpu_layers", "split_mode", "tensor_split", "main_gpu", "rpc")
 SPLIT_MODES = ("layer", "row", "none")  # llama-server -sm; llama.h LLAMA_SPLIT_MODE_NONE/LAYER/ROW
@@ -65,8 +66,6 @@ def _tensor_split(data: dict[str, Any], source: TomlSource) -> tuple[float, ...]
 
 
 def _rpc(data: dict[str, Any], source: TomlSource) -> tuple[str, ...]:
-    from workbench.core.errors import WorkbenchError
-    from workbench.core.config.rpc_endpoints import parse_endpoints
 
     if "rpc" not in data:
         return ()

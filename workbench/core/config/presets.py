@@ -11,9 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from workbench.core import ggml_types, paths
-from workbench.core.errors import PresetError
-from workbench.core.gguf.model_info import ModelInfo
+import psutil
+import tomli_w
+
+from workbench.core import paths
+from workbench.core.gguf import ggml_types
+from workbench.core.config.chat_mode import BUILTIN_TEMPLATE_NAMES, COMPLETION
 from workbench.core.config.preset import Preset
 from workbench.core.config.preset_split import SPLIT_KEYS, split_fields, split_problems, split_server_args, split_toml
 from workbench.core.config.toml_checks import (
@@ -32,6 +35,8 @@ from workbench.core.config.toml_checks import (
     text_of,
     unknown_name,
 )
+from workbench.core.errors import PresetError
+from workbench.core.gguf.model_info import ModelInfo
 
 PRESET_KEYS = (
     "name", "description", "weights", "ctx_size", "batch_size", "ubatch_size", "threads",
@@ -90,8 +95,6 @@ def _normalise_cache_type(key: str, value: str, source: TomlSource) -> str:
 
 
 def _checked_chat_template(value: str, source: TomlSource) -> str:
-    from workbench.core.config.chat_mode import BUILTIN_TEMPLATE_NAMES, COMPLETION
-
     if value in ("", COMPLETION) or value in BUILTIN_TEMPLATE_NAMES:
         return value
     guess = closest(value, BUILTIN_TEMPLATE_NAMES + (COMPLETION,))
@@ -202,8 +205,6 @@ def preset_origin(preset: Preset) -> str:
 
 def preset_to_toml(preset: Preset) -> str:
     """The preset as a TOML file in the shipped format (the keys a file may hold, in file order)."""
-    import tomli_w  # only needed when writing
-
     values = {key: getattr(preset, key) for key in PRESET_KEYS if key not in SPLIT_KEYS}
     return tomli_w.dumps(values | split_toml(preset))
 
@@ -256,7 +257,6 @@ def resolve_threads(preset: Preset) -> int:
     """The thread count a preset means here: its own, or for 0 physical cores minus one (>= 1)."""
     if preset.threads > 0:
         return preset.threads
-    import psutil
 
     cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
     return max(1, cores - 1)

@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from workbench.core.errors import WorkbenchError
 from workbench.core.config.loopback import is_loopback_host
+from workbench.core.errors import WorkbenchError
 
 DEFAULT_PORT = 50052  # llama.cpp's rpc-server default
 MAX_NODES = 16  # GGML_RPC_MAX_SERVERS in ggml-rpc.h

@@ -31,7 +31,9 @@ class ChatTemplate:
             if _apply_builtin(self.mode.template, _PROBE) is None:
                 raise ValueError(f"llama.cpp has no built-in chat template named {self.mode.template!r}")
         elif self.mode.kind != COMPLETION:
-            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+            from llama_cpp.llama_chat_format import (  # deferred: importing llama_cpp loads the llama.cpp libraries
+                Jinja2ChatFormatter,  # deferred: importing llama_cpp loads the llama.cpp libraries
+            )
 
             eos_id, bos_id = llama.token_eos(), llama.token_bos()
             eos = llama._model.token_get_text(eos_id) if eos_id != -1 else ""
@@ -73,7 +75,7 @@ def _is_one_token(llama: Any, text: str) -> bool:
 
 def _apply_builtin(name: str, messages: Sequence[ChatMessage]) -> str | None:
     """llama.cpp's built-in template `name` applied to `messages`; None when llama.cpp has no such template."""
-    import llama_cpp
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
     keep = [(m.role.encode("utf-8"), m.content.encode("utf-8")) for m in messages]
     chat = (llama_cpp.llama_chat_message * len(keep))()

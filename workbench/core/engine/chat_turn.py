@@ -10,7 +10,7 @@ from typing import Any
 
 from workbench.core.engine.chat_template import ChatTemplate
 from workbench.core.engine.context_fit import fit_conversation
-from workbench.core.engine.events import ContextShifted, PrefillProgressed, Sampling, TokenChunk, TurnFinished
+from workbench.core.engine.events import ContextShifted, PrefillProgressed, TokenChunk, TurnFinished
 from workbench.core.engine.protocol import ChatRequest
 
 # Tokens kept free for the answer when deciding whether old turns must go: the answer's
@@ -84,7 +84,7 @@ class _PerfSnapshot:
 
     @staticmethod
     def take(llama: Any) -> "_PerfSnapshot":
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         data = llama_cpp.llama_perf_context(llama.ctx)
         return _PerfSnapshot(data.t_p_eval_ms + data.t_eval_ms)
@@ -92,7 +92,7 @@ class _PerfSnapshot:
 
 def common_prefix_length(cached: Any, prompt: list[int]) -> int:
     """How many leading prompt tokens already sit in the KV cache (llama.input_ids[:n_tokens])."""
-    import numpy as np
+    import numpy as np  # deferred: importing numpy costs start-up time
 
     length = min(len(cached), len(prompt))
     differs = np.flatnonzero(np.asarray(cached[:length]) != np.asarray(prompt[:length], dtype=np.intc))
@@ -101,7 +101,7 @@ def common_prefix_length(cached: Any, prompt: list[int]) -> int:
 
 def kv_cells_used(llama: Any) -> int:
     """Cells of sequence 0 in llama.cpp's memory module (its own count, not our bookkeeping)."""
-    import llama_cpp
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
     memory = llama_cpp.llama_get_memory(llama.ctx)
     if memory is None:
@@ -111,7 +111,7 @@ def kv_cells_used(llama: Any) -> int:
 
 def clear_kv_cache(llama: Any) -> None:
     """Empty the KV cache and tell the Llama object so, so its next eval starts from scratch."""
-    import llama_cpp
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
     memory = llama_cpp.llama_get_memory(llama.ctx)
     if memory is not None:
@@ -140,7 +140,7 @@ class ChatTurn:
         self._draft_counter = draft_counter
 
     def run(self, request: ChatRequest, started_at: float) -> TurnFinished:
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         llama = self._llama
         sampling = request.sampling
@@ -232,7 +232,7 @@ class ChatTurn:
         batch instead of after it; the callback is installed for prefill only, where a call
         per node costs nothing next to a batch's matrix products.
         """
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         llama = self._llama
         llama.n_tokens = reused  # Llama.eval drops KV cells past n_tokens before decoding
@@ -316,8 +316,8 @@ def answer_note(generated: int, stop_reason: str, logits_finite: bool) -> str:
 
 def last_logits_finite(llama: Any) -> bool:
     """Whether the logits the last token was sampled from are all finite (llama.cpp's own buffer, read in place)."""
-    import llama_cpp
-    import numpy as np
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
+    import numpy as np  # deferred: importing numpy costs start-up time
 
     pointer = llama_cpp.llama_get_logits_ith(llama.ctx, -1)
     if not pointer:
@@ -326,7 +326,7 @@ def last_logits_finite(llama: Any) -> bool:
 
 
 def _eog_checker(llama: Any) -> Callable[[int], bool]:
-    import llama_cpp
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
     vocab = llama_cpp.llama_model_get_vocab(llama.model)
     return lambda token: bool(llama_cpp.llama_vocab_is_eog(vocab, token))

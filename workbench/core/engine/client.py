@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 import weakref
@@ -11,6 +12,8 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.engine.child_process import SharedFlag, start_child
 from workbench.core.engine.events import (
     ChatMessage,
     EngineFailed,
@@ -20,6 +23,8 @@ from workbench.core.engine.events import (
     TurnFinished,
     Unloaded,
 )
+from workbench.core.engine.load_plan import plan_load
+from workbench.core.engine.load_refused import LoadRefused
 from workbench.core.engine.log_files import new_log_file
 from workbench.core.engine.log_tail import describe_exit, exit_signal_name, read_log_tail
 from workbench.core.engine.protocol import (
@@ -30,10 +35,18 @@ from workbench.core.engine.protocol import (
     ShutdownRequest,
     UnloadRequest,
 )
+from workbench.core.engine.quantize import remove_partial_files
 from workbench.core.engine.sampling_checks import validate_sampling
-from workbench.core.engine.sequence_events import SamplesFinished, SamplesRequest, SequenceRequest, SequencesOpen, SequencesOpened
+from workbench.core.engine.sequence_events import (
+    SamplesFinished,
+    SamplesRequest,
+    SequenceRequest,
+    SequencesOpen,
+    SequencesOpened,
+)
+from workbench.core.engine.sequence_session import SequenceSession
 from workbench.core.errors import EngineError, WorkbenchError
-from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.rpc.failure import unreachable_nodes
 
 _TERMINAL = (Loaded, TurnFinished, EngineFailed, Unloaded, OpFinished, SamplesFinished)
 _LOG_TAIL_LINES = 30
@@ -89,8 +102,6 @@ class EngineClient:
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
         """Start the engine process if it is not running (a dead one is cleaned up first)."""
-        from workbench.core.engine.child_process import SharedFlag, start_child
-
         with self._lifecycle:
             if self.alive:
                 return
@@ -169,7 +180,6 @@ class EngineClient:
             yield EngineFailed("request", _BUSY)
             return
         try:
-            from workbench.core.engine.load_plan import LoadRefused, plan_load
 
             yield LoadProgressed("validating", 0.0)
             try:
@@ -186,8 +196,6 @@ class EngineClient:
             self.start()
             self._engine_rpc = plan.rpc
             if plan.rpc != preset.rpc:
-                import dataclasses
-
                 preset = dataclasses.replace(preset, rpc=plan.rpc)
             self._loaded = None
             self._prediction = plan.prediction
@@ -305,8 +313,6 @@ class EngineClient:
         The engine is the session's until `session.close()` (or the engine's death); other
         requests meanwhile get the "busy" failure. EngineError when it cannot open.
         """
-        from workbench.core.engine.sequence_session import SequenceSession
-
         if not self._busy.acquire(blocking=False):
             raise EngineError(_BUSY)
         handed_over = False
@@ -378,16 +384,12 @@ class EngineClient:
         tail = self.log_tail()
         self._loaded = None
         if process is not None and doing == "loading the model":
-            from workbench.core.engine.quantize import remove_partial_files
-
             remove_partial_files(process.pid)  # it may have died re-quantizing into the cache
         if self._closing:
             return EngineFailed("request", f"the engine was closed while {doing}", tail, exit_signal_name(exitcode), exitcode)
         kind = "load" if doing == "loading the model" else "crash"
         nodes = ""
         if self._engine_rpc:
-            from workbench.core.rpc.failure import unreachable_nodes
-
             nodes = unreachable_nodes(self._engine_rpc)
             self._engine_rpc = ()  # a fresh engine registers them again
         return EngineFailed(

@@ -9,6 +9,7 @@ log-probability is above −16; top-1 agreement compares the two argmaxes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +46,7 @@ class KldReference:
 
 def log_softmax(logits: Any) -> Any:
     """Rows of logits -> rows of log-probabilities, in float64."""
-    import numpy as np
+    import numpy as np  # deferred: importing numpy costs start-up time
 
     rows = np.asarray(logits, dtype=np.float64)
     top = rows.max(axis=1, keepdims=True)
@@ -57,7 +58,7 @@ def compress_log_probs(logits: Any) -> tuple[Any, Any]:
 
     log p_i ≈ scale · code_i + min_log_prob, exact to scale/2 (16/65535/2 nats) above the floor.
     """
-    import numpy as np
+    import numpy as np  # deferred: importing numpy costs start-up time
 
     rows = np.asarray(logits, dtype=np.float64)
     max_logit = rows.max(axis=1, keepdims=True)
@@ -73,7 +74,7 @@ def compress_log_probs(logits: Any) -> tuple[Any, Any]:
 
 
 def expand_log_probs(codes: Any, params: Any) -> Any:
-    import numpy as np
+    import numpy as np  # deferred: importing numpy costs start-up time
 
     return codes.astype(np.float64) * params[:, :1].astype(np.float64) + params[:, 1:2].astype(np.float64)
 
@@ -94,7 +95,7 @@ class KldAccumulator:
 
     def add(self, logits: Any, base_codes: Any, base_params: Any, targets: Any) -> None:
         """`logits` [n, n_vocab] of the model measured; the reference's codes for the same n positions."""
-        import numpy as np
+        import numpy as np  # deferred: importing numpy costs start-up time
 
         log_p = log_softmax(logits)
         base_log_p = expand_log_probs(base_codes, base_params)
@@ -109,9 +110,7 @@ class KldAccumulator:
         self.count += len(targets)
 
     def result(self, n_ctx: int, seconds: float) -> KldMeasured:
-        import math
-
-        import numpy as np
+        import numpy as np  # deferred: importing numpy costs start-up time
 
         if not self.count:
             raise ValueError("no token was scored")

@@ -5,9 +5,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from workbench.core.errors import GGUFError
-from workbench.core.ledger.types import DOES_NOT_FIT, Ledger
+from workbench.core.config.devices import load_device
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.config.presets import preset_problems
+from workbench.core.engine.load_refused import LoadRefused
+from workbench.core.engine.load_split import plan_split
+from workbench.core.engine.quantize import weights_type_name
+from workbench.core.errors import GGUFError
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.predict import predict_ledger
+from workbench.core.ledger.types import DOES_NOT_FIT, Ledger
 
 _MIB = 1024 * 1024
 
@@ -18,15 +25,6 @@ class LoadPlan:
     prediction: str  # one line, kept by the client for a crash report
     warnings: tuple[str, ...]
     rpc: tuple[str, ...] = ()  # the RPC nodes the engine registers ("host:port", device order)
-
-
-class LoadRefused(Exception):
-    """The load must not reach llama.cpp; `kind` is EngineFailed's ("load" for a bad file, else "refused")."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
 
 
 def describe_ledger(ledger: Ledger) -> str:
@@ -43,9 +41,6 @@ def plan_load(
     rpc: tuple = (),
 ) -> LoadPlan:
     """Read the GGUF header, check the preset against the model and the ledger against the device."""
-    from workbench.core.gguf.reader import read_gguf
-    from workbench.core.ledger.predict import predict_ledger
-    from workbench.core.config.presets import preset_problems
 
     try:
         model = read_gguf(model_path)
@@ -60,18 +55,12 @@ def plan_load(
     warnings = tuple(f"{problem.message} ({problem.fix})" for problem in problems if problem.level == "warning")
     quantize_to = None
     if preset.weights != "keep":
-        from workbench.core.engine.quantize import weights_type_name
-
         target = weights_type_name(preset.weights)
         if target != model.file_type:
             quantize_to = target
     if device is None:
-        from workbench.core.config.devices import load_device
-
         device = load_device("host")
     if preset.rpc or rpc:
-        from workbench.core.engine.load_split import plan_split
-
         prediction, addresses = plan_split(model, preset, device, rpc, allow_overbudget=allow_overbudget)
         return LoadPlan(quantize_to, prediction, warnings, addresses)
     ledger = predict_ledger(model, preset, device)

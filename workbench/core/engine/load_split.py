@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
-from workbench.core.ledger.types import DOES_NOT_FIT
-from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.config.devices import load_device
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.engine.load_refused import LoadRefused
+from workbench.core.errors import WorkbenchError
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.split import predict_split
+from workbench.core.ledger.types import DOES_NOT_FIT
+from workbench.core.rpc.nodes import endpoints_of, node_profiles, probe_nodes, split_devices
 
 _MIB = 1024 * 1024
 
@@ -28,18 +34,12 @@ def describe_split(split) -> str:
 def plan_split(model: ModelInfo, preset: Preset, host: DeviceProfile | None, rpc: Sequence,
                *, allow_overbudget: bool) -> tuple[str, tuple[str, ...]]:
     """(one-line prediction, node addresses) or LoadRefused naming the unreachable node or the device that overflows."""
-    from workbench.core.config.devices import load_device
-    from workbench.core.ledger.split import predict_split
-    from workbench.core.engine.load_plan import LoadRefused
-    from workbench.core.errors import WorkbenchError
-    from workbench.core.rpc.nodes import endpoints_of, node_profiles, probe_nodes, split_devices
 
     try:
         endpoints = endpoints_of(preset, rpc)
         profiles = node_profiles(endpoints)
     except WorkbenchError as error:
         raise LoadRefused("refused", str(error)) from None
-    import dataclasses
 
     preset = dataclasses.replace(preset, rpc=tuple(endpoint.address for endpoint in endpoints))
     reports = probe_nodes(endpoints, measure_link=False)

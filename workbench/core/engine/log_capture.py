@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from workbench.core.engine.events import DeviceBuffers
-
 from workbench.core.engine.log_files import MAX_LOG_FILE_BYTES
 
 # ggml.h `enum ggml_log_level`
@@ -118,7 +117,7 @@ class LlamaLog:
         self._callback = None  # the ctypes callback must outlive its registration
 
     def install(self) -> None:
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         self._callback = llama_cpp.llama_log_callback(self._receive)
         llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ctypes
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from workbench.core.engine.chat_turn import clear_kv_cache
+from workbench.core.engine.kld_math import KldAccumulator, KldMeasured, KldReference, compress_log_probs, log_softmax
 from workbench.core.engine.measured import (
     PERF_COUNTERS,
     WALL_CLOCK,
@@ -15,8 +19,6 @@ from workbench.core.engine.measured import (
     PerplexityMeasured,
     SpeedMeasured,
 )
-from workbench.core.engine.kld_math import KldMeasured, KldReference
-from workbench.core.engine.chat_turn import clear_kv_cache
 
 # llama_cpp and numpy are imported inside the functions: this module is also imported by
 # the client process to unpickle results, and that process must never load llama.cpp.
@@ -54,7 +56,7 @@ def measure_perplexity(llama: Any, text: str, n_ctx: int | None = None,
 
 def _window_and_tokens(llama: Any, text: str, n_ctx: int | None, max_scored: int | None = None) -> tuple[int, list[int]]:
     """The checked window length and the text's tokens (cut to `max_scored` + 1 when given)."""
-    import llama_cpp
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
     context_size = llama_cpp.llama_n_ctx(llama.ctx)
     window = int(n_ctx or context_size)
@@ -70,7 +72,7 @@ def _window_and_tokens(llama: Any, text: str, n_ctx: int | None, max_scored: int
 
 def _scored_windows(llama: Any, tokens: list[int], window: int) -> Iterator[tuple[list[int], range, list[int]]]:
     """(window tokens, positions whose logits score, the target tokens) for each half-overlapping window."""
-    import llama_cpp
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
     vocab = llama_cpp.llama_model_get_vocab(llama.model)
     bos = llama_cpp.llama_vocab_bos(vocab) if llama_cpp.llama_vocab_get_add_bos(vocab) else None
@@ -91,7 +93,7 @@ def _scored_windows(llama: Any, tokens: list[int], window: int) -> Iterator[tupl
 
 def _window_nll(llama: Any, window_tokens: Sequence[int], wanted: range, targets: Sequence[int]) -> float:
     """Evaluate one window from an empty cache; sum -log p(target) over the wanted positions."""
-    import numpy as np
+    import numpy as np  # deferred: importing numpy costs start-up time
 
     total = 0.0
     target_index = 0
@@ -111,8 +113,8 @@ def _window_logits(llama: Any, window_tokens: Sequence[int], wanted: range) -> I
 
     Each yielded array is a view of llama.cpp's output buffer: valid until the next decode.
     """
-    import llama_cpp
-    import numpy as np
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
+    import numpy as np  # deferred: importing numpy costs start-up time
 
     ctx = llama.ctx
     n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(llama.model))
@@ -141,11 +143,7 @@ def kld_reference(llama: Any, text: str, path: str, n_ctx: int | None = None, ma
     position, the text's tokens and the window, so that `kld` runs the same windows on
     another model and compares distributions position by position.
     """
-    import os
-
-    import numpy as np
-
-    from workbench.core.engine.kld_math import compress_log_probs, log_softmax
+    import numpy as np  # deferred: importing numpy costs start-up time
 
     window, tokens = _window_and_tokens(llama, text, n_ctx, max_tokens)
     codes, params, nll = [], [], 0.0
@@ -170,9 +168,7 @@ def kld_reference(llama: Any, text: str, path: str, n_ctx: int | None = None, ma
 
 def measure_kld(llama: Any, text: str, reference_path: str) -> KldMeasured:
     """KL divergence of this model's next-token distributions from the reference's, position by position."""
-    import numpy as np
-
-    from workbench.core.engine.kld_math import KldAccumulator
+    import numpy as np  # deferred: importing numpy costs start-up time
 
     with np.load(reference_path, allow_pickle=False) as saved:
         codes, params, ref_tokens = saved["codes"], saved["params"], saved["tokens"]
@@ -206,8 +202,8 @@ def measure_speed(llama: Any, n_prompt: int = 256, n_gen: int = 128, seed: int =
     Rates come from llama.cpp's perf counters (prompt batches count as prompt eval, single
     tokens as eval) when those counted exactly our tokens, from the wall clock otherwise.
     """
-    import llama_cpp
-    import numpy as np
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
+    import numpy as np  # deferred: importing numpy costs start-up time
 
     ctx = llama.ctx
     if n_prompt < 1 or n_gen < 1:
@@ -271,9 +267,7 @@ def measure_speed(llama: Any, n_prompt: int = 256, n_gen: int = 128, seed: int =
 
 def engine_facts(llama: Any) -> EngineFacts:
     """The llama.cpp build and its view of the loaded model (for machine records and bench rows)."""
-    import ctypes
-
-    import llama_cpp
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
     desc = ctypes.create_string_buffer(256)
     llama_cpp.llama_model_desc(llama.model, desc, ctypes.sizeof(desc))
@@ -302,7 +296,7 @@ def _fill_batch(batch: Any, tokens: Sequence[int], first_pos: int, want_logits: 
 
 
 def _decode(ctx: Any, batch: Any) -> None:
-    import llama_cpp
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
     code = llama_cpp.llama_decode(ctx, batch)
     if code != 0:

@@ -12,6 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from workbench.core.config.preset import Preset
+from workbench.core.config.preset_split import llama_split_kwargs
+from workbench.core.config.presets import resolve_threads
 from workbench.core.engine.chat_template import ChatTemplate
 from workbench.core.engine.chat_turn import ChatTurn, clear_kv_cache
 from workbench.core.engine.context_fit import ConversationTooLong
@@ -24,15 +29,20 @@ from workbench.core.engine.log_capture import (
     parse_device_buffers,
 )
 from workbench.core.engine.protocol import ChatRequest, LoadRequest, OpFinished, OpProgressed, RunOpRequest
-from workbench.core.config.preset import Preset
+from workbench.core.engine.quantize import cached_quantized_path, partial_path
+from workbench.core.engine.quantize_worker import QuantizeFailed, quantize_here
+from workbench.core.engine.sequence_context import context_sequences, ensure_sequences
+from workbench.core.engine.sequence_events import SequencesOpened
+from workbench.core.engine.sequences import SequencesUnavailable, run_samples, serve_sequences
+from workbench.core.gguf.ggml_types import FILE_TYPES, QUANT_TYPES
+from workbench.core.rpc.engine_nodes import NodesRefused, attach_nodes
+from workbench.core.rpc.keepalive import tune_node_sockets_while_loading, watch_node_sockets
 
 
 def llama_kwargs(preset: Preset) -> dict[str, Any]:
     """`llama_cpp.Llama` keyword arguments for a preset (llama-server flag by flag)."""
-    import llama_cpp
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
-    from workbench.core.config.preset_split import llama_split_kwargs
-    from workbench.core.config.presets import resolve_threads
 
     threads = resolve_threads(preset)
     return {
@@ -54,7 +64,9 @@ def llama_kwargs(preset: Preset) -> dict[str, Any]:
 
 def counting_prompt_lookup(num_pred_tokens: int) -> Any:
     """llama-cpp-python's prompt-lookup draft model, counting the draft tokens it proposes."""
-    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+    from llama_cpp.llama_speculative import (  # deferred: importing llama_cpp loads the llama.cpp libraries
+        LlamaPromptLookupDecoding,  # deferred: importing llama_cpp loads the llama.cpp libraries
+    )
 
     class CountingPromptLookup(LlamaPromptLookupDecoding):
         def __init__(self) -> None:
@@ -107,11 +119,10 @@ class ModelRunner:
         started = time.monotonic()
         stop_tuning = None
         if request.preset.rpc:  # a node that goes silent while the weights stream to it must not hang the load
-            from workbench.core.rpc.keepalive import tune_node_sockets_while_loading
 
             stop_tuning = tune_node_sockets_while_loading(request.preset.rpc)
         try:
-            from llama_cpp import Llama
+            from llama_cpp import Llama  # deferred: importing llama_cpp loads the llama.cpp libraries
 
             draft = counting_prompt_lookup(request.preset.draft_prompt_lookup) if request.preset.draft_prompt_lookup else None
             # verbose=True: with False, llama-cpp-python points fd 2 at /dev/null while loading,
@@ -147,7 +158,6 @@ class ModelRunner:
         sizes = parse_buffer_sizes(line for _, line in captured)
         warnings = list(request.warnings)
         if request.preset.rpc:  # a node that goes silent (power, cable) must not hang the engine
-            from workbench.core.rpc.keepalive import watch_node_sockets
 
             warnings += watch_node_sockets(request.preset.rpc, self._log.write_note)
         if llama.n_ctx() != request.preset.ctx_size:
@@ -184,8 +194,6 @@ class ModelRunner:
 
     def _attach_rpc_nodes(self, addresses: tuple[str, ...]) -> bool:
         """Register the preset's RPC nodes with llama.cpp, each probed first; False (and refused) if one fails."""
-        from workbench.core.rpc.engine_nodes import NodesRefused, attach_nodes
-
         try:
             attach_nodes(addresses)
         except NodesRefused as refused:
@@ -194,9 +202,6 @@ class ModelRunner:
         return True
 
     def _quantize(self, source: Path, weights_type: str) -> Path | None:
-        from workbench.core.engine.quantize_worker import QuantizeFailed, quantize_here
-        from workbench.core.gguf.ggml_types import QUANT_TYPES
-        from workbench.core.engine.quantize import cached_quantized_path, partial_path
 
         target = cached_quantized_path(source, weights_type)
         if target.is_file():
@@ -282,8 +287,6 @@ class ModelRunner:
 
     def sample_n(self, request: Any) -> None:
         """N samples of one prompt decoded together (sequences.run_samples); SamplesFinished or EngineFailed."""
-        from workbench.core.engine.sequences import SequencesUnavailable, run_samples
-
         if self._llama is None:
             self._send(EngineFailed("request", "no model is loaded; load one before sampling"))
             return
@@ -302,9 +305,6 @@ class ModelRunner:
 
         Returns a request that arrived during the session and ended it (a shutdown), else None.
         """
-        from workbench.core.engine.sequence_events import SequencesOpened
-        from workbench.core.engine.sequence_context import context_sequences
-        from workbench.core.engine.sequences import SequencesUnavailable, serve_sequences
 
         if self._llama is None:
             self._send(EngineFailed("request", "no model is loaded; load one before serving"))
@@ -328,8 +328,6 @@ class ModelRunner:
 
     def _open_sequences(self, n_sequences: int) -> tuple[bool, Any]:
         """Make the context hold `n_sequences` (sequence_context); (re-created?, llama.cpp's buffer sizes then)."""
-        from workbench.core.engine.sequence_context import ensure_sequences
-
         self._forget_kv()
         self._log.start_capture()
         try:
@@ -350,7 +348,7 @@ def _fit_token_arrays(llama: Any) -> None:
     llama-cpp-python allocates them for the n_ctx it asked for; llama.cpp may round the
     context up (to 256 at least), and positions past the asked size would not fit them.
     """
-    import numpy as np
+    import numpy as np  # deferred: importing numpy costs start-up time
 
     n_ctx = llama.n_ctx()
     if llama.input_ids.shape[0] < n_ctx:
@@ -363,15 +361,11 @@ def _fit_token_arrays(llama: Any) -> None:
 
 def _own_memory() -> tuple[int, int]:
     """(RSS, USS) of this process, read by the engine itself right after load."""
-    import psutil
-
     info = psutil.Process().memory_full_info()
     return info.rss, getattr(info, "uss", 0)
 
 
 def _file_type(llama: Any) -> str:
-    from workbench.core.gguf.ggml_types import FILE_TYPES
-
     value = llama.metadata.get("general.file_type")
     try:
         return FILE_TYPES.get(int(value), "") if value is not None else ""

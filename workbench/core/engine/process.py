@@ -7,16 +7,16 @@ import signal
 from multiprocessing.connection import Connection
 from typing import Any
 
+from workbench.core.engine.child_process import SharedFlag, child_connection
 from workbench.core.engine.events import EngineFailed
 from workbench.core.engine.log_capture import LlamaLog
+from workbench.core.engine.model_runner import ModelRunner
 from workbench.core.engine.protocol import ChatRequest, LoadRequest, RunOpRequest, ShutdownRequest, UnloadRequest
 from workbench.core.engine.sequence_events import SamplesRequest, SequencesOpen
 
 
 def child_main(argv: list[str]) -> None:
     """The engine process's entry (see child_process.start_child): [pipe fd, cancel flag fd, log path]."""
-    from workbench.core.engine.child_process import SharedFlag, child_connection
-
     conn, (flag_fd, log_path) = child_connection(argv)
     serve(conn, SharedFlag(int(flag_fd)), log_path)
 
@@ -35,7 +35,6 @@ def serve(conn: Connection, cancel_flag: Any, log_path: str) -> None:
     os.dup2(log_fd, 2)
     log = LlamaLog(log_fd)
     log.install()
-    from workbench.core.engine.model_runner import ModelRunner
 
     runner = ModelRunner(log, lambda: cancel_flag.value, conn.send)
     try:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.core.engine.events import ChatMessage, Sampling
 from workbench.core.config.preset import Preset
+from workbench.core.engine.events import ChatMessage, Sampling
 
 
 @dataclass(frozen=True)

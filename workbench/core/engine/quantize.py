@@ -9,10 +9,15 @@ from collections.abc import Callable
 from multiprocessing.connection import wait
 from pathlib import Path
 
-from workbench.core import ggml_types, paths
+from workbench.core import paths
+from workbench.core.gguf import ggml_types
+from workbench.core.engine.child_process import start_child
+from workbench.core.engine.log_files import new_log_file
+from workbench.core.engine.log_tail import describe_exit, read_log_tail
 from workbench.core.errors import WorkbenchError
-from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.files.safe_paths import NAME_MAX_BYTES
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.gguf.reader import read_gguf
 
 FULL_PRECISION = ("F32", "F16", "BF16")
 _FINGERPRINT_SPAN = 1024 * 1024
@@ -150,8 +155,6 @@ def quantize(
     in a separate process, so a crash in it is an error here, not a dead caller. `on_progress`
     gets the fraction of tensors done; `on_warning` the re-quantization warning, if any.
     """
-    from workbench.core.gguf.reader import read_gguf
-
     source = Path(src)
     target = weights_type_name(weights_type)
     model = read_gguf(source)  # GGUFError (one line) for anything that is not a readable GGUF
@@ -180,8 +183,6 @@ def quantize(
 def _run_quantize_process(
     source: Path, destination: Path, ftype_id: int, on_progress: Callable[[float], None] | None
 ) -> None:
-    from workbench.core.engine.child_process import start_child
-    from workbench.core.engine.log_files import new_log_file
 
     partial = partial_path(destination)
     log_path = new_log_file("quantize")  # the state folder, pruned: a killed client leaves no /tmp litter
@@ -224,7 +225,6 @@ def _follow(conn, process, on_progress) -> tuple:  # noqa: ANN001 - multiprocess
 
 
 def _death(process, log_path: str) -> tuple[str, tuple[str, ...]]:  # noqa: ANN001
-    from workbench.core.engine.log_tail import describe_exit, read_log_tail
 
     process.join(timeout=5)
     return f"the quantize process died ({describe_exit(process.exitcode)})", read_log_tail(log_path)

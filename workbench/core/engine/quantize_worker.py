@@ -10,6 +10,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from workbench.core.engine.child_process import child_connection
 from workbench.core.engine.log_capture import LOG_LEVEL_ERROR, LlamaLog
 
 # llama-quant.cpp starts each tensor's line with "[  12/ 272] blk.0.attn_q.weight ..."
@@ -27,7 +28,7 @@ def quantize_here(
     src: Path, out: Path, ftype_id: int, log: LlamaLog, on_progress: Callable[[float], None] | None = None
 ) -> None:
     """`llama_model_quantize(src, out)` to llama_ftype `ftype_id`; QuantizeFailed with the log's words."""
-    import llama_cpp
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype_id
@@ -55,8 +56,6 @@ def quantize_here(
 
 def child_main(argv: list[str]) -> None:
     """The quantize process's entry (see child_process.start_child): [pipe fd, src, out, ftype id, log path]."""
-    from workbench.core.engine.child_process import child_connection
-
     conn, (src, out, ftype_id, log_path) = child_connection(argv)
     worker_main(conn, src, out, int(ftype_id), log_path)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 def context_sequences(llama: Any) -> tuple[int, bool]:
     """(llama_n_seq_max, kv_unified) of the Llama's context."""
-    import llama_cpp
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
     return int(llama_cpp.llama_n_seq_max(llama.ctx)), bool(llama.context_params.kv_unified)
 
@@ -23,8 +23,8 @@ def ensure_sequences(llama: Any, n_sequences: int) -> bool:
     sequence would get n_ctx / n_seq_max cells in a stream of its own.
     The old context is freed before the new one is allocated, so memory does not peak at two.
     """
-    import llama_cpp
-    from llama_cpp import _internals
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
+    from llama_cpp import _internals  # deferred: importing llama_cpp loads the llama.cpp libraries
 
     n_seq_max, unified = context_sequences(llama)
     if n_seq_max >= n_sequences and (unified or n_seq_max == 1 and n_sequences == 1):

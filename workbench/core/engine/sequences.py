@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from workbench.core.engine.chat_template import ChatTemplate
-from workbench.core.engine.events import EngineFailed
 from workbench.core.engine.sampling_checks import sampling_problems
 from workbench.core.engine.sequence_events import (
     DecodeSteps,
@@ -52,7 +51,7 @@ class _SamplerChain:
     """llama.cpp's own sampler chain for one sequence (the order llama-server uses)."""
 
     def __init__(self, llama: Any, request: SequenceRequest, seed: int, history: list[int]) -> None:
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         sampling = request.sampling
         self._chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
@@ -75,12 +74,12 @@ class _SamplerChain:
             llama_cpp.llama_sampler_accept(self._chain, token)
 
     def sample(self, ctx: Any, batch_index: int) -> int:
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         return int(llama_cpp.llama_sampler_sample(self._chain, ctx, batch_index))  # also accepts the token
 
     def free(self) -> None:
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         if self._chain is not None:
             llama_cpp.llama_sampler_free(self._chain)
@@ -134,7 +133,7 @@ class SequenceScheduler:
 
     def __init__(self, llama: Any, n_slots: int, slot_ctx: int, emit: Callable[[object], None] | None,
                  template: ChatTemplate | None = None) -> None:
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         n_batch = int(llama.context_params.n_batch)
         if n_slots > n_batch:
@@ -227,7 +226,7 @@ class SequenceScheduler:
 
     # -- one step ------------------------------------------------------------------------------
     def step(self) -> None:
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         self._admit()
         entries: list[tuple[_Sequence, int, int, bool]] = []  # (sequence, token, position, wants logits)
@@ -299,7 +298,7 @@ class SequenceScheduler:
             self._send(SequenceStarted(sequence.request_id, sequence.slot, now - sequence.submitted_at))
 
     def _fork(self, parent: _Sequence, children: list[_Sequence], now: float) -> None:
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         self.prompt_done_at = now
         for child in children:
@@ -309,8 +308,8 @@ class SequenceScheduler:
             child.position = parent.position
 
     def _sample(self, sequence: _Sequence, batch_index: int, now: float) -> None:
-        import llama_cpp
-        import numpy as np
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
+        import numpy as np  # deferred: importing numpy costs start-up time
 
         if self.prompt_done_at is None:
             self.prompt_done_at = now
@@ -349,7 +348,7 @@ class SequenceScheduler:
             sequence.unsent, sequence.unsent_stamps = [], []
 
     def _finish(self, sequence: _Sequence, reason: str) -> None:
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         now = time.monotonic()
         tail = sequence.decoder.decode(b"", final=True)
@@ -432,7 +431,7 @@ class SequenceScheduler:
     # -- observation ---------------------------------------------------------------------------
     def slot_cells(self, slot: int) -> int:
         """Cells of one sequence, as llama.cpp's memory module reports its positions."""
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         return max(0, int(llama_cpp.llama_memory_seq_pos_max(self._memory, slot)) + 1)
 
@@ -470,14 +469,14 @@ class SequenceScheduler:
 
     def clear_cache(self) -> None:
         """Empty every sequence's cells (a chat may have left sequence 0's) and tell llama-cpp-python so."""
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         llama_cpp.llama_memory_clear(self._memory, True)
         self._llama.n_tokens = 0
 
     def close(self, reason: str = "cancelled") -> None:
         """End what is left (stop_reason `reason`), free the samplers, the batch and every sequence's cells."""
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         self.cancel_all(reason)
         if self._batch is not None:
@@ -525,7 +524,7 @@ def _length_problem(prompt_tokens: int, max_tokens: int | None, slot_ctx: int) -
 def run_samples(llama: Any, template: ChatTemplate | None, request: SequenceRequest, n: int,
                 cancel_requested: Callable[[], bool]) -> SamplesFinished:
     """N samples of one prompt decoded together; the prompt is evaluated once (sequence 0)."""
-    import llama_cpp
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
     if not 1 <= n <= 256:
         raise SequencesUnavailable(f"{n} samples: the number of samples must be from 1 to 256 (llama.cpp's LLAMA_MAX_SEQ)")

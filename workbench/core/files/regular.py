@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.files.model_ref import special_file_kind
 
 MIB = 1024 * 1024
 
@@ -18,8 +19,6 @@ def read_regular_file(path: str | os.PathLike[str], *, max_bytes: int, what: str
     read itself is bounded too. `what` names the file in the error ("a results file").
     OSError (missing file, permission, a folder) is left to the caller, who knows the words.
     """
-    from workbench.core.files.model_ref import special_file_kind  # here: telemetry need not import the GGUF reader
-
     source = Path(path)
     fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as stream:

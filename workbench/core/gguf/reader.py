@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
-from workbench.core import gguf_checks
+from workbench.core.gguf import checks as gguf_checks
 from workbench.core.errors import GGUFError
-from workbench.core.gguf.ggml_types import FILE_TYPES, GGML_TYPES
-from workbench.core.gguf.model_info import ModelInfo, TensorInfo
 from workbench.core.files.model_ref import open_model_file
 from workbench.core.files.safe_paths import is_control_character, printable_text
+from workbench.core.gguf.ggml_types import FILE_TYPES, GGML_TYPES
+from workbench.core.gguf.model_info import ModelInfo, TensorInfo
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.files.safe_paths import UnsafePathError, path_inside
 from workbench.core.hub.cache_layout import INCOMPLETE_SUFFIX, hub_cache_dir, repo_from_folder
 from workbench.core.hub.files import quant_from_name, split_part
 from workbench.core.paths import bundled_model_path
-from workbench.core.files.safe_paths import UnsafePathError, path_inside
 
 BUNDLED, CACHED, LOCAL = "bundled", "cached", "local"
 

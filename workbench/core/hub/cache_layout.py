@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,7 +83,6 @@ def link_pointer(paths: CachedFilePaths) -> None:
     except OSError as error:
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
             raise
-        import shutil
 
         shutil.copyfile(paths.blob, paths.pointer)
 

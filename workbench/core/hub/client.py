@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
 
 from workbench.core.errors import HubError
 
@@ -38,14 +42,12 @@ class HubConnection:
     offline: bool
 
     def timeout(self, read_timeout_s: float | None = None) -> Any:
-        import httpx2
-
         read = read_timeout_s if read_timeout_s is not None else self.read_timeout_s
         return httpx2.Timeout(read, connect=min(CONNECT_TIMEOUT_S, read))
 
     def headers(self, url: str | None = None) -> dict[str, str]:
         """The hub's own request headers (user agent, token); no token for other hosts (a CDN)."""
-        from huggingface_hub.utils import build_hf_headers
+        from huggingface_hub.utils import build_hf_headers  # deferred: importing huggingface_hub costs start-up time
 
         headers = build_hf_headers(token=self.token or False)
         if url is not None and not same_origin(url, self.endpoint):
@@ -54,12 +56,12 @@ class HubConnection:
         return headers
 
     def api(self) -> Any:
-        from huggingface_hub import HfApi
+        from huggingface_hub import HfApi  # deferred: importing huggingface_hub costs start-up time
 
         return HfApi(endpoint=self.endpoint, token=self.token or False)
 
     def session(self) -> Any:
-        from huggingface_hub.utils import get_session
+        from huggingface_hub.utils import get_session  # deferred: importing huggingface_hub costs start-up time
 
         return get_session()
 
@@ -70,7 +72,7 @@ class HubConnection:
 
 def hub_connection() -> HubConnection:
     """The connection the environment describes: HF_ENDPOINT, HF_TOKEN, HF_HUB_DOWNLOAD_TIMEOUT, HF_HUB_OFFLINE."""
-    from huggingface_hub import get_token
+    from huggingface_hub import get_token  # deferred: importing huggingface_hub costs start-up time
 
     _skip_agent_registry_fetch()
     endpoint = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or DEFAULT_ENDPOINT
@@ -92,14 +94,12 @@ def _skip_agent_registry_fetch() -> None:
     before the "unreachable" line. That part of the user agent is telemetry, which the
     workbench does not send.
     """
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # deferred: importing huggingface_hub costs start-up time
 
     constants.HF_HUB_DISABLE_TELEMETRY = True
 
 
 def same_origin(url: str, other: str) -> bool:
-    from urllib.parse import urlsplit
-
     a, b = urlsplit(url), urlsplit(other)
     return (a.scheme, a.hostname, a.port) == (b.scheme, b.hostname, b.port)
 
@@ -120,8 +120,7 @@ def hub_errors(connection: HubConnection, *, repo: str = "", filename: str = "")
 
 def translate_error(error: BaseException, connection: HubConnection, *, repo: str = "", filename: str = "") -> HubError | None:
     """The HubError for a hub or network failure, or None when it is neither."""
-    import httpx2
-    from huggingface_hub import errors as hf
+    from huggingface_hub import errors as hf  # deferred: importing huggingface_hub costs start-up time
 
     where = f"{repo}/{filename}" if repo and filename else repo
     repo_page = f"{connection.endpoint}/{repo}"
@@ -173,7 +172,7 @@ ERROR_BODY_LIMIT = 64 * 1024  # an error page larger than this is not read: a ho
 def raise_for_status_bounded(response: Any, *, where: str = "") -> None:
     """huggingface_hub's error for a failed streamed response, reading its body only when it is
     announced small; otherwise an error from the status alone (5xx: HubServerFailed)."""
-    from huggingface_hub.utils import hf_raise_for_status
+    from huggingface_hub.utils import hf_raise_for_status  # deferred: importing huggingface_hub costs start-up time
 
     if response.status_code < 400:
         return
@@ -196,8 +195,6 @@ def get_json_bounded(connection: HubConnection, url: str, *, params: dict[str, A
 
     HubError for the hub's own errors; network failures are left for hub_errors to translate.
     """
-    import json
-
     with connection.session().stream("GET", url, params=params, headers=connection.headers(url), timeout=connection.timeout()) as response:
         raise_for_status_bounded(response, where=url)
         body = bytearray()

@@ -20,10 +20,21 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
+
+import filelock
+import httpx2
 
 from workbench.core.errors import HubError
+from workbench.core.files.safe_paths import UnsafePathError
 from workbench.core.hub.cache_layout import CachedFilePaths, cached_file_paths, hub_cache_dir, link_pointer, write_ref
-from workbench.core.hub.client import HubConnection, HubServerFailed, hub_connection, hub_errors, raise_for_status_bounded
+from workbench.core.hub.client import (
+    HubConnection,
+    HubServerFailed,
+    hub_connection,
+    hub_errors,
+    raise_for_status_bounded,
+)
 from workbench.core.hub.download_events import (
     DiskFull,
     DownloadCancelled,
@@ -37,7 +48,6 @@ from workbench.core.hub.download_events import (
 from workbench.core.hub.files import GGUFFile, RemoteFile, list_gguf_files, missing_parts
 from workbench.core.hub.metadata import FileMetadata, file_metadata
 from workbench.core.hub.names import TRUSTED_FIX, HubAnswerRefused, refused
-from workbench.core.files.safe_paths import UnsafePathError
 
 DISK_MARGIN_BYTES = 64 * 1024 * 1024  # leave the filesystem some room after the model
 PROGRESS_INTERVAL_S = 0.2
@@ -171,8 +181,6 @@ def _download_part(
     max_attempts: int,
 ) -> tuple[Path, int, bool]:
     """One file into the cache: (pointer path, bytes transferred by this run, was already cached)."""
-    import filelock
-
     source = f"the hub at {conn.endpoint}"
 
     def head() -> FileMetadata:
@@ -223,8 +231,6 @@ def _fetch_with_resume(
     max_attempts: int,
 ) -> tuple[int, str]:
     """Bring `blobs/<etag>.incomplete` to `size` bytes: (bytes transferred, sha256 hex)."""
-    import httpx2
-
     partial = paths.incomplete
     if partial.exists() and partial.stat().st_size > size:
         partial.unlink()  # longer than the file: not ours to continue
@@ -383,8 +389,6 @@ def _declared_length(response) -> int | None:
 
 
 def _sent_too_much(location: str, size: int, filename: str) -> ServerSentTooMuch:
-    from urllib.parse import urlsplit
-
     parts = urlsplit(location)
     return ServerSentTooMuch(
         f"the server at {parts.scheme}://{parts.netloc} sent more than the {size:,} bytes announced; stopped at {size:,}",

@@ -147,7 +147,7 @@ def list_gguf_files(repo: str, *, revision: str = "main", connection: HubConnect
     Every name the answer holds (repository id, commit, file paths, sizes, hashes) is
     checked against the hub's own forms here, where it enters: they become cache paths.
     """
-    from huggingface_hub.hf_api import ModelInfo as HubModelInfo
+    from huggingface_hub.hf_api import ModelInfo as HubModelInfo  # deferred: importing huggingface_hub costs start-up time
 
     conn = connection or hub_connection()
     conn.check_online()

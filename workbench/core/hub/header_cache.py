@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.core import paths
+from workbench.core.files.safe_paths import UnsafePathError, path_inside
 from workbench.core.hub.cache_layout import repo_folder_name
 from workbench.core.hub.names import file_name_problem, sha256_problem, size_problem
 from workbench.core.hub.range_stream import SeekableReader
-from workbench.core.files.safe_paths import UnsafePathError, path_inside
 
 
 class HeaderCacheMiss(OSError):

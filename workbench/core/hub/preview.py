@@ -5,16 +5,19 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.errors import HubError
+from workbench.core.gguf.checks import check_merged_split
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.gguf.reader import read_gguf
 from workbench.core.hub.client import HubConnection, HubUnreachable, hub_connection, hub_errors
-from workbench.core.hub.files import GGUFFile, RemoteFile, list_gguf_files, missing_parts
+from workbench.core.hub.files import GGUFFile, RemoteFile, list_gguf_files, missing_parts, quant_from_name, split_part
+from workbench.core.hub.header_cache import HeaderCacheMiss, load_header, save_header
 from workbench.core.hub.metadata import file_metadata
 from workbench.core.hub.names import user_repo_id
-from workbench.core.hub.header_cache import HeaderCacheMiss, load_header, save_header
 from workbench.core.hub.range_stream import RangeStream
+from workbench.core.ledger.predict import predict_ledger
 from workbench.core.ledger.types import DOES_NOT_FIT, Ledger
-from workbench.core.gguf.model_info import ModelInfo
-from workbench.core.config.preset import DeviceProfile, Preset
 
 CTX_STEP = 256  # llama.cpp pads the context to 256 cells
 
@@ -109,8 +112,6 @@ def preview_fit(
     connection: HubConnection | None = None,
 ) -> FitPreview:
     """Read the remote header and predict the ledger at the preset's context, plus the largest context that fits."""
-    from workbench.core.ledger.predict import predict_ledger
-
     header = read_remote_header(repo, filename, revision=revision, listing=listing, connection=connection)
     ledger = predict_ledger(header.model, preset, device)
     return FitPreview(header, ledger, largest_fitting_ctx(header.model, preset, device), preset.name, device.name)
@@ -118,8 +119,6 @@ def preview_fit(
 
 def largest_fitting_ctx(model: ModelInfo, preset: Preset, device: DeviceProfile) -> int:
     """Largest context, in steps of 256 up to the trained length, whose predicted ledger is not over budget."""
-    from workbench.core.ledger.predict import predict_ledger
-
     def fits(steps: int) -> bool:
         return predict_ledger(model, preset, device, ctx_size=steps * CTX_STEP).verdict != DOES_NOT_FIT
 
@@ -135,8 +134,6 @@ def largest_fitting_ctx(model: ModelInfo, preset: Preset, device: DeviceProfile)
 
 def _read_part(repo: str, part: RemoteFile, revision: str, conn: HubConnection) -> tuple[ModelInfo, int, int, bool]:
     """(ModelInfo, bytes fetched, requests, from cache) for one file."""
-    from workbench.core.gguf.reader import read_gguf
-
     label = f"{repo}/{part.path}"
     stored = load_header(repo, part.path, sha256=part.sha256)
     if stored is not None:
@@ -159,8 +156,6 @@ def _read_part(repo: str, part: RemoteFile, revision: str, conn: HubConnection) 
 
 def _from_cache_only(repo: str, filename: str) -> RemoteHeader | None:
     """A header read purely from the cache (hub unreachable); split parts must all be stored."""
-    from workbench.core.gguf.reader import read_gguf
-    from workbench.core.hub.files import quant_from_name, split_part
 
     split = split_part(filename)
     names = [filename]
@@ -183,7 +178,6 @@ def _merge_parts(infos: list[ModelInfo]) -> ModelInfo:
     """A split model as one: the first part's metadata with every part's tensors and the summed size."""
     if len(infos) == 1:
         return infos[0]
-    from workbench.core.gguf.checks import check_merged_split
 
     first = infos[0]
     merged = dataclasses.replace(

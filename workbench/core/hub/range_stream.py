@@ -5,6 +5,10 @@ from __future__ import annotations
 import bisect
 import io
 from typing import Any
+from urllib.parse import urlsplit
+
+from workbench.core.errors import HubError
+from workbench.core.hub.client import raise_for_status_bounded
 
 FIRST_BLOCK = 256 * 1024
 LARGEST_BLOCK = 8 * 1024 * 1024
@@ -143,15 +147,9 @@ class RangeStream(SeekableReader):
 
 
 def _raise_for_status(response: Any, name: str) -> None:
-    from workbench.core.hub.client import raise_for_status_bounded
-
     raise_for_status_bounded(response, where=name)
 
 
 def _range_error(what: str, url: str, name: str) -> Exception:
-    from urllib.parse import urlsplit
-
-    from workbench.core.errors import HubError
-
     parts = urlsplit(url)
     return HubError(f"{what}: {parts.scheme}://{parts.netloc}", where=name, fix="Use another mirror (HF_ENDPOINT), or download the file to preview it locally")

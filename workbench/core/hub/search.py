@@ -46,7 +46,7 @@ def search_gguf_repos(text: str, *, limit: int = 20, connection: HubConnection |
     with back-off (about 23 s), the silent hang an engineer in the field must not get.
     The JSON is parsed by huggingface_hub's own ModelInfo.
     """
-    from huggingface_hub.hf_api import ModelInfo as HubModelInfo
+    from huggingface_hub.hf_api import ModelInfo as HubModelInfo  # deferred: importing huggingface_hub costs start-up time
 
     conn = connection or hub_connection()
     conn.check_online()

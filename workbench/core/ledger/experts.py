@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from workbench.core.gguf.ggml_types import tensor_bytes
-from workbench.core.ledger.types import ExpertCounts
 from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.types import ExpertCounts
+from workbench.core.ledger.weights import planned_tensor_types
 
 # llama.cpp stores each layer's routed experts as one 3-D tensor per projection
 # ([n_embd, n_ff_exp, n_expert] for gate/up, [n_ff_exp, n_embd, n_expert] for down): names
@@ -43,7 +44,6 @@ def expert_counts(model: ModelInfo, weights: str = "keep") -> ExpertCounts | Non
 def _tensor_sizes(model: ModelInfo, weights: str) -> list[tuple[str, int]]:
     if weights.lower() == "keep" or (model.file_type is not None and weights.upper() == model.file_type):
         return [(t.name, t.n_bytes) for t in model.tensors]
-    from workbench.core.ledger.weights import planned_tensor_types
 
     return [(t.name, t.n_bytes if kind == t.ggml_type else tensor_bytes(kind, t.shape))
             for t, kind in planned_tensor_types(model, weights)]

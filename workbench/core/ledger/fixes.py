@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 
-from workbench.core.gguf.ggml_types import cache_type
-from workbench.core.ledger.types import LedgerFix
-from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.config.preset import Preset
+from workbench.core.gguf.ggml_types import cache_type
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.types import LedgerFix
 
 MB = 1024 * 1024
 

@@ -7,18 +7,18 @@ from collections import Counter
 from fractions import Fraction
 from math import ceil
 
-from workbench.core.ledger.alloc_replay import DenseDecoder, floats_below_logits
+from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.errors import WorkbenchError
-from workbench.core.gguf.ggml_types import CACHE_TYPES, QUANT_TYPES, cache_type
 from workbench.core.gguf.checks import MAX_LAYERS, check_ledger_model
-from workbench.core.ledger.kv_layers import CTX_PAD, kv_cells, n_ubatch_of, predicted_kv_layers, sliding_window
+from workbench.core.gguf.ggml_types import CACHE_TYPES, QUANT_TYPES, cache_type
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.alloc_replay import DenseDecoder, floats_below_logits
 from workbench.core.ledger.experts import expert_counts
 from workbench.core.ledger.fixes import propose_fixes
-from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT, KVSplit, Ledger, ResidentMemory
+from workbench.core.ledger.kv_layers import CTX_PAD, kv_cells, n_ubatch_of, predicted_kv_layers, sliding_window
 from workbench.core.ledger.llama_build import VERIFIED_LLAMA_CPP, unverified_reason
+from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT, KVSplit, Ledger, ResidentMemory
 from workbench.core.ledger.weights import requantized_weights_bytes
-from workbench.core.gguf.model_info import ModelInfo
-from workbench.core.config.preset import DeviceProfile, Preset
 
 MB = 1024 * 1024
 TIGHT_HEADROOM = 0.10  # under 10% of the budget left is "tight"

@@ -27,11 +27,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from math import ceil
 
+from workbench.core.config.preset import Preset
+from workbench.core.config.preset_split import ALL_LAYERS, effective_gpu_layers
+from workbench.core.gguf.ggml_types import tensor_bytes
+from workbench.core.gguf.model_info import ModelInfo, TensorInfo
 from workbench.core.ledger.kv_layers import predicted_kv_layers
 from workbench.core.ledger.predict import (
+    CTX_PAD,
     MB,
     TIGHT_HEADROOM,
-    CTX_PAD,
     _feed_forward_length,
     llama_n_ctx,
     predicted_overhead_bytes,
@@ -39,10 +43,6 @@ from workbench.core.ledger.predict import (
 )
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT
 from workbench.core.ledger.weights import planned_tensor_types
-from workbench.core.gguf.ggml_types import tensor_bytes
-from workbench.core.gguf.model_info import ModelInfo, TensorInfo
-from workbench.core.config.preset import Preset
-from workbench.core.config.preset_split import ALL_LAYERS, effective_gpu_layers
 
 CPU = "CPU"
 UNKNOWN = "unknown"  # verdict of a device whose budget nobody gave

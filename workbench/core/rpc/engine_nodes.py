@@ -9,8 +9,9 @@ nodes changes (EngineClient.load).
 
 from __future__ import annotations
 
-from workbench.core.errors import WorkbenchError
 from workbench.core.config.rpc_endpoints import parse_endpoint
+from workbench.core.errors import WorkbenchError
+from workbench.core.rpc.library import ggml_rpc
 from workbench.core.rpc.wire import check_reachable
 
 _registered: list[str] = []  # endpoints registered in this process, in device order
@@ -38,8 +39,6 @@ def attach_nodes(addresses: tuple[str, ...], *, timeout_s: float = 10.0) -> None
         raise NodesRefused(f"this engine process already holds RPC nodes {', '.join(_registered)}; "
                            "a different set needs a fresh engine (the client restarts it)")
     try:
-        from workbench.core.rpc.library import ggml_rpc
-
         lib = ggml_rpc()
     except WorkbenchError as error:
         raise NodesRefused(str(error)) from None

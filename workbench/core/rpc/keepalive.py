@@ -21,7 +21,6 @@ import os
 import socket
 import struct
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path

@@ -64,7 +64,7 @@ def _find(linked: dict[str, str], stem: str) -> str:
 def rpc_support() -> RpcSupport:
     """Checked once per process: llama_cpp imports, says it supports RPC, and links libggml-rpc."""
     try:
-        import llama_cpp
+        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
     except Exception as error:  # noqa: BLE001 - an unimportable build is reported, not raised
         return RpcSupport(False, f"llama-cpp-python cannot be imported ({error})")
     supports = getattr(llama_cpp, "llama_supports_rpc", None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import psutil
+
 from workbench.core.config.rpc_endpoints import is_loopback_host
 
 
@@ -16,8 +18,6 @@ class LocalNodeMemory:
         self._pids: dict[str, int] = {}
 
     def rss_bytes(self, endpoint: str) -> int | None:
-        import psutil
-
         host, _, port = endpoint.rpartition(":")
         if not is_loopback_host(host) or not port.isdigit():
             return None  # a node on another board: its memory is not measurable from here
@@ -34,8 +34,6 @@ class LocalNodeMemory:
 
     @staticmethod
     def _find(port: int) -> int | None:
-        import psutil
-
         try:
             connections = psutil.net_connections(kind="tcp4")
         except (psutil.AccessDenied, OSError):

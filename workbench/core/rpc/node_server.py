@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from workbench.core.errors import WorkbenchError
 from workbench.core.rpc.library import DEVICE_TYPE_ACCEL, DEVICE_TYPE_CPU, ggml_rpc
 
@@ -59,8 +61,6 @@ def _serving_devices() -> list[tuple[int, str]]:
 
 
 def _listening_ports(host: str) -> set[int]:
-    import psutil
-
     ports = set()
     for connection in psutil.Process().net_connections(kind="tcp4"):
         if connection.status == psutil.CONN_LISTEN and connection.laddr and connection.laddr.ip == host:

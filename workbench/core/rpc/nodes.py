@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import dataclasses
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from workbench.core.ledger.split import SplitDevice, SplitLedger, predict_split
-from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.config.devices import load_device
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.config.rpc_endpoints import RpcEndpoint, parse_endpoint
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.split import SplitDevice, SplitLedger, predict_split
 from workbench.core.rpc.wire import NodeReport, probe_node
 
 MB = 1024 * 1024
@@ -71,8 +72,6 @@ def split_devices(host: DeviceProfile, endpoints: Sequence[RpcEndpoint], reports
 
 
 def node_profiles(endpoints: Sequence[RpcEndpoint]) -> tuple[DeviceProfile | None, ...]:
-    from workbench.core.config.devices import load_device
-
     return tuple(load_device(endpoint.profile) if endpoint.profile else None for endpoint in endpoints)
 
 

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import EngineFailed, Loaded
 from workbench.core.engine.sequence_events import SequencesOpened, SequencesStatus
 from workbench.core.errors import EngineError
-from workbench.core.config.preset import DeviceProfile, Preset
 
 RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0)  # then every 10 s: a board may need time to free memory
 

@@ -192,7 +192,7 @@ def server_queue_wait(metrics_text: str | None) -> tuple[float, float] | None:
     """(sum, count) of workbench_api_queue_wait_seconds from a /metrics text, None when absent."""
     if not metrics_text:
         return None
-    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.parser import text_string_to_metric_families  # deferred: importing prometheus_client costs start-up time
 
     total = count = None
     try:

@@ -14,6 +14,7 @@ from workbench.core.engine.sequence_events import (
     SequenceStarted,
     SequenceTokens,
 )
+from workbench.core.telemetry.metrics import SampleCollector
 
 # Seconds. TTFT on a board ranges from tens of ms (short prompt, small model) to minutes (queued behind long ones).
 TTFT_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -25,7 +26,12 @@ class ServerMetrics:
     """A prometheus_client registry of its own; `observe()` is called on the engine's reader thread."""
 
     def __init__(self, admission: Any, host: Any, telemetry: Any = None) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+        from prometheus_client import (  # deferred: importing prometheus_client costs start-up time
+            CollectorRegistry,
+            Counter,
+            Gauge,
+            Histogram,
+        )
 
         self.registry = CollectorRegistry()
         self._admission = admission
@@ -66,8 +72,6 @@ class ServerMetrics:
                                           "Time in those llama_decode calls, by sequences in the batch", ["sequences"], registry=r)
         self._last_token_at: dict[int, float] = {}
         if telemetry is not None:
-            from workbench.core.telemetry.metrics import SampleCollector
-
             self._collector = SampleCollector()
             r.register(self._collector)  # type: ignore[arg-type]
 
@@ -94,7 +98,7 @@ class ServerMetrics:
 
     def exposition(self) -> bytes:
         """The text format, with the KV figures and telemetry read now."""
-        from prometheus_client import generate_latest
+        from prometheus_client import generate_latest  # deferred: importing prometheus_client costs start-up time
 
         status = self._host.status
         opened = self._host.opened

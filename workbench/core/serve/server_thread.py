@@ -11,7 +11,7 @@ class ApiServerThread:
     """uvicorn serving `app` on an already bound `listener`, on a daemon thread; `stop()` ends it."""
 
     def __init__(self, app: Any, listener: socket.socket) -> None:
-        import uvicorn
+        import uvicorn  # deferred: importing the ASGI stack costs start-up time
 
         self._listener = listener
         config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)

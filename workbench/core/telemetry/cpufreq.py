@@ -11,9 +11,9 @@ from workbench.core.telemetry.sysfs import (
     cpu_list,
     read_int,
     read_int_why,
-    read_word_why,
     read_optional,
     read_text,
+    read_word_why,
     sorted_glob,
     under,
 )

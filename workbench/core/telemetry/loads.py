@@ -10,9 +10,7 @@ from workbench.core.telemetry.sample import Unavailable
 from workbench.core.telemetry.sysfs import (
     Reader,
     os_error_text,
-    read_int,
     read_int_why,
-    read_optional,
     read_text,
     sorted_glob,
     under,

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from workbench.core.config.loopback import is_loopback_host
+from workbench.core.errors import WorkbenchError
 from workbench.core.telemetry.sample import TelemetrySample
 
 PREFIX = "workbench_"
@@ -112,7 +113,7 @@ class SampleCollector:
         self._points = sample_metrics(sample)  # one assignment: the scrape thread sees old or new
 
     def collect(self) -> Iterator[object]:
-        from prometheus_client.core import GaugeMetricFamily
+        from prometheus_client.core import GaugeMetricFamily  # deferred: importing prometheus_client costs start-up time
 
         for name, points in metric_families(self._points).items():
             label_names = [key for key, _ in points[0].labels]
@@ -124,7 +125,7 @@ class SampleCollector:
 
 def exposition_text(points: Iterable[MetricPoint]) -> str:
     """The Prometheus text exposition (format 0.0.4) of `points`, via prometheus_client."""
-    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client import CollectorRegistry, generate_latest  # deferred: importing prometheus_client costs start-up time
 
     collector = SampleCollector()
     collector._points = list(points)
@@ -141,9 +142,7 @@ class MetricsServer:
     """
 
     def __init__(self, port: int, host: str = "127.0.0.1", *, allow_remote: bool = False) -> None:
-        from prometheus_client import CollectorRegistry, start_http_server
-
-        from workbench.core.errors import WorkbenchError
+        from prometheus_client import CollectorRegistry, start_http_server  # deferred: importing prometheus_client costs start-up time
 
         if not 0 <= port <= 65535:
             raise WorkbenchError(f"port {port} is not a TCP port", fix="give a port from 1 to 65535, e.g. 9101")

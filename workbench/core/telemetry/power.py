@@ -10,9 +10,9 @@ from workbench.core.telemetry.sysfs import (
     Reader,
     read_int,
     read_int_why,
-    read_word_why,
     read_optional,
     read_text,
+    read_word_why,
     sorted_glob,
     under,
 )

@@ -7,6 +7,7 @@ import io
 import json
 import os
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -172,8 +173,6 @@ def _check_writable(path: Path) -> None:
 
 def sample_record(sample: TelemetrySample) -> dict[str, Any]:
     """The whole sample as plain data (JSON lines): every figure with its source, clocks with `capped`."""
-    from dataclasses import asdict
-
     data = asdict(sample)
     for clock, record in zip(sample.clocks, data["clocks"]):
         record["capped"] = clock.capped
