@@ -8,7 +8,8 @@ from pathlib import Path
 
 from gguf_factory import gguf_string, packed_gguf
 from test_gguf_reader import _peak_bytes_while
-from workbench.core.gguf.reader import MAX_KEPT_ARRAY_ITEMS, LongArray, LongString, read_gguf
+from workbench.core.gguf.model_info import LongArray, LongString
+from workbench.core.gguf.reader import MAX_KEPT_ARRAY_ITEMS, read_gguf
 
 MIB = 1024 * 1024
 

@@ -25,7 +25,9 @@ from gguf_factory import (
     write_tiny_gguf,
 )
 from workbench.core.errors import GGUFError
-from workbench.core.gguf.reader import MAX_ARRAY_STRINGS, MAX_HEADER_BYTES, LongArray, LongString, read_gguf
+from workbench.core.gguf.header_stream import MAX_HEADER_BYTES
+from workbench.core.gguf.model_info import LongArray, LongString
+from workbench.core.gguf.reader import MAX_ARRAY_STRINGS, read_gguf
 from workbench.core.paths import bundled_model_path
 
 

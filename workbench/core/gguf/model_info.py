@@ -73,3 +73,21 @@ class ModelInfo:
 
     def kv_heads(self, layer: int) -> int:
         return self.n_head_kv_per_layer[layer] if self.n_head_kv_per_layer else self.n_head_kv
+
+
+@dataclass(frozen=True)
+class LongArray:
+    """Stands in `ModelInfo.metadata` for an array too long to keep (e.g. the 49k-token vocabulary)."""
+
+    item_type: str
+    length: int
+
+    def __len__(self) -> int:
+        return self.length
+
+
+@dataclass(frozen=True)
+class LongString:
+    """Stands in `ModelInfo.metadata` for a string value longer than MAX_KEPT_STRING_BYTES (skipped, not read)."""
+
+    length: int

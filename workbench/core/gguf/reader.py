@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
-from workbench.core.gguf import checks as gguf_checks
 from workbench.core.errors import GGUFError
 from workbench.core.files.model_ref import open_model_file
 from workbench.core.files.safe_paths import is_control_character, printable_text
-from workbench.core.gguf.ggml_types import FILE_TYPES, GGML_TYPES
-from workbench.core.gguf.model_info import ModelInfo, TensorInfo
+from workbench.core.gguf import checks as gguf_checks
+from workbench.core.gguf.ggml_types import GGML_TYPES
+from workbench.core.gguf.header_stream import REDOWNLOAD, HeaderStream
+from workbench.core.gguf.hyperparameters import is_count, model_info_from_header, must_be_count
+from workbench.core.gguf.model_info import LongArray, LongString, ModelInfo, TensorInfo
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -26,11 +27,6 @@ MAX_TENSOR_NAME_BYTES = 63  # GGML_MAX_NAME is 64 with the terminating NUL: gguf
 ARRAYS_KEPT_WHOLE = 512
 PLAUSIBLE_COUNT = 4_000_000  # a count under this in a file cut short is called truncated, not absurd
 
-# What the reader reads at most. A header is a few MiB at most (the largest vocabularies,
-# 256k tokens with scores and merges, take about 10 MiB; a tensor table a few thousand
-# entries), so a bigger one is forged or broken, and refusing it early keeps both the time
-# and the memory of reading a hostile header small.
-MAX_HEADER_BYTES = 64 * 1024 * 1024
 # Parsing costs ~20 us a key or a tensor entry on an idle x86 core (several times that on a
 # loaded edge board): 16,384 of them stay around a second at worst.
 MAX_METADATA_KEYS = 16_384  # real models carry under 100 keys
@@ -62,25 +58,8 @@ _VALUE_TYPES: dict[int, tuple[str, str | None, int]] = {
 }
 _STRING, _ARRAY = 8, 9
 
-_REDOWNLOAD = "The file is damaged or incomplete: download it again"
 
 
-@dataclass(frozen=True)
-class LongArray:
-    """Stands in `ModelInfo.metadata` for an array too long to keep (e.g. the 49k-token vocabulary)."""
-
-    item_type: str
-    length: int
-
-    def __len__(self) -> int:
-        return self.length
-
-
-@dataclass(frozen=True)
-class LongString:
-    """Stands in `ModelInfo.metadata` for a string value longer than MAX_KEPT_STRING_BYTES (skipped, not read)."""
-
-    length: int
 
 
 def read_gguf(source: str | os.PathLike[str] | BinaryIO, *, label: str | None = None) -> ModelInfo:
@@ -104,112 +83,9 @@ def read_gguf(source: str | os.PathLike[str] | BinaryIO, *, label: str | None = 
     return _parse(source, name)
 
 
-class _HeaderStream:
-    """Sequential buffered reads from the start of a stream, counting every byte fetched.
-
-    Reads grow from 64 KiB to 4 MiB so a small header costs one request and a large
-    vocabulary a handful; skips inside the buffer cost nothing, longer ones one seek.
-    """
-
-    def __init__(self, stream: BinaryIO, name: str) -> None:
-        self.name = name
-        self._stream = stream
-        try:
-            stream.seek(0, os.SEEK_END)
-            self.file_size = stream.tell()
-            stream.seek(0)
-        except (OSError, ValueError, AttributeError) as error:
-            raise GGUFError(f"cannot seek in the stream ({error})", where=name, fix="Read from a file or a seekable stream") from None
-        self._buffer = b""
-        self._buffer_start = 0  # file offset of _buffer[0]
-        self._cursor = 0  # file offset of the next byte to hand out
-        self._stream_pos = 0
-        self._chunk = 64 * 1024
-        self.bytes_fetched = 0
-        self.limit = MAX_HEADER_BYTES  # no read or skip goes past this offset
-
-    @property
-    def offset(self) -> int:
-        return self._cursor
-
-    @property
-    def remaining(self) -> int:
-        return self.file_size - self._cursor
-
-    def read(self, size: int, field: str) -> bytes:
-        end = self._cursor + size
-        if end > self.file_size:
-            self.fail_truncated(field, end)
-        if end > self.limit:
-            self.check_limit(field, end)
-        start = self._cursor - self._buffer_start
-        if start + size > len(self._buffer):
-            self._fill(size)
-            start = 0
-        self._cursor += size
-        return self._buffer[start : start + size]
-
-    def skip(self, size: int, field: str) -> None:
-        if size > self.remaining:
-            self.fail_truncated(field, self._cursor + size)
-        self.check_limit(field, self._cursor + size)
-        self._cursor += size
-
-    def buffered(self) -> tuple[bytes, int]:
-        """The buffer and the cursor's index in it, refilled first when fewer than 8 bytes are left."""
-        if self._cursor + 8 > self._buffer_start + len(self._buffer) and self.remaining > 0:
-            self._fill(min(8, self.remaining))
-        return self._buffer, self._cursor - self._buffer_start
-
-    def advance(self, size: int) -> None:
-        """Move the cursor over bytes already checked inside the buffer."""
-        self._cursor += size
-
-    def _fill(self, needed: int) -> None:
-        """Make the buffer start at the cursor and hold at least `needed` bytes."""
-        keep = self._buffer[self._cursor - self._buffer_start :] if self._cursor < self._buffer_start + len(self._buffer) else b""
-        fetch_from = self._cursor + len(keep)
-        want = max(needed - len(keep), self._chunk)
-        want = min(want, self.file_size - fetch_from)
-        if fetch_from != self._stream_pos:
-            self._stream.seek(fetch_from)
-        data = b""
-        while len(data) < want:  # a stream may return short reads
-            piece = self._stream.read(want - len(data))
-            if not piece:
-                break
-            data += piece
-        self._stream_pos = fetch_from + len(data)
-        self.bytes_fetched += len(data)
-        self._buffer = keep + data
-        self._buffer_start = self._cursor
-        self._chunk = min(self._chunk * 2, 4 * 1024 * 1024)
-        if len(self._buffer) < needed:
-            self.fail_truncated("data", self._cursor + needed)
-
-    def check_limit(self, field: str, end: int) -> None:
-        """Refuse to go past MAX_HEADER_BYTES: no real header is that large."""
-        if end > self.limit:
-            self.fail(
-                f"the header would be larger than {self.limit // (1024 * 1024)} MiB ({field} reaches byte {end:,}); "
-                "real GGUF headers take a few MiB, so the workbench reads no further",
-                self._cursor,
-                "This is not a model file llama.cpp's tools write: get the model from another source",
-            )
-
-    def fail(self, what: str, offset: int, fix: str = _REDOWNLOAD) -> NoReturn:
-        raise GGUFError(what, where=f"{self.name} (byte {offset})", fix=fix)
-
-    def fail_truncated(self, field: str, needed_end: int) -> NoReturn:
-        raise GGUFError(
-            f"file ends at byte {self.file_size} but {field} needs bytes up to {needed_end}",
-            where=f"{self.name} (byte {self._cursor})",
-            fix="The download is incomplete, fetch it again",
-        )
-
 
 class _Parser:
-    def __init__(self, reader: _HeaderStream, endian: str) -> None:
+    def __init__(self, reader: HeaderStream, endian: str) -> None:
         self.reader = reader
         self.endian = endian
         self.strings_left = MAX_ARRAY_STRINGS  # in string arrays, over the whole header
@@ -342,7 +218,7 @@ class _Parser:
 
 
 def _parse(stream: BinaryIO, name: str) -> ModelInfo:
-    reader = _HeaderStream(stream, name)
+    reader = HeaderStream(stream, name)
     if reader.file_size == 0:
         raise GGUFError("the file is empty (0 bytes)", where=name, fix="The download failed: fetch it again")
     head = reader.read(min(8, reader.file_size), "magic")
@@ -356,7 +232,7 @@ def _parse(stream: BinaryIO, name: str) -> ModelInfo:
     if version not in SUPPORTED_VERSIONS and struct.unpack(">I", raw_version)[0] in SUPPORTED_VERSIONS:
         endian, version = ">", struct.unpack(">I", raw_version)[0]  # a big-endian GGUF (s390x builds)
     if version not in SUPPORTED_VERSIONS:
-        hint = "GGUF v1 is from 2023 and no longer loads: get a newer conversion" if version == 1 else _REDOWNLOAD
+        hint = "GGUF v1 is from 2023 and no longer loads: get a newer conversion" if version == 1 else REDOWNLOAD
         reader.fail(f"version is {version}; llama.cpp reads GGUF versions 2 and 3", 4, hint)
     parser = _Parser(reader, endian)
     # smallest tensor info: name length 8 + n_dims 4 + one dim 8 + type 4 + offset 8
@@ -369,7 +245,7 @@ def _parse(stream: BinaryIO, name: str) -> ModelInfo:
     if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
         reader.fail(f"general.alignment is {alignment!r}; it must be a power of two", 0)
     raw_tensors = _read_tensor_table(parser, n_tensors, alignment)
-    return _model_info(name, reader, version, metadata, _place_tensors(reader, raw_tensors, alignment))
+    return model_info_from_header(name, reader, version, metadata, _place_tensors(reader, raw_tensors, alignment))
 
 
 def _read_metadata(parser: _Parser, n_kv: int) -> dict[str, Any]:
@@ -382,8 +258,8 @@ def _read_metadata(parser: _Parser, n_kv: int) -> dict[str, Any]:
             reader.fail(f"metadata key {key!r} appears twice", key_offset)
         type_id = parser.value_type(f"metadata {key!r} type")
         metadata[key] = parser.value(type_id, f"metadata {key!r}")
-        if _must_be_count(key):
-            if not _is_count(metadata[key]):
+        if must_be_count(key):
+            if not is_count(metadata[key]):
                 reader.fail(f"metadata {key!r} should be a non-negative integer, found {metadata[key]!r}", key_offset)
             if metadata[key] > gguf_checks.MAX_U32:
                 reader.fail(f"metadata {key!r} is {metadata[key]:,}, beyond the 32-bit range llama.cpp reads it into",
@@ -436,7 +312,7 @@ def _read_tensor_table(parser: _Parser, n_tensors: int, alignment: int) -> list[
     return raw_tensors
 
 
-def _place_tensors(reader: _HeaderStream, raw_tensors: list[_RawTensor], alignment: int) -> tuple[TensorInfo, ...]:
+def _place_tensors(reader: HeaderStream, raw_tensors: list[_RawTensor], alignment: int) -> tuple[TensorInfo, ...]:
     """Absolute offsets (data starts at the next alignment after the header), checked against the file's end."""
     data_start = -(-reader.offset // alignment) * alignment
     tensors = []
@@ -453,20 +329,8 @@ def _place_tensors(reader: _HeaderStream, raw_tensors: list[_RawTensor], alignme
     return tuple(tensors)
 
 
-# Hyperparameters that must be counts when present (suffixes after "{arch}.").
-_COUNT_SUFFIXES = ("block_count", "embedding_length", "context_length", "vocab_size",
-                   "attention.key_length", "attention.value_length")
 
-
-def _must_be_count(key: str) -> bool:
-    return key in ("general.alignment", "general.file_type") or key.endswith(_COUNT_SUFFIXES)
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _fail_magic(reader: _HeaderStream, head: bytes) -> NoReturn:
+def _fail_magic(reader: HeaderStream, head: bytes) -> NoReturn:
     sample = head + reader.read(min(reader.remaining, 504), "magic")
     text = sample.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
     if text.startswith((b"<!doctype html", b"<html", b"<head", b"<?xml", b"<body")) or b"<html" in text:
@@ -485,94 +349,3 @@ def _size_text(n_bytes: int) -> str:
         return f"{n_bytes / (1024 * 1024):.0f} MB"
     return f"{n_bytes} bytes"
 
-
-def _count_value(value: Any) -> int:
-    """A hyperparameter that is a scalar or a per-layer array, as its largest value."""
-    if isinstance(value, tuple):
-        numbers = [v for v in value if _is_count(v)]
-        return max(numbers) if numbers else 0
-    return value if _is_count(value) else 0
-
-
-def _model_info(name: str, reader: _HeaderStream, version: int, metadata: dict[str, Any], tensors: tuple[TensorInfo, ...]) -> ModelInfo:
-    """The hyperparameters the ledger uses, each checked against the tensors it describes (gguf_checks)."""
-    arch = metadata.get("general.architecture")
-    arch = arch if isinstance(arch, str) else ""
-    if any(map(is_control_character, arch)):  # printed in every message about the model
-        raise GGUFError(f"general.architecture {printable_text(arch)[:80]!r} contains a control character", where=name,
-                        fix=_REDOWNLOAD)
-
-    def hparam(suffix: str) -> Any:
-        return metadata.get(f"{arch}.{suffix}") if arch else None
-
-    n_layer = _count_value(hparam("block_count"))
-    split_count = metadata.get("split.count")
-    split_part = _is_count(split_count) and split_count > 1  # one part of a split model holds some layers
-    gguf_checks.check_layer_count(arch, n_layer, tensors, name, split_part=split_part)
-    for suffix in ("attention.head_count", "attention.head_count_kv", "feed_forward_length"):
-        if hparam(suffix) is not None:
-            gguf_checks.check_per_layer_array(f"{arch}.{suffix}", hparam(suffix), n_layer, name)
-    n_embd = _count_value(hparam("embedding_length"))
-    head_count = hparam("attention.head_count")
-    head_per_layer = head_count if isinstance(head_count, tuple) else ()
-    n_head = _count_value(head_count)
-    head_count_kv = hparam("attention.head_count_kv")
-    per_layer: tuple[int, ...] = ()
-    if isinstance(head_count_kv, tuple):
-        per_layer = head_count_kv
-        n_head_kv = max(per_layer, default=0)
-    elif head_count_kv is None:
-        n_head_kv = n_head  # llama.cpp's default: no grouped-query attention
-        per_layer = head_per_layer
-    else:
-        n_head_kv = _count_value(head_count_kv)
-    default_head_dim = n_embd // n_head if n_head else 0  # llama.cpp: n_embd / n_head(), rounded down
-    key_length, value_length = hparam("attention.key_length"), hparam("attention.value_length")
-    head_dim_k = key_length if _is_count(key_length) else default_head_dim
-    head_dim_v = value_length if _is_count(value_length) else default_head_dim
-    key_length_swa, value_length_swa = hparam("attention.key_length_swa"), hparam("attention.value_length_swa")
-    gguf_checks.check_attention(gguf_checks.AttentionShape(
-        arch=arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_per_layer=head_per_layer,
-        n_head_kv=n_head_kv, n_head_kv_per_layer=per_layer, head_dim_k=head_dim_k, head_dim_v=head_dim_v,
-        head_dim_k_swa=key_length_swa if _is_count(key_length_swa) else None,
-        head_dim_v_swa=value_length_swa if _is_count(value_length_swa) else None,
-        key_length_given=_is_count(key_length), value_length_given=_is_count(value_length),
-        head_count_kv_given=head_count_kv is not None,
-    ), tensors, metadata, name)
-
-    tokens = metadata.get("tokenizer.ggml.tokens")
-    if isinstance(tokens, (tuple, LongArray)):
-        n_vocab, vocab_source = len(tokens), "tokenizer.ggml.tokens"
-    elif hparam("vocab_size") is not None:
-        n_vocab, vocab_source = _count_value(hparam("vocab_size")), f"{arch}.vocab_size"
-    else:  # no vocabulary in the header: the token embedding's rows are the tokens (as llama.cpp sizes it)
-        n_vocab, vocab_source = gguf_checks.embedding_rows(tensors), "token_embd.weight"
-    gguf_checks.check_vocabulary(arch, n_vocab, n_embd, tensors, name, vocab_source)
-    file_type_id = metadata.get("general.file_type")
-    file_type = FILE_TYPES.get(file_type_id) if _is_count(file_type_id) else None
-    model_name = metadata.get("general.name")
-    if not isinstance(model_name, str) or not model_name.strip():
-        model_name = Path(name).stem
-    # Only ever shown (CLI, app, messages): an ESC or C1 control in it would drive the user's terminal.
-    model_name = printable_text(model_name)
-    return ModelInfo(
-        source=name,
-        file_size=reader.file_size,
-        version=version,
-        architecture=arch,
-        name=model_name,
-        file_type=file_type,
-        n_layer=n_layer,
-        n_embd=n_embd,
-        n_head=n_head,
-        n_head_kv=n_head_kv,
-        head_dim_k=head_dim_k,
-        head_dim_v=head_dim_v,
-        n_vocab=n_vocab,
-        n_ctx_train=_count_value(hparam("context_length")),
-        has_chat_template=isinstance(metadata.get("tokenizer.chat_template"), (str, LongString)),
-        tensors=tensors,
-        n_head_kv_per_layer=per_layer,
-        metadata=metadata,
-        header_bytes=reader.bytes_fetched,
-    )
