@@ -195,7 +195,7 @@ def test_a_long_prompt_is_taken_in_chunks_while_another_sequence_keeps_decoding(
 
     from workbench.core.engine.chat_template import ChatTemplate
     from workbench.core.engine.sequence_context import ensure_sequences
-    from workbench.core.engine.sequences import SequenceScheduler
+    from workbench.core.engine.sequence_scheduler import SequenceScheduler
 
     llama = Llama(model_path=str(bundled_model_path()), n_ctx=2048, n_batch=128, n_ubatch=64, n_threads=1,
                   n_threads_batch=1, verbose=False)  # a second thread only waits on a shared 2-core box

@@ -33,7 +33,8 @@ from workbench.core.engine.quantize import cached_quantized_path, partial_path
 from workbench.core.engine.quantize_worker import QuantizeFailed, quantize_here
 from workbench.core.engine.sequence_context import context_sequences, ensure_sequences
 from workbench.core.engine.sequence_events import SequencesOpened
-from workbench.core.engine.sequences import SequencesUnavailable, run_samples, serve_sequences
+from workbench.core.engine.sequence_loops import run_samples, serve_sequences
+from workbench.core.engine.sequence_requests import SequencesUnavailable
 from workbench.core.gguf.ggml_types import FILE_TYPES, QUANT_TYPES
 from workbench.core.rpc.engine_nodes import NodesRefused, attach_nodes
 from workbench.core.rpc.keepalive import tune_node_sockets_while_loading, watch_node_sockets
@@ -286,7 +287,7 @@ class ModelRunner:
         self._send(OpFinished(result))
 
     def sample_n(self, request: Any) -> None:
-        """N samples of one prompt decoded together (sequences.run_samples); SamplesFinished or EngineFailed."""
+        """N samples of one prompt decoded together (sequence_loops.run_samples); SamplesFinished or EngineFailed."""
         if self._llama is None:
             self._send(EngineFailed("request", "no model is loaded; load one before sampling"))
             return

@@ -47,7 +47,7 @@ class SequenceHandle:
 
 
 class SequenceSession:
-    """Serving mode of one engine: requests decode together in its slots (see sequences.py).
+    """Serving mode of one engine: requests decode together in its slots (see sequence_scheduler.py).
 
     Made by `EngineClient.open_sequences()`, which holds the engine for the session's life
     (chat and load wait until it is closed). A reader thread takes every event off the pipe

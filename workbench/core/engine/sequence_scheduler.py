@@ -1,13 +1,7 @@
-"""Several llama.cpp sequences decoded together: one llama_batch per step, a sampler chain per sequence.
-
-Used inside the engine process only. Two ways in: independent requests admitted into free
-slots as they come (continuous batching, `serve_sequences`), and N samples of one prompt
-whose KV cells are evaluated once and shared (`run_samples`).
-"""
+"""The scheduler of several llama.cpp sequences in one context: one llama_batch per step, a sampler chain per sequence."""
 
 from __future__ import annotations
 
-import codecs
 import math
 import time
 from collections import deque
@@ -15,111 +9,20 @@ from collections.abc import Callable
 from typing import Any
 
 from workbench.core.engine.chat_template import ChatTemplate
-from workbench.core.engine.sampling_checks import sampling_problems
+from workbench.core.engine.sampler_chain import SamplerChain
 from workbench.core.engine.sequence_events import (
     DecodeSteps,
-    Sample,
-    SamplesFinished,
     SequenceAccepted,
-    SequenceCancel,
     SequenceFinished,
     SequenceRejected,
     SequenceRequest,
-    SequencesClose,
-    SequencesClosed,
     SequencesStatus,
     SequenceStarted,
-    SequenceSubmit,
     SequenceTokens,
     SlotState,
 )
-from workbench.core.engine.stop_strings import StopStringFilter
-
-# A served token is sent at once, one event per token (an SSE chunk per token, as llama-server
-# streams): grouping them as the chat does would hold each token back and hide the inter-token
-# latency a client measures. Only a token whose text is still an incomplete UTF-8 character waits.
-STATUS_INTERVAL_S = 0.25
-# llama-server's --repeat-last-n default: the penalties look at the last 64 tokens.
-PENALTY_LAST_N = 64
-
-
-class SequencesUnavailable(Exception):
-    """The request cannot run at all (e.g. N answers do not fit the context); one line for the user."""
-
-
-class _SamplerChain:
-    """llama.cpp's own sampler chain for one sequence (the order llama-server uses)."""
-
-    def __init__(self, llama: Any, request: SequenceRequest, seed: int, history: list[int]) -> None:
-        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
-
-        sampling = request.sampling
-        self._chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-        add = lambda sampler: llama_cpp.llama_sampler_chain_add(self._chain, sampler)  # noqa: E731
-        if sampling.repeat_penalty != 1.0 or request.frequency_penalty or request.presence_penalty:
-            add(llama_cpp.llama_sampler_init_penalties(
-                llama.n_vocab(), PENALTY_LAST_N, sampling.repeat_penalty,
-                request.frequency_penalty, request.presence_penalty,
-            ))
-        if sampling.temperature <= 0:
-            add(llama_cpp.llama_sampler_init_greedy())
-        else:
-            if sampling.top_k > 0:
-                add(llama_cpp.llama_sampler_init_top_k(sampling.top_k))
-            add(llama_cpp.llama_sampler_init_top_p(sampling.top_p, 1))
-            add(llama_cpp.llama_sampler_init_min_p(sampling.min_p, 1))
-            add(llama_cpp.llama_sampler_init_temp(sampling.temperature))
-            add(llama_cpp.llama_sampler_init_dist(seed))
-        for token in history[-PENALTY_LAST_N:]:
-            llama_cpp.llama_sampler_accept(self._chain, token)
-
-    def sample(self, ctx: Any, batch_index: int) -> int:
-        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
-
-        return int(llama_cpp.llama_sampler_sample(self._chain, ctx, batch_index))  # also accepts the token
-
-    def free(self) -> None:
-        import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
-
-        if self._chain is not None:
-            llama_cpp.llama_sampler_free(self._chain)
-            self._chain = None
-
-
-class _Sequence:
-    """One generation's state: prompt progress, position, sampler, text, timings."""
-
-    def __init__(self, request_id: int, request: SequenceRequest, prompt: list[int], max_tokens: int, now: float) -> None:
-        self.request_id = request_id
-        self.request = request
-        self.prompt = prompt
-        self.max_tokens = max_tokens
-        self.submitted_at = now
-        self.started_at = 0.0
-        self.first_token_at: float | None = None
-        self.last_token_at: float | None = None
-        self.slot = -1
-        self.prefilled = 0  # prompt tokens already decoded
-        self.position = 0  # next position in this sequence
-        self.pending: int | None = None  # sampled, to be decoded next step
-        self.parent: _Sequence | None = None  # a fork waits for its parent's prompt
-        self.children: list[_Sequence] = []
-        self.sampler: _SamplerChain | None = None
-        self.generated = 0
-        self.logprob_sum = 0.0
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.stops = StopStringFilter(request.stop)
-        self.pieces: list[str] = []
-        self.unsent: list[str] = []
-        self.unsent_stamps: list[float] = []
-        self.stop_reason = ""
-        self.is_sample = False  # one of N samples of a prompt (its request_id is its index)
-
-    @property
-    def phase(self) -> str:
-        if self.parent is not None:
-            return "prefill"
-        return "prefill" if self.prefilled < len(self.prompt) else "decode"
+from workbench.core.engine.sequence_requests import SequencesUnavailable, length_problem, request_problem
+from workbench.core.engine.sequence_state import SequenceState, sampling_seed
 
 
 class SequenceScheduler:
@@ -152,10 +55,10 @@ class SequenceScheduler:
         self._prefill_budget = max(1, min(n_batch, int(llama.context_params.n_ubatch)))
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._free_slots = list(range(n_slots))
-        self._waiting: deque[_Sequence] = deque()
-        self._active: dict[int, _Sequence] = {}
-        self._admitted_order: list[_Sequence] = []
-        self.finished: list[_Sequence] = []
+        self._waiting: deque[SequenceState] = deque()
+        self._active: dict[int, SequenceState] = {}
+        self._admitted_order: list[SequenceState] = []
+        self.finished: list[SequenceState] = []
         self.decode_calls = 0
         self.last_batch_tokens = 0
         self.last_batch_sequences = 0
@@ -177,17 +80,17 @@ class SequenceScheduler:
 
     def submit(self, request_id: int, request: SequenceRequest) -> bool:
         """Tokenize and queue a request; Accepted or Rejected is emitted at once."""
-        problem = _request_problem(request)
+        problem = request_problem(request)
         prompt: list[int] = []
         if not problem:
             prompt = self.tokenize(request)
-            problem = _length_problem(len(prompt), request.max_tokens, self.slot_ctx)
+            problem = length_problem(len(prompt), request.max_tokens, self.slot_ctx)
         if problem:
             kind, message = problem
             self._send(SequenceRejected(request_id, kind, message))
             return False
         max_tokens = request.max_tokens if request.max_tokens is not None else self.slot_ctx - len(prompt)
-        sequence = _Sequence(request_id, request, prompt, max_tokens, time.monotonic())
+        sequence = SequenceState(request_id, request, prompt, max_tokens, time.monotonic())
         ahead = max(0, len(self._waiting) + 1 - len(self._free_slots))
         self._send(SequenceAccepted(request_id, len(prompt), max_tokens, ahead))
         self._waiting.append(sequence)
@@ -196,8 +99,8 @@ class SequenceScheduler:
     def submit_samples(self, request: SequenceRequest, prompt: list[int], n: int, max_tokens: int) -> None:
         """N sequences of one prompt: the first evaluates it, the others are forks of its cells."""
         now = time.monotonic()
-        parent = _Sequence(0, request, prompt, max_tokens, now)
-        parent.children = [_Sequence(i, request, prompt, max_tokens, now) for i in range(1, n)]
+        parent = SequenceState(0, request, prompt, max_tokens, now)
+        parent.children = [SequenceState(i, request, prompt, max_tokens, now) for i in range(1, n)]
         for sequence in (parent, *parent.children):
             sequence.is_sample = True
         for child in parent.children:
@@ -229,7 +132,7 @@ class SequenceScheduler:
         import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         self._admit()
-        entries: list[tuple[_Sequence, int, int, bool]] = []  # (sequence, token, position, wants logits)
+        entries: list[tuple[SequenceState, int, int, bool]] = []  # (sequence, token, position, wants logits)
         decoding = [s for s in self._active.values() if s.pending is not None]
         for sequence in decoding:
             entries.append((sequence, sequence.pending, sequence.position, True))
@@ -292,12 +195,12 @@ class SequenceScheduler:
             sequence = self._waiting.popleft()
             sequence.slot = self._free_slots.pop(0)
             sequence.started_at = now
-            sequence.sampler = _SamplerChain(self._llama, sequence.request, _seed(sequence), sequence.prompt)
+            sequence.sampler = SamplerChain(self._llama, sequence.request, sampling_seed(sequence), sequence.prompt)
             self._active[sequence.slot] = sequence
             self._admitted_order.append(sequence)
             self._send(SequenceStarted(sequence.request_id, sequence.slot, now - sequence.submitted_at))
 
-    def _fork(self, parent: _Sequence, children: list[_Sequence], now: float) -> None:
+    def _fork(self, parent: SequenceState, children: list[SequenceState], now: float) -> None:
         import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         self.prompt_done_at = now
@@ -307,7 +210,7 @@ class SequenceScheduler:
             child.prefilled = len(child.prompt)
             child.position = parent.position
 
-    def _sample(self, sequence: _Sequence, batch_index: int, now: float) -> None:
+    def _sample(self, sequence: SequenceState, batch_index: int, now: float) -> None:
         import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
         import numpy as np  # deferred: importing numpy costs start-up time
 
@@ -335,7 +238,10 @@ class SequenceScheduler:
         else:
             sequence.pending = token
 
-    def _add_text(self, sequence: _Sequence, text: str, stamp: float) -> None:
+    # A served token is sent at once, one event per token (an SSE chunk per token, as llama-server
+    # streams): grouping them as the chat does would hold each token back and hide the inter-token
+    # latency a client measures. Only a token whose text is still an incomplete UTF-8 character waits.
+    def _add_text(self, sequence: SequenceState, text: str, stamp: float) -> None:
         if text:
             sequence.pieces.append(text)
         if self._emit is None:
@@ -347,7 +253,7 @@ class SequenceScheduler:
             self._emit(SequenceTokens(sequence.request_id, joined, len(sequence.unsent_stamps), tuple(sequence.unsent_stamps)))
             sequence.unsent, sequence.unsent_stamps = [], []
 
-    def _finish(self, sequence: _Sequence, reason: str) -> None:
+    def _finish(self, sequence: SequenceState, reason: str) -> None:
         import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
 
         now = time.monotonic()
@@ -378,7 +284,7 @@ class SequenceScheduler:
                 self._finish_unstarted(child, reason)
         self._report_finished(sequence, now)
 
-    def _finish_unstarted(self, sequence: _Sequence, reason: str) -> None:
+    def _finish_unstarted(self, sequence: SequenceState, reason: str) -> None:
         if sequence in self._waiting:
             self._waiting.remove(sequence)
         if sequence.slot in self._active:
@@ -387,7 +293,7 @@ class SequenceScheduler:
             sequence.stop_reason = reason
             self._report_finished(sequence, time.monotonic())
 
-    def _report_finished(self, sequence: _Sequence, now: float) -> None:
+    def _report_finished(self, sequence: SequenceState, now: float) -> None:
         self.finished.append(sequence)
         if self._emit is None:
             return
@@ -483,145 +389,3 @@ class SequenceScheduler:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None
         self.clear_cache()
-
-
-def _seed(sequence: _Sequence) -> int:
-    """The sequence's sampling seed: samples of one prompt get seed + their index, so they differ."""
-    seed = sequence.request.sampling.seed
-    if seed < 0:
-        return 0xFFFFFFFF  # llama.cpp's LLAMA_DEFAULT_SEED: a random one
-    return (seed + sequence.request_id) % 2**32 if sequence.is_sample else seed
-
-
-def _request_problem(request: SequenceRequest) -> tuple[str, str] | None:
-    problems = sampling_problems(request.sampling)
-    if problems:
-        return "bad_request", "; ".join(text for _field, text in problems)
-    if request.prompt is None and not request.messages:
-        return "bad_request", "the request has neither a prompt nor messages"
-    if request.max_tokens is not None and request.max_tokens < 1:
-        return "bad_request", f"max_tokens {request.max_tokens} must be at least 1"
-    for name, value in (("frequency_penalty", request.frequency_penalty), ("presence_penalty", request.presence_penalty)):
-        if not (math.isfinite(value) and -2.0 <= value <= 2.0):
-            return "bad_request", f"{name} {value} must be between -2 and 2"
-    return None
-
-
-def _length_problem(prompt_tokens: int, max_tokens: int | None, slot_ctx: int) -> tuple[str, str] | None:
-    if prompt_tokens == 0:
-        return "bad_request", "the prompt is empty"
-    if prompt_tokens >= slot_ctx:
-        return "too_long", (f"the prompt takes {prompt_tokens} tokens; a slot's context holds {slot_ctx} "
-                            "(with room for at least one answer token): shorten it")
-    if max_tokens is not None and prompt_tokens + max_tokens > slot_ctx:
-        return "too_long", (f"a slot's context holds {slot_ctx} tokens, but {prompt_tokens + max_tokens} were asked "
-                            f"({prompt_tokens} in the prompt, {max_tokens} for the answer): "
-                            f"lower max_tokens to {slot_ctx - prompt_tokens} or shorten the prompt")
-    return None
-
-
-# -- the two ways in ---------------------------------------------------------------------------
-def run_samples(llama: Any, template: ChatTemplate | None, request: SequenceRequest, n: int,
-                cancel_requested: Callable[[], bool]) -> SamplesFinished:
-    """N samples of one prompt decoded together; the prompt is evaluated once (sequence 0)."""
-    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
-
-    if not 1 <= n <= 256:
-        raise SequencesUnavailable(f"{n} samples: the number of samples must be from 1 to 256 (llama.cpp's LLAMA_MAX_SEQ)")
-    problem = _request_problem(request)
-    if problem:
-        raise SequencesUnavailable(problem[1])
-    started_at = time.monotonic()
-    scheduler = SequenceScheduler(llama, n, llama.n_ctx(), None, template)
-    try:
-        prompt = scheduler.tokenize(request)
-        if not prompt:
-            raise SequencesUnavailable("the prompt is empty")
-        room = (llama.n_ctx() - len(prompt)) // n
-        if room < 1:
-            raise SequencesUnavailable(
-                f"the prompt takes {len(prompt)} tokens; {n} answers need room beside it in a context of "
-                f"{llama.n_ctx()}: shorten the prompt, take fewer samples or load a larger ctx_size")
-        wanted = request.max_tokens if request.max_tokens is not None else request.sampling.max_tokens
-        max_tokens = min(wanted, room)
-        scheduler.clear_cache()
-        llama_cpp.llama_perf_context_reset(llama.ctx)
-        scheduler.submit_samples(request, prompt, n, max_tokens)
-        while scheduler.has_work:
-            if cancel_requested():
-                scheduler.cancel_all()
-                break
-            scheduler.step()
-        perf = llama_cpp.llama_perf_context(llama.ctx)
-        finished_at = time.monotonic()
-        by_index = sorted(scheduler.finished, key=lambda s: s.request_id)
-        samples = tuple(Sample("".join(s.pieces), s.stop_reason, s.generated, s.logprob_sum) for s in by_index)
-        return SamplesFinished(
-            samples=samples,
-            prompt_tokens=len(prompt),
-            max_tokens=max_tokens,
-            decode_calls=scheduler.decode_calls,
-            max_batch_sequences=scheduler.max_batch_sequences,
-            # llama.cpp reports max(1, count) for each counter; a counter of 1 may be a 0.
-            llama_tokens_evaluated=int(perf.n_p_eval) + int(perf.n_eval),
-            llama_eval_s=(perf.t_p_eval_ms + perf.t_eval_ms) / 1000.0,
-            prompt_s=(scheduler.prompt_done_at or finished_at) - started_at,
-            wall_s=finished_at - started_at,
-            started_at=started_at,
-            finished_at=finished_at,
-        )
-    finally:
-        scheduler.close()
-
-
-def serve_sequences(llama: Any, template: ChatTemplate | None, n_slots: int, send: Callable[[object], None],
-                    receive: Callable[[], object], poll: Callable[[], bool],
-                    cancel_requested: Callable[[], bool]) -> object | None:
-    """Continuous batching until the client sends SequencesClose (or its pipe closes).
-
-    Returns a request that ended the session without being a session message (a
-    ShutdownRequest from a closing client), for the engine's main loop to handle; else None.
-
-    Between steps the pipe is drained: new requests queue for a slot, cancels free theirs.
-    With nothing to do the loop blocks on the pipe, so an idle server costs no CPU.
-    """
-    scheduler = SequenceScheduler(llama, n_slots, llama.n_ctx() // n_slots, send, template)
-    scheduler.clear_cache()
-    last_status = 0.0
-    error = ""
-    try:
-        while True:
-            while not scheduler.has_work or poll():
-                if not scheduler.has_work and scheduler.changed_since_status:
-                    send(scheduler.status())  # the idle state (after a cancel too) before waiting
-                try:
-                    message = receive()
-                except (EOFError, OSError):
-                    return None
-                if isinstance(message, SequencesClose):
-                    return None
-                if isinstance(message, SequenceSubmit):
-                    try:
-                        scheduler.submit(message.request_id, message.request)
-                    except Exception as failure:  # noqa: BLE001 - one bad request must not end the session
-                        send(SequenceRejected(message.request_id, "bad_request", f"the engine could not take it: {failure}"))
-                elif isinstance(message, SequenceCancel):
-                    scheduler.cancel(message.request_id)
-                else:
-                    return message  # not a session message (a shutdown): the session ends, the caller handles it
-            if cancel_requested():
-                return None  # the client's cancel-everything flag (set by close()): the session ends
-            scheduler.step()
-            now = time.monotonic()
-            if now - last_status >= STATUS_INTERVAL_S or not scheduler.has_work:
-                send(scheduler.status())
-                last_status = now
-    except (BrokenPipeError, EOFError):
-        return None
-    except Exception as failure:  # noqa: BLE001 - reported in SequencesClosed; the engine stays up
-        error = f"decoding failed: {failure}"
-    finally:
-        # The client may be gone: the cells and samplers are freed whether or not it hears of it.
-        scheduler.mute_if_unheard()
-        scheduler.close("error" if error else "cancelled")
-        scheduler.emit(SequencesClosed(scheduler.decode_calls, scheduler.max_batch_sequences, error))
