@@ -1,4 +1,4 @@
-"""The engine client: starts the engine process and drives it; what the UI, CLI and bench use."""
+"""The engine client: load, chat, ops, samples and serving on one engine process; what the UI, CLI and bench use."""
 
 from __future__ import annotations
 
@@ -6,36 +6,27 @@ import contextlib
 import dataclasses
 import os
 import threading
-import weakref
 from collections.abc import Iterator, Sequence
-from multiprocessing.connection import wait
-from pathlib import Path
 from typing import Any
 
 from workbench.core.config.preset import DeviceProfile, Preset
-from workbench.core.engine.child_process import SharedFlag, start_child
+from workbench.core.engine.engine_link import EngineLink
 from workbench.core.engine.events import (
     ChatMessage,
     EngineFailed,
     Loaded,
     LoadProgressed,
     Sampling,
-    TurnFinished,
-    Unloaded,
 )
 from workbench.core.engine.load_plan import plan_load
 from workbench.core.engine.load_refused import LoadRefused
-from workbench.core.engine.log_files import new_log_file
-from workbench.core.engine.log_tail import describe_exit, exit_signal_name, read_log_tail
 from workbench.core.engine.protocol import (
     ChatRequest,
     LoadRequest,
     OpFinished,
     RunOpRequest,
-    ShutdownRequest,
     UnloadRequest,
 )
-from workbench.core.engine.quantize import remove_partial_files
 from workbench.core.engine.sampling_checks import validate_sampling
 from workbench.core.engine.sequence_events import (
     SamplesFinished,
@@ -46,14 +37,11 @@ from workbench.core.engine.sequence_events import (
 )
 from workbench.core.engine.sequence_session import SequenceSession
 from workbench.core.errors import EngineError, WorkbenchError
-from workbench.core.rpc.failure import unreachable_nodes
 
-_TERMINAL = (Loaded, TurnFinished, EngineFailed, Unloaded, OpFinished, SamplesFinished)
-_LOG_TAIL_LINES = 30
 _BUSY = "the engine is busy with another request (it runs one at a time); wait for it to finish or cancel it"
 
 
-class EngineClient:
+class EngineClient(EngineLink):
     """Drives one engine process (one model) over a pipe.
 
     `load()` and `chat()` return iterators of events; the request is sent when iteration
@@ -66,83 +54,8 @@ class EngineClient:
     """
 
     def __init__(self) -> None:
-        self._process: Any = None
-        self._conn: Any = None
-        self._cancel_flag: Any = None  # a shared byte: the engine polls it per graph node in prefill
-        self._log_path: str | None = None
+        super().__init__()
         self._busy = threading.Lock()
-        self._lifecycle = threading.Lock()
-        self._loaded: Loaded | None = None
-        self._prediction = ""
-        self._closing = False
-        self._finalizer: weakref.finalize | None = None
-        self._engine_rpc: tuple[str, ...] = ()  # RPC nodes the running engine registered (they stay registered)
-
-    # -- state -------------------------------------------------------------------------------
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
-    @property
-    def alive(self) -> bool:
-        return self._process is not None and self._process.is_alive()
-
-    @property
-    def loaded(self) -> Loaded | None:
-        return self._loaded
-
-    @property
-    def log_path(self) -> str | None:
-        """The engine's log file: llama.cpp's log and the process's stderr."""
-        return self._log_path
-
-    def log_tail(self, n_lines: int = _LOG_TAIL_LINES) -> tuple[str, ...]:
-        return read_log_tail(self._log_path, n_lines) if self._log_path else ()
-
-    # -- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> None:
-        """Start the engine process if it is not running (a dead one is cleaned up first)."""
-        with self._lifecycle:
-            if self.alive:
-                return
-            self._discard_process()
-            # In the user's state folder, not the temp folder: a killed client leaves its log
-            # behind, and the next start prunes it with the other old ones (log_files).
-            log_path = new_log_file("engine")
-            # A lock-free shared bool, not an Event: reading it costs the engine next to nothing.
-            cancel_flag, flag_fd = SharedFlag.create()
-            try:
-                process, ours = start_child("workbench.core.engine.process", (str(flag_fd), log_path), log_path,
-                                            pass_fds=(flag_fd,))
-            finally:
-                os.close(flag_fd)
-            self._process, self._conn, self._cancel_flag, self._log_path = process, ours, cancel_flag, log_path
-            self._closing = False
-            # A client dropped without close() (or an interpreter exiting) still stops its
-            # engine and deletes the log.
-            self._finalizer = weakref.finalize(self, _reap, process, ours, log_path)
-
-    def close(self) -> None:
-        """Stop the engine process (politely, then by force) and delete its log."""
-        with self._lifecycle:
-            self._closing = True
-            self.cancel()
-            if self._process is not None and self._process.is_alive():
-                try:
-                    self._conn.send(ShutdownRequest())
-                except (OSError, ValueError):
-                    pass
-                self._process.join(timeout=5)
-            self._discard_process()
-
-    def _discard_process(self) -> None:
-        process, conn, log_path = self._process, self._conn, self._log_path
-        self._process = self._conn = self._cancel_flag = self._log_path = None
-        self._loaded = None
-        if self._finalizer is not None:
-            self._finalizer.detach()
-            self._finalizer = None
-        _reap(process, conn, log_path)
 
     def __enter__(self) -> "EngineClient":
         self.start()
@@ -152,12 +65,6 @@ class EngineClient:
         self.close()
 
     # -- requests ----------------------------------------------------------------------------
-    def cancel(self) -> None:
-        """Stop the running generation (within a token; in prefill within a graph node). Thread-safe."""
-        flag = self._cancel_flag
-        if flag is not None:
-            flag.value = True
-
     def load(
         self,
         model_path: str | os.PathLike[str],
@@ -281,7 +188,7 @@ class EngineClient:
     def sample_n(
         self, messages_or_prompt: Sequence[ChatMessage] | str, n: int, sampling: Sampling, *, stop: Sequence[str] = (),
     ) -> SamplesFinished:
-        """N samples of one prompt decoded together in llama.cpp (see sequences.run_samples).
+        """N samples of one prompt decoded together in llama.cpp (see sequence_loops.run_samples).
 
         The prompt (chat messages rendered with the model's template, or a raw string) is
         evaluated once; its cells are shared by the N sequences. Each sample gets at most
@@ -335,84 +242,6 @@ class EngineClient:
         finally:
             if not handed_over:
                 self._busy.release()
-
-    # -- the pipe ----------------------------------------------------------------------------
-    def _exchange(self, request: object, doing: str) -> Iterator[object]:
-        """Send one request and yield its events up to the final one.
-
-        If the caller stops iterating early, the request is cancelled and its remaining
-        events are read and dropped, so the next request starts on a clean pipe.
-        """
-        self._cancel_flag.value = False  # cleared here, before sending: a cancel() after this counts
-        try:
-            self._conn.send(request)
-        except (OSError, ValueError):
-            yield self._died(doing)
-            return
-        finished = False
-        try:
-            while True:
-                event = self._receive(doing)
-                finished = isinstance(event, _TERMINAL)
-                yield event
-                if finished:
-                    return
-        finally:
-            if not finished:
-                self.cancel()
-                while not isinstance(self._receive(doing), _TERMINAL):
-                    pass
-
-    def _receive(self, doing: str) -> object:
-        conn, process = self._conn, self._process
-        if conn is None or process is None:
-            return self._died(doing)
-        try:
-            wait([conn] if process.sentinel is None else [conn, process.sentinel])
-            if conn.poll():
-                return conn.recv()
-        except (EOFError, OSError, ValueError):
-            pass
-        return self._died(doing)
-
-    def _died(self, doing: str) -> EngineFailed:
-        process = self._process
-        exitcode = None
-        if process is not None:
-            process.join(timeout=1.0)
-            exitcode = process.exitcode
-        tail = self.log_tail()
-        self._loaded = None
-        if process is not None and doing == "loading the model":
-            remove_partial_files(process.pid)  # it may have died re-quantizing into the cache
-        if self._closing:
-            return EngineFailed("request", f"the engine was closed while {doing}", tail, exit_signal_name(exitcode), exitcode)
-        kind = "load" if doing == "loading the model" else "crash"
-        nodes = ""
-        if self._engine_rpc:
-            nodes = unreachable_nodes(self._engine_rpc)
-            self._engine_rpc = ()  # a fresh engine registers them again
-        return EngineFailed(
-            kind,
-            f"{nodes}the engine process died while {doing} ({describe_exit(exitcode)})",
-            tail,
-            exit_signal=exit_signal_name(exitcode),
-            exit_code=exitcode,
-            prediction=self._prediction,
-        )
-
-
-def _reap(process: Any, conn: Any, log_path: str | None) -> None:
-    """Stop an engine process (by force: callers have asked politely first) and delete its log."""
-    if process is not None:
-        if process.is_alive():
-            process.kill()
-        process.join(timeout=5)
-        process.close()
-    if conn is not None:
-        conn.close()
-    if log_path:
-        Path(log_path).unlink(missing_ok=True)
 
 
 def failure_where(failure: EngineFailed, model_path: str) -> str:
