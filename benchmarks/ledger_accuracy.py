@@ -232,9 +232,9 @@ def main() -> int:
         return 0
 
     from workbench.core.gguf.reader import read_gguf
+    from workbench.core.ledger.compute import predicted_compute_bytes
     from workbench.core.ledger.predict import (
         llama_n_ctx,
-        predicted_compute_bytes,
         predicted_overhead_bytes,
         predicted_weights_bytes,
         preset_kv_bytes,

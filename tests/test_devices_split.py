@@ -13,9 +13,11 @@ import dataclasses
 import pytest
 
 from tests.gguf_factory import TinyModel, write_tiny_gguf
-from workbench.core.ledger.split import SplitDevice, layer_devices, predict_split
-from workbench.core.gguf.reader import read_gguf
 from workbench.core.config.preset import Preset
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.placement import layer_devices
+from workbench.core.ledger.split import predict_split
+from workbench.core.ledger.split_types import SplitDevice
 
 MIB = 1024 * 1024
 _F32_LAYERS = {role: "F32" for role in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",

@@ -4,7 +4,7 @@ import os
 
 from fakes import MIB, panel_host, rendered
 
-from workbench.core.ledger.split import DecodeBound, DeviceLedger, SplitLedger
+from workbench.core.ledger.split_types import DecodeBound, DeviceLedger, SplitLedger
 from workbench.core.engine.events import DeviceBuffers, Loaded
 from workbench.core.ledger.types import FITS, Ledger
 

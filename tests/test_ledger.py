@@ -13,13 +13,13 @@ import pytest
 from gguf_factory import TinyModel, write_tiny_gguf
 from workbench.core.errors import WorkbenchError
 from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.compute import predicted_compute_bytes
 from workbench.core.ledger.predict import (
     MB,
     decode_tps_bound,
     kv_bytes_per_token,
     llama_n_ctx,
     predict_ledger,
-    predicted_compute_bytes,
     predicted_kv_bytes,
     predicted_overhead_bytes,
     predicted_weights_bytes,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workbench.core.config.preset import Preset
 from workbench.core.gguf.ggml_types import cache_type
 from workbench.core.gguf.model_info import ModelInfo
 
@@ -166,3 +167,8 @@ def predicted_kv_layers(model: ModelInfo, n_ctx: int, type_k: str, type_v: str, 
             v_bytes=_aligned(v_values // v_type.block_size * v_type.type_size),
         ))
     return tuple(layers)
+
+
+def preset_n_ubatch(preset: Preset, n_ctx: int) -> int:
+    """The n_ubatch llama.cpp will use for `preset` at context `n_ctx`."""
+    return n_ubatch_of(n_ctx, preset.batch_size, preset.ubatch_size)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psutil
 
-from workbench.core.config.rpc_endpoints import is_loopback_host
+from workbench.core.config.loopback import is_loopback_host
 
 
 class LocalNodeMemory:

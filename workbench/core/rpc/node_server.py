@@ -74,7 +74,7 @@ def start_node(host: str, port: int, threads: int, cache_dir: Path | None) -> Ru
     `ggml_backend_rpc_start_server` blocks for the life of the server and prints its own
     banner on stdout; it returns only when it could not bind, which is reported here.
     """
-    import llama_cpp  # noqa: F401 - loads libllama and with it the backends into the registry
+    import llama_cpp  # noqa: F401 - deferred: importing llama_cpp loads libllama, and with it the backends into the registry
 
     if not 0 <= port <= 65535:
         raise WorkbenchError(f"--port {port} is not a port number", fix="Use 1-65535 (llama.cpp's default is 50052), "

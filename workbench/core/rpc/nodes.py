@@ -10,7 +10,8 @@ from workbench.core.config.devices import load_device
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.config.rpc_endpoints import RpcEndpoint, parse_endpoint
 from workbench.core.gguf.model_info import ModelInfo
-from workbench.core.ledger.split import SplitDevice, SplitLedger, predict_split
+from workbench.core.ledger.split import predict_split
+from workbench.core.ledger.split_types import SplitDevice, SplitLedger
 from workbench.core.rpc.wire import NodeReport, probe_node
 
 MB = 1024 * 1024
