@@ -15,7 +15,7 @@ from workbench.core.ledger.predict import predict_ledger
 from workbench.core.paths import bundled_model_path
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.ui.app import WorkbenchApp
-from workbench.ui.screens.main_screen import LOADED
+from workbench.ui.engine_session import LOADED
 from workbench.ui.screens.preset_screen import PresetScreen
 from workbench.ui.selection import Selection
 from workbench.ui.widgets.chat_view import Notice

@@ -8,7 +8,7 @@ from textual.app import App, ComposeResult
 from workbench.core.paths import bundled_model_path
 from workbench.core.tasks.results import TaskRow
 from workbench.ui.app import WorkbenchApp
-from workbench.ui.screens.main_screen import LOADED
+from workbench.ui.engine_session import LOADED
 from workbench.ui.selection import Selection
 from workbench.ui.widgets.chat_view import AnswerBlock
 from workbench.ui.widgets.prompt_input import PromptInput

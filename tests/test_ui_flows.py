@@ -5,7 +5,7 @@ from pathlib import Path
 
 from fakes import make_app, wait_until
 
-from workbench.ui.screens.main_screen import GENERATING, IDLE, LOADED
+from workbench.ui.engine_session import GENERATING, IDLE, LOADED
 from workbench.ui.widgets.chat_view import AnswerBlock, Notice
 from workbench.ui.widgets.kv_panel import KvPanel
 from workbench.ui.widgets.ledger_panel import LedgerPanel

@@ -7,7 +7,7 @@ import pytest
 from fakes import make_app, wait_until
 from textual.widgets._footer import FooterKey
 
-from workbench.ui.screens.main_screen import GENERATING
+from workbench.ui.engine_session import GENERATING
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

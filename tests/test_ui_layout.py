@@ -3,7 +3,7 @@
 import pytest
 from fakes import make_app, rendered, wait_until
 
-from workbench.ui.screens.main_screen import LOADED
+from workbench.ui.engine_session import LOADED
 from workbench.ui.widgets.ledger_panel import LedgerPanel
 
 

@@ -5,7 +5,7 @@ from fakes import make_app, wait_until
 from textual.widgets import Button, Static
 
 from workbench.ui.loaded_choice import Choice, LoadedChoice
-from workbench.ui.screens.main_screen import LOADED
+from workbench.ui.engine_session import LOADED
 from workbench.ui.widgets.kv_panel import KvPanel
 from workbench.ui.widgets.ledger_panel import LedgerPanel
 

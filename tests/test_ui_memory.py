@@ -7,7 +7,7 @@ from fakes import FakeSampler, make_app, wait_until
 from textual._styles_cache import StylesCache
 from textual.widget import Widget
 
-from workbench.ui.screens.main_screen import LOADED
+from workbench.ui.engine_session import LOADED
 from workbench.ui.widgets import chat_view
 from workbench.ui.widgets.prompt_input import PromptInput
 from workbench.ui.widgets.speed_panel import PLOTTED_ANSWERS, SpeedPanel

@@ -6,7 +6,7 @@ from fakes import wait_until
 
 from workbench.core.paths import bundled_model_path
 from workbench.ui.app import WorkbenchApp
-from workbench.ui.screens.main_screen import IDLE, LOADED
+from workbench.ui.engine_session import IDLE, LOADED
 from workbench.ui.selection import Selection
 from workbench.ui.widgets.chat_view import AnswerBlock
 from workbench.ui.widgets.kv_panel import KvPanel

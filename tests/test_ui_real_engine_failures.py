@@ -15,7 +15,7 @@ from workbench.core.engine.events import ChatMessage, PrefillProgressed, Samplin
 from workbench.core.paths import bundled_model_path
 from workbench.core.config.preset import Preset
 from workbench.ui.app import WorkbenchApp
-from workbench.ui.screens.main_screen import IDLE, LOADED
+from workbench.ui.engine_session import IDLE, LOADED
 from workbench.ui.selection import Selection
 from workbench.ui.widgets.chat_view import AnswerBlock, Notice
 from workbench.ui.widgets.prompt_input import PromptInput

@@ -6,7 +6,7 @@ import threading
 from fakes import make_app, wait_until
 from textual.widgets import Static
 
-from workbench.ui.screens.main_screen import GENERATING, LOADED
+from workbench.ui.engine_session import GENERATING, LOADED
 from workbench.ui.widgets.chat_view import AnswerBlock
 from workbench.ui.widgets.prompt_input import PromptInput
 from workbench.ui.widgets.streaming_text import StreamingText

@@ -90,6 +90,15 @@ class WorkbenchApp(App):
                 return screen
         raise LookupError("the main screen is not running")
 
+    def on_model_screen_model_offered(self, message) -> None:
+        """A download finished while the model screen was away: the main screen's list offers it."""
+        from workbench.ui.screens.model_screen import ModelScreen  # as get_default_screen: screens load with the first
+
+        try:
+            self.main_screen.post_message(ModelScreen.ModelOffered(message.path))
+        except LookupError:
+            pass  # the app is closing
+
     def on_mount(self) -> None:
         for problem in self.startup_problems:
             self.notify(problem, title="Theme", severity="warning", timeout=10)

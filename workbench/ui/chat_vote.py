@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from workbench.core.engine.events import ChatMessage, EngineFailed, Sampling
+from workbench.core.errors import WorkbenchError
+from workbench.ui.engine_session import Engine
+from workbench.ui.messages import EngineDied, VoteArrived
 
 VOTE_CHOICES = (1, 3, 5, 8)  # 1 = off: a normal streamed answer
 
 
 class VoteMode:
-    """How many samples each chat turn takes; the main screen owns one and cycles it."""
+    """How many samples each chat turn takes; the chat pane owns one and cycles it."""
 
     def __init__(self) -> None:
         self.samples = 1
@@ -27,16 +30,13 @@ class VoteMode:
         return f"{self.samples} samples, vote" if self.on else "one streamed answer"
 
 
-def sample_and_vote(engine, messages: Sequence[ChatMessage], sampling: Sampling, n: int,
+def sample_and_vote(engine: Engine, messages: Sequence[ChatMessage], sampling: Sampling, n: int, n_ctx: int,
                     post: Callable[[object], object]) -> None:
     """Worker body: N samples decoded together in the engine, then VoteArrived (or EngineDied)."""
-    from workbench.core.errors import WorkbenchError
-    from workbench.ui.messages import EngineDied, VoteArrived
-
     try:
         finished = engine.sample_n(list(messages), n, sampling)
     except WorkbenchError as error:
         failure = getattr(error, "failure", None) or EngineFailed("request", str(error))
         post(EngineDied(failure))
         return
-    post(VoteArrived(finished, n))
+    post(VoteArrived(finished, n, n_ctx))

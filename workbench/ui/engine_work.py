@@ -21,19 +21,26 @@ from workbench.core.engine.events import (
     TurnFinished,
 )
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.ui.engine_session import Engine
+from workbench.ui.loaded_choice import Choice
 from workbench.ui.messages import (
+    AnswerEnded,
     ContextShiftNoticed,
     EngineDied,
+    LedgerPredicted,
     LoadFailed,
     LoadProgressReported,
     ModelLoaded,
     ModelUnloaded,
     PrefillReported,
+    PredictionFailed,
+    SplitPredicted,
     TelemetryFailed,
     TelemetrySampled,
     TokensArrived,
-    TurnEnded,
 )
+from workbench.ui.selection import Selection
+from workbench.ui.split_prediction import predict_split_or_none
 
 Post = Callable[[Message], object]
 # At most ~10 token messages a second reach the UI thread: each is a repaint of the answer's
@@ -42,7 +49,23 @@ Post = Callable[[Message], object]
 TOKEN_BATCH_INTERVAL_S = 0.1
 
 
-def load_model(engine, model_path: Path, preset: Preset, device: DeviceProfile | None,
+def predict_choice(selection: Selection, choice: Choice, post: Post) -> None:
+    """Predict the ledger (and the per-device split) for `choice`; post it, or why there is none."""
+    from workbench.core.config.presets import preset_problems  # pulls psutil and tomli_w: at first use
+    from workbench.core.ledger.predict import predict_ledger  # the ledger package: at the first prediction
+
+    try:
+        model, preset, device = selection.resolve(choice)
+        ledger = predict_ledger(model, preset, device)
+        problems = preset_problems(preset, model)
+    except Exception as error:
+        post(PredictionFailed(str(error) or type(error).__name__))
+        return
+    post(LedgerPredicted(model, preset, device, ledger, problems, choice))
+    post(SplitPredicted(predict_split_or_none(model, preset, device, selection.rpc)))
+
+
+def load_model(engine: Engine, model_path: Path, preset: Preset, device: DeviceProfile | None,
                allow_overbudget: bool, post: Post) -> None:
     """Start the engine process when needed, load, and post progress then Loaded or the failure."""
     try:
@@ -61,9 +84,9 @@ def load_model(engine, model_path: Path, preset: Preset, device: DeviceProfile |
         post(LoadFailed(EngineFailed(kind="load", message=str(error) or type(error).__name__)))
 
 
-def stream_turn(engine, messages: Sequence[ChatMessage], sampling: Sampling, post: Post,
+def stream_turn(engine: Engine, messages: Sequence[ChatMessage], sampling: Sampling, post: Post,
                 interval_s: float = TOKEN_BATCH_INTERVAL_S) -> None:
-    """Run one turn, batching token chunks so the UI thread sees at most ~20 messages a second."""
+    """Run one turn, batching token chunks so the UI thread sees a message every `interval_s` at most."""
     texts: list[str] = []
     n_tokens = 0
     first_timestamp = last_timestamp = 0.0
@@ -93,7 +116,7 @@ def stream_turn(engine, messages: Sequence[ChatMessage], sampling: Sampling, pos
             elif isinstance(event, ContextShifted):
                 post(ContextShiftNoticed(event))
             elif isinstance(event, TurnFinished):
-                post(TurnEnded(event))
+                post(AnswerEnded(event))
             elif isinstance(event, EngineFailed):
                 post(EngineDied(event))
     except Exception as error:
@@ -101,20 +124,13 @@ def stream_turn(engine, messages: Sequence[ChatMessage], sampling: Sampling, pos
         post(EngineDied(EngineFailed(kind="request", message=str(error) or type(error).__name__)))
 
 
-def unload_model(engine, post: Post) -> None:
+def unload_model(engine: Engine, post: Post) -> None:
     try:
         engine.unload()
     except Exception as error:
         post(EngineDied(EngineFailed(kind="request", message=f"unload failed: {error}")))
         return
     post(ModelUnloaded())
-
-
-def close_engine(engine) -> None:
-    try:
-        engine.close()
-    except Exception:
-        pass  # a dead engine has nothing left to close; the UI already said why it died
 
 
 def sample_telemetry(sampler_factory: Callable, engine_pid: Callable[[], int | None], post: Post,
@@ -130,7 +146,7 @@ def sample_telemetry(sampler_factory: Callable, engine_pid: Callable[[], int | N
             post(TelemetrySampled(sampler.sample()))
             failed_before = False
         except Exception as error:
-            if not failed_before:  # say it once, not twice a second
+            if not failed_before:  # say it once, not at every sample
                 post(TelemetryFailed(str(error) or type(error).__name__))
             failed_before = True
         stop.wait(interval_s)

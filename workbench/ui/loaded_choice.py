@@ -16,10 +16,6 @@ class Choice:
     device_name: str
 
 
-def choice_of(selection) -> Choice:
-    return Choice(str(selection.model_path), selection.preset_name, selection.device_name)
-
-
 @dataclass
 class LoadedChoice:
     """The choice in the engine (with the ledger predicted for it) and the one a load is bringing in."""

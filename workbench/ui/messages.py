@@ -2,138 +2,144 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
 from textual.message import Message
 
-from workbench.core.engine.events import ContextShifted, EngineFailed, Loaded, TurnFinished
-from workbench.core.ledger.types import Ledger
-from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.engine.events import ContextShifted, EngineFailed, Loaded, TurnFinished
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.types import Ledger
 from workbench.core.telemetry.sample import TelemetrySample
+from workbench.ui.loaded_choice import Choice
+
+if TYPE_CHECKING:
+    from workbench.core.config.presets import Problem
 
 
+@dataclass
 class LedgerPredicted(Message):
-    """The ledger for the selected model, preset and device (before anything loads)."""
+    """The ledger for the chosen model, preset and device (before anything loads)."""
 
-    def __init__(self, model: ModelInfo, preset: Preset, device: DeviceProfile, ledger: Ledger,
-                 problems: tuple = (), choice=None) -> None:
-        super().__init__()
-        self.model, self.preset, self.device, self.ledger, self.problems = model, preset, device, ledger, problems
-        self.choice = choice  # the selectors' loaded_choice.Choice this was predicted for
+    model: ModelInfo
+    preset: Preset
+    device: DeviceProfile
+    ledger: Ledger
+    problems: tuple[Problem, ...]
+    choice: Choice  # the choice it was predicted for
 
 
+@dataclass
 class SplitPredicted(Message):
-    """The per-device ledger (devices_split.SplitLedger), or None when every layer stays on the CPU."""
+    """The per-device ledger (a SplitLedger), or None when every layer stays on the CPU."""
 
-    def __init__(self, split: object | None) -> None:
-        super().__init__()
-        self.split = split
+    split: Any
 
 
+@dataclass
 class PredictionFailed(Message):
-    def __init__(self, reason: str) -> None:
-        super().__init__()
-        self.reason = reason
+    reason: str
 
 
+@dataclass
 class LoadProgressReported(Message):
-    def __init__(self, stage: str, fraction: float) -> None:
-        super().__init__()
-        self.stage, self.fraction = stage, fraction
+    stage: str
+    fraction: float
 
     def can_replace(self, message: Message) -> bool:
         # only the newest progress matters when drawing falls behind
         return isinstance(message, LoadProgressReported)
 
 
+@dataclass
 class ModelLoaded(Message):
-    def __init__(self, loaded: Loaded) -> None:
-        super().__init__()
-        self.loaded = loaded
+    loaded: Loaded
 
 
+@dataclass
 class LoadFailed(Message):
-    def __init__(self, failure: EngineFailed) -> None:
-        super().__init__()
-        self.failure = failure
+    failure: EngineFailed
 
 
+@dataclass
 class TokensArrived(Message):
-    """A batch of token chunks (the chat worker posts at most ~20 per second)."""
+    """A batch of token chunks (the chat worker posts at most ~10 a second)."""
 
-    def __init__(self, text: str, n_tokens: int, first_timestamp: float, last_timestamp: float) -> None:
-        super().__init__()
-        self.text, self.n_tokens = text, n_tokens
-        self.first_timestamp, self.last_timestamp = first_timestamp, last_timestamp
+    text: str
+    n_tokens: int
+    first_timestamp: float
+    last_timestamp: float
 
 
+@dataclass
 class PrefillReported(Message):
     """The engine is reading the prompt: `evaluated` of `total` new tokens so far."""
 
-    def __init__(self, evaluated: int, total: int) -> None:
-        super().__init__()
-        self.evaluated, self.total = evaluated, total
+    evaluated: int
+    total: int
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, PrefillReported)
 
 
+@dataclass
 class ContextShiftNoticed(Message):
-    def __init__(self, shift: ContextShifted) -> None:
-        super().__init__()
-        self.shift = shift
+    shift: ContextShifted
 
 
-class TurnEnded(Message):
-    def __init__(self, finished: TurnFinished) -> None:
-        super().__init__()
-        self.finished = finished
+@dataclass
+class AnswerEnded(Message):
+    """The engine finished the turn (stopped, hit its limit, or was cancelled)."""
+
+    finished: TurnFinished
 
 
+@dataclass
+class VoteArrived(Message):
+    """The N samples of a chat turn in vote mode (workbench/ui/chat_vote.py), decoded together."""
+
+    finished: Any  # SamplesFinished
+    n: int
+    n_ctx: int  # the loaded context's size, for the turn's stats
+
+
+@dataclass
 class EngineDied(Message):
     """The engine failed during a turn or a request; `failure.kind` says how."""
 
-    def __init__(self, failure: EngineFailed) -> None:
-        super().__init__()
-        self.failure = failure
+    failure: EngineFailed
 
 
+@dataclass
 class ModelUnloaded(Message):
     pass
 
 
+@dataclass
 class TelemetrySampled(Message):
-    def __init__(self, sample: TelemetrySample) -> None:
-        super().__init__()
-        self.sample = sample
+    sample: TelemetrySample
 
     def can_replace(self, message: Message) -> bool:
         # a newer sample supersedes an undrawn older one (only when the UI thread falls behind)
         return isinstance(message, TelemetrySampled)
 
 
+@dataclass
 class TelemetryFailed(Message):
-    def __init__(self, reason: str) -> None:
-        super().__init__()
-        self.reason = reason
+    reason: str
 
 
+@dataclass
 class ModelsFound(Message):
     """The model screen's scan: (label, path, origin) for bundled, cached and local files."""
 
-    def __init__(self, entries: tuple[tuple[str, str, str], ...], problems: tuple[str, ...]) -> None:
-        super().__init__()
-        self.entries, self.problems = entries, problems
+    entries: tuple[tuple[str, str, str], ...]
+    problems: tuple[str, ...]
 
 
+@dataclass
 class ModelInspected(Message):
-    def __init__(self, path: str, model: ModelInfo | None, error: str = "") -> None:
-        super().__init__()
-        self.path, self.model, self.error = path, model, error
-
-
-class VoteArrived(Message):
-    """The N samples of a chat turn in vote mode (workbench/ui/chat_vote.py), decoded together."""
-
-    def __init__(self, finished, n: int) -> None:
-        super().__init__()
-        self.finished, self.n = finished, n
+    path: str
+    model: ModelInfo | None
+    error: str = ""

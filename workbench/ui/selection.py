@@ -8,6 +8,7 @@ from pathlib import Path
 
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.ui.loaded_choice import Choice
 
 DEFAULT_PRESET = "as-is"  # the file's own weights: nothing to re-quantize before the first load
 DEFAULT_DEVICE = "host"
@@ -44,13 +45,10 @@ class Selection:
                 self._model_cache[key] = read_gguf(path)
             return self._model_cache[key]
 
-    def preset(self) -> Preset:
-        from workbench.core.config.presets import load_preset
-
-        if self.preset_name in self.unsaved_presets:
-            preset = self.unsaved_presets[self.preset_name]
-        else:
-            preset = load_preset(self.preset_name)
+    def preset(self, name: str | None = None) -> Preset:
+        """The preset `name` names (default: the chosen one): an unsaved edit, a shipped or user preset, a file."""
+        name = name or self.preset_name
+        preset = self.unsaved_presets.get(name) or preset_from(name)
         return replace(preset, rpc=tuple(node.address for node in self.rpc)) if self.rpc else preset
 
     def use_unsaved(self, preset: Preset, *, saved_names: tuple[str, ...] | set[str] = ()) -> str:
@@ -59,16 +57,20 @@ class Selection:
         self.unsaved_presets[label] = replace(preset, name=label)
         return label
 
-    def device(self) -> DeviceProfile:
-        from workbench.core.config.devices import load_device
-
+    def device(self, name: str | None = None) -> DeviceProfile:
+        name = name or self.device_name
         with self._lock:
-            if self.device_name not in self._device_cache:  # host detection reads /proc and /sys
-                self._device_cache[self.device_name] = load_device(self.device_name)
-            return self._device_cache[self.device_name]
+            if name not in self._device_cache:  # host detection reads /proc and /sys
+                self._device_cache[name] = device_from(name)
+            return self._device_cache[name]
 
-    def resolve(self) -> tuple[ModelInfo, Preset, DeviceProfile]:
-        return self.model_info(), self.preset(), self.device()
+    def resolve(self, choice: Choice | None = None) -> tuple[ModelInfo, Preset, DeviceProfile]:
+        """The model, preset and device `choice` names (default: the current one); safe from a worker thread."""
+        choice = choice or self.choice()
+        return self.model_info(Path(choice.model_path)), self.preset(choice.preset_name), self.device(choice.device_name)
+
+    def choice(self) -> Choice:
+        return Choice(str(self.model_path), self.preset_name, self.device_name)
 
     def preset_names(self, *, refresh: bool = False) -> tuple[str, ...]:
         if self._preset_names is None or refresh:
@@ -83,6 +85,24 @@ class Selection:
 
             self._device_names = tuple(device.name for device in list_devices(include_host=False))
         return self._device_names
+
+
+def preset_from(spec: Preset | str) -> Preset:
+    """A preset as given, or the one a name or a file path names."""
+    if isinstance(spec, Preset):
+        return spec
+    from workbench.core.config.presets import load_preset  # pulls psutil and tomli_w: at first use
+
+    return load_preset(spec)
+
+
+def device_from(spec: DeviceProfile | str) -> DeviceProfile:
+    """A device profile as given, or the one a name or a file path names ("host" is detected)."""
+    if isinstance(spec, DeviceProfile):
+        return spec
+    from workbench.core.config.devices import load_device  # host detection pulls psutil: at first use
+
+    return load_device(spec)
 
 
 def model_options(selection: Selection) -> list[tuple[str, str]]:

@@ -19,6 +19,7 @@ from textual_plotext import PlotextPlot
 from workbench.core.bench.report import FORMATS, MD_COLUMNS, BenchResults, footnote_lines, md_cells, write_results
 from workbench.core.bench.rows import BenchRow
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.ui.selection import device_from, preset_from
 
 
 class BenchStepStarted(Message):
@@ -165,15 +166,13 @@ class BenchScreen(Screen):
             SweepStepStarted,
             run_sweep,
         )
-        from workbench.core.config.devices import load_device
         from workbench.core.errors import WorkbenchError
-        from workbench.core.config.presets import load_preset
 
         try:
             config = SweepConfig(
                 model_path=self.model_path,
-                presets=tuple(p if isinstance(p, Preset) else load_preset(p) for p in self.presets),
-                device=self.device if isinstance(self.device, DeviceProfile) else load_device(self.device),
+                presets=tuple(preset_from(p) for p in self.presets),
+                device=device_from(self.device),
                 n_prompt=self.n_prompt,
                 n_gen=self.n_gen,
                 repetitions=self.repetitions,

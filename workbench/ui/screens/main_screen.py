@@ -5,33 +5,42 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.events import Key, Resize
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Header, Input, ProgressBar, Select, Static, Tab, Tabs
+from textual.widgets import Button, Footer, Header, Input, Select, Tab, Tabs
+from textual.worker import get_current_worker
 
-from workbench.core.engine.events import EngineFailed
-from workbench.core.ledger.types import Ledger
+from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.engine.events import ChatMessage, EngineFailed, Sampling
+from workbench.core.ledger.types import DOES_NOT_FIT, Ledger, LedgerFix
 from workbench.ui import engine_work
-from workbench.ui.chat_vote import VoteMode
-from workbench.ui.conversation import Conversation
-from workbench.ui.loaded_choice import LoadedChoice
-from workbench.ui.screens.main_chat import ChatFlow
-from workbench.ui.screens.main_engine import EngineFlow
-from workbench.ui.screens.main_prediction import PredictionFlow
-from workbench.ui.screens.main_telemetry import TelemetryFlow
-from workbench.ui.screens.phases import GENERATING, IDLE, LOADED, LOADING
-from workbench.ui.selection import Selection, device_options, model_options, preset_options
-from workbench.ui.widgets.chat_view import AnswerBlock, ChatView
-from workbench.ui.widgets.kv_panel import KvPanel
-from workbench.ui.widgets.ledger_panel import LedgerPanel
+from workbench.ui.chat_vote import sample_and_vote
+from workbench.ui.engine_session import Engine, EngineSession, Phase, close_quietly
+from workbench.ui.failure_notices import died_notice, died_toast
+from workbench.ui.loaded_choice import Choice
+from workbench.ui.messages import (
+    EngineDied,
+    LedgerPredicted,
+    LoadFailed,
+    LoadProgressReported,
+    ModelLoaded,
+    ModelUnloaded,
+    PredictionFailed,
+    SplitPredicted,
+    TokensArrived,
+)
+from workbench.ui.screens.model_screen import ModelScreen
+from workbench.ui.selection import Selection
+from workbench.ui.widgets.chat_pane import ChatPane
+from workbench.ui.widgets.choice_bar import ChoiceBar
 from workbench.ui.widgets.prompt_input import PromptInput
-from workbench.ui.widgets.speed_panel import SpeedPanel
-from workbench.ui.widgets.thermal_panel import ThermalPanel
+from workbench.ui.widgets.panel_grid import PanelGrid
+from workbench.ui.widgets.verdict_line import LoadProgress, Prediction, VerdictLine
 
 WIDE_MIN_SIZE = (120, 34)  # below this the chat and the panels become tabs
 ROOMY_SIZE = (160, 48)  # below this (and above WIDE_MIN_SIZE) the panels take more of the screen
@@ -41,12 +50,12 @@ PANEL_TABS = (("chat", "Chat"), ("ledger", "Ledger"), ("kv", "KV cache"), ("spee
 TAB_KEYS = tuple((f"alt+{number}", name) for number, (name, _) in enumerate(PANEL_TABS, start=1))
 
 
-class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
-    """Owns the engine client, the conversation and the workers; panels get attributes set.
+class MainScreen(Screen):
+    """Composes the parts and routes their messages.
 
-    The flows live beside it (main_prediction, main_engine, main_chat, main_telemetry); here:
-    the layout, the handlers wired with @on (Textual collects those from this class only), and
-    the other screens.
+    The choice bar owns the selection, the verdict line the prediction it shows, the chat pane the
+    conversation, the engine session the engine and its phase; this screen owns the KV view and the
+    latest telemetry sample, and runs the thread workers (each gets immutable arguments).
     """
 
     CSS_PATH = "main_screen.tcss"
@@ -69,67 +78,75 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         Binding("ctrl+pageup", "step_tab(-1)", "Previous tab", show=False),
     ]
 
-    phase: reactive[str] = reactive(IDLE)
     compact: reactive[bool] = reactive(False)
     shown_tab: reactive[str] = reactive("chat")
 
     def __init__(self, selection: Selection, engine_factory, sampler_factory, *,
                  telemetry_interval_s: float = 0.5, token_batch_interval_s: float = 0.1) -> None:
         super().__init__()
-        self.selection = selection
-        self.engine_factory = engine_factory
         self.sampler_factory = sampler_factory
         self.telemetry_interval_s = telemetry_interval_s
         self.token_batch_interval_s = token_batch_interval_s
-        self.engine = None
-        self.conversation = Conversation()
-        self.vote_mode = VoteMode()
-        self.loaded_choice = LoadedChoice()  # what the engine runs; the panels describe it
-        self.ledger: Ledger | None = None
-        self.last_failure: EngineFailed | None = None
-        self.latest_sample = None
-        self._answer: AnswerBlock | None = None
-        self._turn_generated = 0
-        self._settled_segments: tuple[tuple[str, int], ...] = ()
-        self._kv_drawn_at = 0.0
-        self._turn_start_sample = None  # telemetry at the turn's start: energy per token is a difference
+        self.session = EngineSession(engine_factory, self._phase_changed)
+        self.choice_bar = ChoiceBar(selection, id="selectors")
+        self.verdict_line = VerdictLine(id="status-row")
+        self.chat_pane = ChatPane(id="chat-pane")
+        self.panels = PanelGrid(id="panels")
         self._telemetry_stop = threading.Event()
+
+    # ---- what the parts own, by name ------------------------------------------------------
+
+    @property
+    def selection(self) -> Selection:
+        return self.choice_bar.selection
+
+    @property
+    def conversation(self):
+        return self.chat_pane.conversation
+
+    @property
+    def vote_mode(self):
+        return self.chat_pane.vote_mode
+
+    @property
+    def phase(self) -> Phase:
+        return self.session.phase
+
+    @property
+    def engine(self) -> Engine | None:
+        return self.session.engine
+
+    @property
+    def loaded_choice(self):
+        return self.session.choice
+
+    @property
+    def latest_sample(self):
+        return self.panels.latest_sample
+
+    @property
+    def ledger(self) -> Ledger | None:
+        """The ledger predicted for the selection (None while unknown or when it cannot be predicted)."""
+        prediction = self.verdict_line.prediction
+        return prediction.ledger if prediction is not None else None
 
     # ---- layout ---------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield Header(icon="▦")
-        with Horizontal(id="selectors"):
-            yield Select(model_options(self.selection), id="model-select", allow_blank=False,
-                         value=str(self.selection.model_path), prompt="model")
-            yield Select(preset_options(self.selection), id="preset-select", allow_blank=False,
-                         value=self.selection.preset_name, prompt="preset")
-            yield Select(device_options(self.selection), id="device-select", allow_blank=False,
-                         value=self.selection.device_name, prompt="device")
-            yield Button("Load", id="load-button", variant="primary")
-        with Horizontal(id="status-row"):
-            yield Static("Predicting the memory ledger…", id="verdict", markup=False)
-            yield ProgressBar(id="load-progress", show_eta=False)
+        yield self.choice_bar
+        yield self.verdict_line
         yield Tabs(*(Tab(f"{number} {label}", id=f"tab-{name}") for number, (name, label) in enumerate(PANEL_TABS, 1)),
                    id="layout-tabs")
         with Horizontal(id="body"):
-            with Vertical(id="chat-pane"):
-                yield ChatView(id="chat")
-                yield PromptInput(id="prompt", placeholder="Ask the model…  Enter sends · Esc cancels · ↑↓ history")
-            with Grid(id="panels"):
-                yield LedgerPanel(id="ledger-panel", classes="panel")
-                yield KvPanel(id="kv-panel", classes="panel")
-                yield SpeedPanel(id="speed-panel", classes="panel")
-                yield ThermalPanel(id="thermal-panel", classes="panel")
+            yield self.chat_pane
+            yield self.panels
         yield Footer()
 
     def on_mount(self) -> None:
         self.title = "Edge LLM Workbench"
         self._apply_size(self.app.size.width, self.app.size.height)
-        self.query_one("#load-progress").display = False
-        self.watch_phase(self.phase)
         self.query_one(PromptInput).focus()
-        self.call_later(self.query_one(ChatView).show_welcome)
         # the workers start once the first frame is on screen: their threads compete for the GIL
         self.call_after_refresh(self._start_workers)
 
@@ -183,58 +200,255 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         event.stop()
         event.prevent_default()
 
-    # ---- handlers wired with @on ---------------------------------------------------------
+    # ---- the phase, shown by the parts ----------------------------------------------------
 
-    @on(Select.Changed)
-    def _selection_changed(self, event: Select.Changed) -> None:
-        if event.value is Select.BLANK:
-            return
-        current = {"model-select": str(self.selection.model_path), "preset-select": self.selection.preset_name,
-                   "device-select": self.selection.device_name}
-        if current.get(event.select.id or "") == str(event.value):
-            return  # the initial value announcing itself: the prediction is already running
-        if event.select.id == "model-select":
-            self.selection.model_path = Path(str(event.value))
-        elif event.select.id == "preset-select":
-            self.selection.preset_name = str(event.value)
-        elif event.select.id == "device-select":
-            self.selection.device_name = str(event.value)
+    def _phase_changed(self, phase: Phase) -> None:
+        loaded = self.session.choice.loaded
+        self.choice_bar.phase, self.choice_bar.loaded = phase, loaded
+        self.verdict_line.loaded = loaded
+        if phase != Phase.LOADING:
+            self.verdict_line.progress = None
+        self.chat_pane.phase = phase
+
+    # ---- the prediction -------------------------------------------------------------------
+
+    def predict(self) -> None:
+        self._predict_worker(self.selection, self.choice_bar.choice, self.post_message)
+
+    @work(thread=True, exclusive=True, group="predict")
+    def _predict_worker(self, selection: Selection, choice: Choice, post: engine_work.Post) -> None:
+        engine_work.predict_choice(selection, choice, post)
+
+    def on_choice_bar_changed(self, message: ChoiceBar.Changed) -> None:
         self.predict()
 
-    @on(Button.Pressed, "#load-button")
-    def _load_pressed(self) -> None:
+    def select_model(self, path: Path, label: str | None = None) -> None:
+        self.choice_bar.select_model(path, label)
+
+    def select_preset(self, name: str) -> None:
+        self.choice_bar.select_preset(name)
+
+    def on_ledger_predicted(self, message: LedgerPredicted) -> None:
+        self.session.predicted(message.choice, message.ledger)
+        self.verdict_line.prediction = Prediction(message.choice, message.ledger, tuple(message.problems))
+        self.panels.battery_wh = message.device.battery_wh
+        self.panels.show_ledger(self.session.choice.panel_ledger(message.ledger))
+
+    def on_prediction_failed(self, message: PredictionFailed) -> None:
+        self.verdict_line.prediction = Prediction(self.choice_bar.choice, None, failure=message.reason)
+        self.panels.show_ledger(self.session.choice.panel_ledger(None))
+        self.notify(message.reason, title="Cannot predict the ledger", severity="error", timeout=8)
+
+    def on_split_predicted(self, message: SplitPredicted) -> None:
+        self.panels.show_split(message.split)
+
+    # ---- load, unload, restart ------------------------------------------------------------
+
+    def on_choice_bar_load_pressed(self, message: ChoiceBar.LoadPressed) -> None:
         self.action_toggle_load()
+
+    def action_toggle_load(self) -> None:
+        """Ctrl+L: load; unload; or, when another choice is selected, reload with it in one press."""
+        if self.session.reload_needed(self.choice_bar.choice):
+            self.request_load()
+        elif self.phase in (Phase.LOADED, Phase.GENERATING):
+            self.unload()
+        elif self.phase == Phase.IDLE:
+            self.request_load()
+
+    def request_load(self) -> None:
+        """Load, asking first when the ledger says it does not fit."""
+        ledger = self.ledger
+        if ledger is not None and ledger.verdict == DOES_NOT_FIT:
+            from workbench.ui.screens.overbudget_modal import OverbudgetModal  # when first over budget
+
+            def confirmed(answer: object) -> None:
+                if isinstance(answer, LedgerFix):
+                    self.use_fix(answer)
+                elif answer:
+                    self.start_load(allow_overbudget=True)
+
+            self.app.push_screen(OverbudgetModal(ledger), confirmed)
+            return
+        self.start_load(allow_overbudget=False)
+
+    def use_fix(self, fix: LedgerFix) -> None:
+        """Use the preset with the fix applied, as an unsaved copy, and predict again."""
+        from workbench.core.ledger.fixes import apply_fix  # with the first fix
+
+        self.choice_bar.use_unsaved(apply_fix(self.selection.preset(), fix))
+        self.notify(f"{fix.change}: saves {fix.saved_bytes / 2**20:,.0f} MiB; {fix.cost}", title="Fix applied")
+
+    def start_load(self, *, allow_overbudget: bool) -> None:
+        choice = self.choice_bar.choice
+        try:
+            model, preset, device = self.selection.resolve(choice)
+        except Exception as error:
+            self.notify(str(error), title="Cannot load", severity="error", timeout=8)
+            return
+        try:
+            engine = self.session.begin_load(choice)
+        except Exception as error:
+            self.notify(str(error), title="Cannot start the engine", severity="error", timeout=8)
+            return
+        self.verdict_line.progress = LoadProgress()
+        self.chat_pane.load_started(model.name or Path(model.source).name, preset.name)
+        self._load_worker(engine, Path(model.source), preset, device, allow_overbudget, self.post_message)
+
+    @work(thread=True, exclusive=True, group="engine")
+    def _load_worker(self, engine: Engine, model_path: Path, preset: Preset, device: DeviceProfile,
+                     allow_overbudget: bool, post: engine_work.Post) -> None:
+        engine_work.load_model(engine, model_path, preset, device, allow_overbudget, post)
+
+    def on_load_progress_reported(self, message: LoadProgressReported) -> None:
+        self.verdict_line.progress = LoadProgress(message.stage, message.fraction)
+
+    async def on_model_loaded(self, message: ModelLoaded) -> None:
+        loaded = message.loaded
+        self.session.load_finished()
+        self.panels.model_loaded(loaded)
+        self.predict()  # the loaded choice's ledger, when the load overtook its prediction
+        await self.chat_pane.model_loaded(loaded)
+        for warning in loaded.warnings:
+            if warning != loaded.chat_notice:
+                # the preset's checks and the engine's notes, not lines of llama.cpp's log
+                self.notify(warning, title="Load warning", severity="warning", timeout=8)
+
+    async def on_load_failed(self, message: LoadFailed) -> None:
+        failure = message.failure
+        self.session.load_failed(failure)
+        self.predict()
+        await self.chat_pane.add_notice(f"Load failed: {failure.message}", "\n".join(failure.log_tail[-6:]),
+                                        kind="error")
+        self.notify(failure.message, title="Load failed", severity="error", timeout=10)
+
+    def unload(self) -> None:
+        engine = self.session.begin_unload()
+        if engine is not None:
+            self._unload_worker(engine, self.post_message)
+
+    @work(thread=True, exclusive=True, group="engine")
+    def _unload_worker(self, engine: Engine, post: engine_work.Post) -> None:
+        engine_work.unload_model(engine, post)
+
+    def on_model_unloaded(self, message: ModelUnloaded) -> None:
+        self.session.unloaded()
+        self._clear_loaded_panels()
+        self.notify("The engine returned the model's memory to the system.", title="Model unloaded")
+
+    def _clear_loaded_panels(self) -> None:
+        """No model in memory: the ledger loses its reported column, the KV panel its cache."""
+        self.chat_pane.model_unloaded()
+        self.panels.model_gone()
+        self.panels.show_ledger(self.ledger)  # the panels go back to describing the selection
+        self.predict()  # the verdict line follows a later change of the selection too
+
+    def action_restart_engine(self) -> None:
+        """Start a fresh engine process and load the same model and preset again."""
+        if self.phase in (Phase.LOADING, Phase.UNLOADING):
+            return
+        self.run_worker(self.chat_pane.remove_crash_notice())  # answered: the restart is under way
+        old = self.session.detach()
+        if old is not None:
+            if old.alive:
+                self._close_worker(old)  # a live process takes a moment to stop: off the UI thread
+            else:
+                close_quietly(old)
+        self.start_load(allow_overbudget=self.ledger is not None and self.ledger.verdict == DOES_NOT_FIT)
 
     @on(Button.Pressed, "#restart-engine")
     def _restart_pressed(self) -> None:
         self.action_restart_engine()
 
-    @on(Input.Submitted, "#prompt")
-    async def _prompt_submitted(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
-        if not text:
+    @work(thread=True, group="close")
+    def _close_worker(self, engine: Engine) -> None:
+        close_quietly(engine)
+
+    # ---- turns ----------------------------------------------------------------------------
+
+    def on_chat_pane_turn_started(self, message: ChatPane.TurnStarted) -> None:
+        self.panels.turn_started()
+        self.session.turn_started()
+        loaded = self.session.loaded
+        # the pane draws the answer; what the panels need bubbles up to this screen
+        self._turn_worker(self.session.engine, message.messages, message.sampling, message.samples,
+                          loaded.n_ctx if loaded is not None else 0, self.chat_pane.post_message,
+                          self.token_batch_interval_s)
+
+    @work(thread=True, exclusive=True, group="chat")
+    def _turn_worker(self, engine: Engine, messages: tuple[ChatMessage, ...], sampling: Sampling, samples: int,
+                     n_ctx: int, post: engine_work.Post, interval_s: float) -> None:
+        if samples > 1:
+            sample_and_vote(engine, messages, sampling, samples, n_ctx, post)
+        else:
+            engine_work.stream_turn(engine, messages, sampling, post, interval_s)
+
+    def on_tokens_arrived(self, message: TokensArrived) -> None:
+        self.panels.tokens_arrived(message)  # bubbled up from the chat pane, which drew the text
+
+    def on_chat_pane_context_shifted(self, message: ChatPane.ContextShifted) -> None:
+        self.panels.context_shifted(message.notice)
+        self.notify(message.notice, title="Context full", severity="warning", timeout=8)
+
+    def on_chat_pane_turn_ended(self, message: ChatPane.TurnEnded) -> None:
+        finished = message.finished
+        self.session.turn_ended()
+        self.panels.turn_ended(finished, message.segments)
+
+    async def on_chat_pane_turn_failed(self, message: ChatPane.TurnFailed) -> None:
+        await self._engine_failed(message.failure)
+
+    async def on_engine_died(self, message: EngineDied) -> None:
+        await self._engine_failed(message.failure)  # an unload that failed
+
+    async def _engine_failed(self, failure: EngineFailed) -> None:
+        if self.session.failed(failure):
+            await self.chat_pane.add_notice(f"Request failed: {failure.message}", "\n".join(failure.log_tail[-6:]),
+                                            kind="error")
+            self.notify(failure.message, title="Request failed", severity="error", timeout=8)
             return
-        if self.phase != LOADED:
-            hint = {GENERATING: "wait for the answer or press Esc", LOADING: "the model is still loading"}.get(
-                self.phase, "load a model first (Ctrl+L)")
-            self.notify(hint, title="Not sent", severity="warning")
-            return
-        prompt = self.query_one(PromptInput)
-        prompt.remember(text)
-        prompt.value = ""
-        await self.send(text)
+        self._clear_loaded_panels()  # the dead process's cache is gone with it
+        title, details = died_notice(failure, self.ledger)
+        await self.chat_pane.add_notice(title, details, kind="error", action=("restart-engine", "Restart engine"),
+                                        notice_id="crash-notice")
+        self.notify(died_toast(failure), title="Engine died", severity="error", timeout=12)
+
+    def action_cancel_turn(self) -> None:
+        self.session.cancel_turn()
+
+    def action_edit_settings(self) -> None:
+        self.chat_pane.edit_settings()
+
+    def action_save_transcript(self) -> None:
+        self.chat_pane.save_transcript()
+
+    def action_new_conversation(self) -> None:
+        self.chat_pane.new_conversation()
+
+    def action_cycle_vote(self) -> None:
+        self.chat_pane.cycle_vote()
+
+    # ---- telemetry ------------------------------------------------------------------------
+
+    def sample_telemetry(self) -> None:
+        """Sample in a thread until the screen closes; the panels take the samples."""
+        self._telemetry_worker(self.sampler_factory, self.session.engine_pid, self.panels.post_message,
+                               self._telemetry_stop, self.telemetry_interval_s)
+
+    @work(thread=True, exclusive=True, group="telemetry")
+    def _telemetry_worker(self, sampler_factory, engine_pid, post: engine_work.Post, stop: threading.Event,
+                          interval_s: float) -> None:
+        worker = get_current_worker()
+        engine_work.sample_telemetry(sampler_factory, engine_pid, post, stop, lambda: worker.is_cancelled, interval_s)
 
     # ---- closing and other screens -------------------------------------------------------
 
     def on_unmount(self) -> None:
         """The app is closing: stop sampling and stop the engine process (its memory goes back)."""
         self._telemetry_stop.set()
-        if self.engine is not None:
-            engine_work.close_engine(self.engine)
+        self.session.close()
 
     def action_open_models(self) -> None:
-        from workbench.ui.screens.model_screen import ModelScreen
-
         def chosen(result) -> None:
             if result is not None:
                 path, label = result
@@ -245,16 +459,12 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
             self.app.install_screen(ModelScreen(self.selection), "models")
         self.app.push_screen("models", chosen)
 
-    def offer_model(self, path: Path, label: str | None = None) -> None:
-        """Add a model (a finished download) to the model list without switching to it."""
-        self.selection.add_model(path, label)
-        select = self.query_one("#model-select", Select)
-        current = select.value
-        select.set_options(model_options(self.selection))
-        select.value = current
+    def on_model_screen_model_offered(self, message: ModelScreen.ModelOffered) -> None:
+        message.stop()  # the app routed it here; it goes no further
+        self.choice_bar.offer_model(message.path)
 
     def action_open_presets(self) -> None:
-        from workbench.ui.screens.preset_screen import PresetScreen
+        from workbench.ui.screens.preset_screen import PresetScreen  # its form and ledger: when first opened
 
         def chosen(name: str | None) -> None:
             # back without choosing still re-reads the list: a save or a revert changes what a name means
@@ -263,21 +473,16 @@ class MainScreen(PredictionFlow, EngineFlow, ChatFlow, TelemetryFlow, Screen):
         self.app.push_screen(PresetScreen(self.selection), chosen)
 
     def action_open_serve(self) -> None:
-        """The Serve screen: the loaded model over the OpenAI-compatible API (issue 16)."""
-        from workbench.ui.screens.serve_screen import ServeScreen
+        """The Serve screen: the loaded model over the OpenAI-compatible API."""
+        from workbench.ui.screens.serve_screen import ServeScreen  # the ASGI stack: when first served
 
-        kv = self.query_one(KvPanel)
-        self.app.push_screen(ServeScreen(self.engine if self.phase == LOADED else None, kv.bytes_per_token, kv.cache_types))
-
-    def action_cycle_vote(self) -> None:
-        samples = self.vote_mode.cycle()
-        how = ("each answer is the majority of the samples, decoded together" if samples > 1
-               else "answers stream as usual")
-        self.notify(f"Chat: {self.vote_mode.label()} ({how}).", title="N samples, vote")
+        engine = self.session.engine if self.phase == Phase.LOADED else None
+        kv = self.panels.kv
+        self.app.push_screen(ServeScreen(engine, kv.bytes_per_token, kv.cache_types))
 
     def action_open_bench(self) -> None:
         try:
-            from workbench.ui.screens.bench_screen import BenchScreen
+            from workbench.ui.screens.bench_screen import BenchScreen  # plotext: when first opened
         except ImportError:
             self.notify("The bench screen is not part of this build; use `workbench bench`.",
                         title="Bench", severity="warning")

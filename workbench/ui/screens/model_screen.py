@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.text import Text
@@ -9,6 +10,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
@@ -20,7 +22,13 @@ from workbench.ui.selection import Selection
 
 
 class ModelScreen(Screen[tuple[str, str] | None]):
-    """Dismisses with (path, label) of the chosen model, or None."""
+    """Dismisses with (path, label) of the chosen model, or None; a download finished meanwhile is offered."""
+
+    @dataclass
+    class ModelOffered(Message):
+        """A model (a finished download) to add to the main screen's list without choosing it."""
+
+        path: Path
 
     CSS_PATH = "model_screen.tcss"
     BINDINGS = [
@@ -148,5 +156,5 @@ class ModelScreen(Screen[tuple[str, str] | None]):
         if self.is_current:
             self.dismiss((str(path), path.name))
             return
-        self.app.main_screen.offer_model(path)
+        self.post_message(self.ModelOffered(path))  # the app routes it to the main screen
         self.app.notify(f"{path.name} is ready: choose it in the model list.", title="Download finished")

@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, ProgressBar, Static
 
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.ui.selection import device_from, preset_from
 from workbench.core.tasks.results import TaskRow
 from workbench.ui.widgets.triangle_plot import TrianglePlot
 
@@ -89,16 +90,14 @@ class TaskBenchScreen(Screen):
             TaskSweepFinished,
             run_task_sweep,
         )
-        from workbench.core.config.devices import load_device
         from workbench.core.errors import WorkbenchError
-        from workbench.core.config.presets import load_preset
         from workbench.core.tasks.registry import find_task
 
         try:
             config = TaskSweepConfig(
                 model_path=self.model_path,
-                presets=tuple(p if isinstance(p, Preset) else load_preset(p) for p in self.presets),
-                device=self.device if isinstance(self.device, DeviceProfile) else load_device(self.device),
+                presets=tuple(preset_from(p) for p in self.presets),
+                device=device_from(self.device),
                 task=find_task(self.task_name),
                 samples=self.samples,
                 limit=self.limit,

@@ -16,6 +16,7 @@ from textual.message import Message
 from textual.widgets import Button, DataTable, Input, ProgressBar, Static
 
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.ui.selection import device_from, preset_from
 
 CSS_FILE = Path(__file__).with_name("hub_browser.tcss")
 OFFLINE_HINT = "Bundled, cached and local models still work offline (the Local and cached tab, `workbench models`)."
@@ -247,12 +248,7 @@ class HubBrowser(Vertical):
     def _preset_and_device(self) -> tuple[Preset, DeviceProfile]:
         """Resolve names once, in a worker thread (detecting `host` reads /proc and /sys)."""
         if self._resolved is None:
-            from workbench.core.config.devices import load_device
-            from workbench.core.config.presets import load_preset
-
-            preset = self._preset_spec if isinstance(self._preset_spec, Preset) else load_preset(self._preset_spec)
-            device = self._device_spec if isinstance(self._device_spec, DeviceProfile) else load_device(self._device_spec)
-            self._resolved = (preset, device)
+            self._resolved = (preset_from(self._preset_spec), device_from(self._device_spec))
         return self._resolved
 
     def on_hub_browser_fit_previewed(self, message: FitPreviewed) -> None:

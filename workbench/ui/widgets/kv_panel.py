@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -11,14 +12,16 @@ from textual.widget import Widget
 
 from workbench.core.ledger.kv_blocks import choose_block_tokens, kv_block_map, window_bar, window_cells_used
 from workbench.core.units import mib
+from workbench.ui.kv_view import KvView
 from workbench.ui.widgets.colours import legend as swatch_legend, theme_colour
 
 BLOCK_STATES = ("system", "history", "reused", "current", "free")
+KV_VIEW_FIELDS = tuple(field.name for field in fields(KvView))
 TEXT_LINES = 4  # cells line, legend, bytes-per-block line, context-shift line (+1 with a window cache)
 
 
 class KvPanel(Widget):
-    """The screen sets `n_ctx`, `cells_used`, `segments` ((state, n_tokens) in context order) etc."""
+    """Draws a `KvView`: the screen calls `show(view)`; each field is also a reactive of its own."""
 
     BORDER_TITLE = "KV cache"
     EMPTY_TEXT = "No model loaded: the context appears here after loading."  # shown while n_ctx is 0
@@ -36,10 +39,10 @@ class KvPanel(Widget):
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh())
 
-    def show_cells(self, segments: tuple[tuple[str, int], ...], cells_used: int) -> None:
-        """Set both at once: one redraw instead of two (the grid is the costliest panel to draw)."""
-        self.set_reactive(KvPanel.segments, segments)
-        self.set_reactive(KvPanel.cells_used, cells_used)
+    def show(self, view: KvView) -> None:
+        """Draw `view`: one redraw for all of its fields (the grid is the costliest panel to draw)."""
+        for name in KV_VIEW_FIELDS:
+            self.set_reactive(getattr(KvPanel, name), getattr(view, name))
         self.refresh()
 
     def grid_shape(self) -> tuple[int, int]:

@@ -1,0 +1,25 @@
+"""What the chat says when the engine process dies: a title, the details under it, and a toast."""
+
+from __future__ import annotations
+
+from workbench.core.engine.events import EngineFailed
+from workbench.core.ledger.types import Ledger
+from workbench.core.units import mib
+
+
+def how_it_died(failure: EngineFailed) -> str:
+    return failure.exit_signal or (f"exit code {failure.exit_code}" if failure.exit_code is not None else failure.kind)
+
+
+def died_notice(failure: EngineFailed, ledger: Ledger | None) -> tuple[str, str]:
+    """The notice's title and details: llama.cpp's last log lines beside what the ledger predicted."""
+    prediction = failure.prediction or (
+        f"the ledger predicted {mib(ledger.total_bytes)} of {mib(ledger.budget_bytes)}"
+        if ledger else "no ledger prediction")
+    details = "\n".join(["last llama.cpp log lines:", *failure.log_tail[-8:], f"prediction: {prediction}",
+                         "The conversation is kept; Restart engine (Ctrl+R) loads the model again."])
+    return f"Engine died ({how_it_died(failure)}): {failure.message}", details
+
+
+def died_toast(failure: EngineFailed) -> str:
+    return f"{how_it_died(failure)}: {failure.message}"

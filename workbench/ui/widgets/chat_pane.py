@@ -1,0 +1,261 @@
+"""The chat pane: the conversation, the prompt, and the answer being streamed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Input
+
+from workbench.core.engine.events import ChatMessage, EngineFailed, Loaded, Sampling, TurnFinished
+from workbench.ui.chat_vote import VoteMode
+from workbench.ui.conversation import Conversation, stats_line
+from workbench.ui.engine_session import Phase
+from workbench.ui.kv_layout import kv_segments
+from workbench.ui.messages import AnswerEnded, ContextShiftNoticed, EngineDied, PrefillReported, TokensArrived, VoteArrived
+from workbench.ui.widgets.chat_view import AnswerBlock, ChatView
+from workbench.ui.widgets.prompt_input import PromptInput
+
+CRASH_NOTICE = "crash-notice"  # the one "Engine died" box, answered by a restart
+NOT_SENT = {Phase.GENERATING: "wait for the answer or press Esc", Phase.LOADING: "the model is still loading"}
+
+
+class ChatPane(Vertical):
+    """Owns the `Conversation`, the `VoteMode` and the answer being streamed; the screen sets `phase`.
+
+    A turn: Enter posts `TurnStarted` with what the engine is to read; the screen's worker posts the
+    engine's messages (TokensArrived, AnswerEnded, VoteArrived, EngineDied, ...) to this pane, which
+    draws them and posts `TurnEnded` or `TurnFailed`. TokensArrived bubbles on to the screen's panels.
+    """
+
+    @dataclass
+    class TurnStarted(Message):
+        """The user sent a prompt: the engine is to answer `messages` (with `samples` > 1, by a vote)."""
+
+        messages: tuple[ChatMessage, ...]
+        sampling: Sampling
+        samples: int
+
+    @dataclass
+    class TurnEnded(Message):
+        """The answer is in the conversation; `segments` is what the context now holds, for the KV panel."""
+
+        finished: TurnFinished
+        segments: tuple[tuple[str, int], ...]
+
+    @dataclass
+    class TurnFailed(Message):
+        """The engine failed during the turn; the partial answer (if any) is kept."""
+
+        failure: EngineFailed
+
+    @dataclass
+    class ContextShifted(Message):
+        """The engine dropped earlier turns to fit its context; `notice` says how many."""
+
+        notice: str
+
+    phase: reactive[Phase] = reactive(Phase.IDLE, init=False)
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.conversation = Conversation()
+        self.vote_mode = VoteMode()
+        self._answer: AnswerBlock | None = None
+
+    @property
+    def answering(self) -> bool:
+        """Whether an answer is on its way (from Enter until the turn ends)."""
+        return self._answer is not None
+
+    def compose(self) -> ComposeResult:
+        yield ChatView(id="chat")
+        yield PromptInput(id="prompt", placeholder="Ask the model…  Enter sends · Esc cancels · ↑↓ history")
+
+    def on_mount(self) -> None:
+        self.call_later(self.query_one(ChatView).show_welcome)
+
+    def watch_phase(self, phase: Phase) -> None:
+        # a blinking cursor repaints twice a second; while an answer streams every repaint is CPU the engine could use
+        self.query_one(PromptInput).cursor_blink = phase != Phase.GENERATING
+
+    # ---- a turn ---------------------------------------------------------------------------
+
+    @on(Input.Submitted, "#prompt")
+    async def _prompt_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        text = event.value.strip()
+        if not text:
+            return
+        if self.phase != Phase.LOADED or self.answering:
+            phase = Phase.GENERATING if self.answering else self.phase
+            self.notify(NOT_SENT.get(phase, "load a model first (Ctrl+L)"), title="Not sent", severity="warning")
+            return
+        prompt = self.query_one(PromptInput)
+        prompt.remember(text)
+        prompt.value = ""
+        await self.send(text)
+
+    async def send(self, text: str) -> None:
+        """Start a turn with `text`: shown at once, answered by the engine the screen runs."""
+        self.conversation.add_user(text)
+        self._answer = await self.query_one(ChatView).start_turn(text)
+        self.post_message(self.TurnStarted(tuple(self.conversation.for_engine()), self.conversation.sampling,
+                                           self.vote_mode.samples))
+
+    async def on_tokens_arrived(self, message: TokensArrived) -> None:
+        if self._answer is not None:  # not stopped: the speed and KV panels follow the batch too
+            await self._answer.append(message.text)
+
+    def on_prefill_reported(self, message: PrefillReported) -> None:
+        message.stop()
+        if self._answer is not None and message.total:
+            share = message.evaluated / message.total
+            self._answer.show_status(f"reading the prompt: {message.evaluated:,} of {message.total:,} tokens "
+                                     f"({share:.0%})")
+
+    def on_context_shift_noticed(self, message: ContextShiftNoticed) -> None:
+        message.stop()
+        shift = message.shift
+        # the engine counts every turn now out of its context; this shift dropped the new ones
+        conversation = self.conversation
+        newly = conversation.skipped_turns + shift.turns_dropped - conversation.turns_out_of_context
+        self.post_message(self.ContextShifted(
+            f"context shift: {newly} more earlier {'turn' if newly == 1 else 'turns'} dropped to fit n_ctx "
+            f"({shift.turns_dropped} out of the context in all, {shift.tokens_dropped} tokens)"))
+
+    async def on_vote_arrived(self, message: VoteArrived) -> None:
+        """Vote mode: the winning sample becomes the answer, the tally shows under it."""
+        from workbench.core.tasks.chat_vote import turn_from_samples, vote_samples  # with the first vote
+        from workbench.ui.widgets.vote_view import VoteView  # with the first vote
+
+        message.stop()
+        vote, winner = vote_samples(message.finished.samples)
+        text = message.finished.samples[winner].text if winner is not None else ""
+        if self._answer is not None:
+            await self._answer.append(text)
+            await self._answer.mount(VoteView(vote, message.n))
+        await self._end_turn(turn_from_samples(message.finished, text, message.n_ctx))
+
+    async def on_answer_ended(self, message: AnswerEnded) -> None:
+        message.stop()
+        await self._end_turn(message.finished)
+
+    async def _end_turn(self, finished: TurnFinished) -> None:
+        dropped_now = 0
+        if finished.text or finished.stop_reason != "cancelled":
+            dropped_now = self.conversation.add_answer(finished)
+        else:
+            self.query_one(PromptInput).restore(self.conversation.drop_unanswered())
+        if self._answer is not None:
+            await self._answer.finish(stats_line(finished, dropped_now))
+            self._answer = None
+        self.post_message(self.TurnEnded(finished, kv_segments(self.conversation, finished)))
+
+    async def on_engine_died(self, message: EngineDied) -> None:
+        """The turn failed: keep a partial answer, put the prompt back, and say so (the screen says why)."""
+        message.stop()
+        failure = message.failure
+        partial = self._answer.text if self._answer is not None else ""
+        if self._answer is not None:
+            kept = "; the partial answer is kept in the transcript" if partial else ""
+            await self._answer.finish(f"interrupted: {failure.message}{kept}", failed=True)
+            self._answer = None
+        messages = self.conversation.messages
+        prompt_text = messages[-1].content if messages and messages[-1].role == "user" else ""
+        if partial and prompt_text:
+            self.conversation.add_interrupted(partial, failure.message)
+        else:
+            self.conversation.drop_unanswered()
+        prompt = self.query_one(PromptInput)
+        if prompt_text and not prompt.value.strip():
+            prompt.restore(prompt_text)  # ready to send again after a restart, the cursor at its end
+        elif prompt_text:
+            prompt.remember(prompt_text)  # the box holds a draft: the lost prompt waits one ↑ away
+        self.post_message(self.TurnFailed(failure))
+
+    # ---- what the screen tells the pane ---------------------------------------------------
+
+    def load_started(self, model_name: str, preset_name: str) -> None:
+        self.conversation.model_name = model_name
+        self.conversation.preset_name = preset_name
+
+    async def model_loaded(self, loaded: Loaded) -> None:
+        self.conversation.engine_restarted()  # a fresh context: send only what the model saw before
+        chat = self.query_one(ChatView)
+        await chat.remove_notice(CRASH_NOTICE)
+        chat.update_welcome(loaded=True)
+        self.query_one(PromptInput).focus()
+        kept = len(self.conversation.messages)
+        note = f"; the conversation continues ({kept} messages kept)" if kept else ""
+        self.notify(f"{Path(loaded.model_path).name} with {loaded.preset_name}: n_ctx {loaded.n_ctx}, "
+                    f"{loaded.load_seconds:.2f} s{note}", title="Model loaded")
+        if loaded.chat_notice:  # which chat path the model takes: kept in the conversation, not a toast
+            await chat.add_notice(loaded.chat_notice, kind="info")
+
+    def model_unloaded(self) -> None:
+        self.query_one(ChatView).update_welcome(loaded=False)
+
+    async def add_notice(self, title: str, details: str = "", *, kind: str = "info",
+                         action: tuple[str, str] | None = None, notice_id: str | None = None) -> None:
+        await self.query_one(ChatView).add_notice(title, details, kind=kind, action=action, notice_id=notice_id)
+
+    async def remove_crash_notice(self) -> None:
+        await self.query_one(ChatView).remove_notice(CRASH_NOTICE)
+
+    # ---- the conversation's own actions ---------------------------------------------------
+
+    def cycle_vote(self) -> None:
+        samples = self.vote_mode.cycle()
+        how = ("each answer is the majority of the samples, decoded together" if samples > 1
+               else "answers stream as usual")
+        self.notify(f"Chat: {self.vote_mode.label()} ({how}).", title="N samples, vote")
+
+    def edit_settings(self) -> None:
+        from workbench.ui.screens.settings_modal import SettingsModal  # the modal's form: when first opened
+
+        def applied(result) -> None:
+            if result is not None:
+                self.conversation.system_prompt, self.conversation.sampling = result
+                self.notify("System prompt and sampling apply from the next turn.", title="Settings")
+
+        self.app.push_screen(SettingsModal(self.conversation.system_prompt, self.conversation.sampling), applied)
+
+    def save_transcript(self) -> None:
+        from workbench.ui.screens.save_modal import SaveTranscriptModal  # when first saved
+
+        if not self.conversation.messages:
+            self.notify("Nothing to save yet.", title="Transcript", severity="warning")
+            return
+        self.app.push_screen(SaveTranscriptModal(self.conversation))
+
+    def new_conversation(self) -> None:
+        if self.phase == Phase.GENERATING:
+            self.notify("Cancel the answer first (Esc).", severity="warning")
+            return
+        if not self.conversation.unsaved:
+            self.run_worker(self._start_new_conversation())
+            return
+        from workbench.ui.screens.confirm_modal import ConfirmModal  # when first asked
+
+        def answered(discard: bool | None) -> None:
+            if discard:
+                self.run_worker(self._start_new_conversation())
+
+        count = len(self.conversation.messages)
+        self.app.push_screen(ConfirmModal(
+            "Discard this conversation?",
+            f"Its {count} messages are not in a saved transcript. Back, then Ctrl+S, saves them first.",
+            "Discard"), answered)
+
+    async def _start_new_conversation(self) -> None:
+        self.conversation.clear()
+        chat = self.query_one(ChatView)
+        await chat.clear()
+        await chat.show_welcome(loaded=self.phase == Phase.LOADED)
+        self.notify("Started a new conversation.", title="Chat")

@@ -1,0 +1,118 @@
+"""The verdict line under the selectors: the ledger's verdict for the choice, or the load's progress."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.reactive import reactive
+from textual.widgets import ProgressBar, Static
+
+from workbench.core.ledger.types import DOES_NOT_FIT, TIGHT, Ledger
+from workbench.core.units import mib
+from workbench.ui.loaded_choice import Choice
+
+if TYPE_CHECKING:
+    from workbench.core.config.presets import Problem
+
+VERDICT_MARKS = {DOES_NOT_FIT: "✘", TIGHT: "⚠"}  # else ✔
+VERDICT_CLASSES = {DOES_NOT_FIT: "-nofit", TIGHT: "-tight"}  # else -fits
+
+
+def verdict_mark(verdict: str) -> str:
+    return VERDICT_MARKS.get(verdict, "✔")
+
+
+def verdict_class(verdict: str) -> str:
+    return VERDICT_CLASSES.get(verdict, "-fits")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The ledger predicted for `choice` and the preset's problems, or why there is none."""
+
+    choice: Choice | None
+    ledger: Ledger | None
+    problems: tuple[Problem, ...] = ()
+    failure: str = ""
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """A load under way: the engine's stage and its fraction (below 0: unknown)."""
+
+    stage: str = ""
+    fraction: float = -1.0
+
+
+class VerdictLine(Horizontal):
+    """The screen sets `prediction`, `progress` (None when no load runs) and `loaded` (what the engine runs)."""
+
+    prediction: reactive[Prediction | None] = reactive(None, init=False)
+    progress: reactive[LoadProgress | None] = reactive(None, init=False)
+    loaded: reactive[Choice | None] = reactive(None, init=False)
+
+    def compose(self) -> ComposeResult:
+        yield Static("Predicting the memory ledger…", id="verdict", markup=False)
+        yield ProgressBar(id="load-progress", show_eta=False)
+
+    def on_mount(self) -> None:
+        self.watch_progress()
+
+    def watch_prediction(self) -> None:
+        self._show_text()
+
+    def watch_loaded(self) -> None:
+        self._show_text()
+
+    def watch_progress(self) -> None:
+        bar = self.query_one("#load-progress", ProgressBar)
+        progress = self.progress
+        bar.display = progress is not None
+        if progress is None:
+            # a hidden indeterminate bar still animates (and repaints) at 15 fps: give it an end
+            bar.update(total=100, progress=100)
+        elif progress.fraction < 0:
+            bar.update(total=None)
+        else:
+            bar.update(total=100, progress=round(progress.fraction * 100))
+        self._show_text()
+
+    def _show_text(self) -> None:
+        verdict = self.query_one("#verdict", Static)
+        if self.progress is not None and self.progress.stage:
+            verdict.update(f"{self.progress.stage}…")
+            return
+        prediction = self.prediction
+        if prediction is None:
+            return  # the first prediction is still running: the line says so
+        ledger = prediction.ledger
+        if ledger is None:
+            verdict.update(f"✘ cannot predict the ledger: {prediction.failure}")
+            verdict.set_classes("-nofit")
+            return
+        mark = verdict_mark(ledger.verdict)
+        if self.loaded is not None and prediction.choice != self.loaded:
+            # the panels keep describing what the engine runs; this line is the selection's own prediction
+            text = (f"{mark} selected {ledger.preset} on {ledger.device}: {ledger.verdict.upper()}, "
+                    f"{mib(ledger.total_bytes)} of {mib(ledger.budget_bytes)}; not loaded — Ctrl+L reloads with it")
+        else:
+            text = f"{mark} {verdict_sentence(ledger)}"
+        errors = [problem for problem in prediction.problems if problem.level == "error"]
+        if errors:
+            text += f"  Preset problem: {errors[0].message}"
+        verdict.update(text)
+        verdict.set_classes(verdict_class(ledger.verdict))
+
+
+def verdict_sentence(ledger: Ledger) -> str:
+    """The verdict in MiB, llama.cpp's unit, as every other figure on screen (the core's reason says MB)."""
+    budget = f"the {mib(ledger.budget_bytes)} left for the LLM on {ledger.device}"
+    if ledger.verdict == DOES_NOT_FIT:
+        return (f"DOES NOT FIT — {mib(ledger.total_bytes)} predicted, "
+                f"{mib(ledger.total_bytes - ledger.budget_bytes)} over {budget}")
+    share = ledger.headroom_bytes / ledger.budget_bytes if ledger.budget_bytes else 0.0
+    return (f"{ledger.verdict.upper()} — {mib(ledger.total_bytes)} predicted, {mib(ledger.headroom_bytes)} "
+            f"({share:.0%}) headroom in {budget}")
