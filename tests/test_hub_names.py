@@ -101,12 +101,12 @@ def test_path_inside_follows_planted_links_and_refuses_one_that_leads_out(tmp_pa
 
 def test_the_partial_file_is_never_opened_through_a_link(tmp_path):
     # A link planted after path_inside checked the path (a race) still cannot redirect the writes.
-    from workbench.core.hub.download import _open_partial
+    from workbench.core.hub.partial_file import open_partial
 
     victim = tmp_path / "victim"
     victim.write_text("precious")
     os.symlink(victim, tmp_path / "blob.incomplete")
     for mode in ("ab", "wb"):
         with pytest.raises(UnsafePathError):
-            _open_partial(tmp_path / "blob.incomplete", mode)
+            open_partial(tmp_path / "blob.incomplete", mode)
     assert victim.read_text() == "precious"

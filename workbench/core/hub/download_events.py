@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +73,7 @@ class DownloadFinished:
 
 
 DownloadEvent = DownloadStarted | DownloadProgressed | DownloadRetried | DownloadVerified | DownloadFinished
+EventSink = Callable[[DownloadEvent], None]
 
 
 class DownloadCancelled(HubError):
