@@ -121,12 +121,12 @@ def main() -> int:
 
     from llama_cpp import Llama
 
+    from workbench.core.config.presets import load_preset, resolve_threads
     from workbench.core.engine.chat_template import ChatTemplate
     from workbench.core.engine.client import EngineClient
     from workbench.core.engine.events import Sampling
     from workbench.core.engine.model_runner import llama_kwargs
     from workbench.core.files.model_ref import resolve_model
-    from workbench.core.config.presets import load_preset, resolve_threads
 
     model_path = resolve_model(args.model)
     preset = load_preset(args.preset)

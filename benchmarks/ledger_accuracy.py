@@ -25,9 +25,9 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+from workbench.core.units import MIB
 
-MIB = 1024 * 1024
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 _BUFFER_LINES = {
     "kv": re.compile(r"(\S+) KV buffer size\s*=\s*([\d.]+) MiB"),
@@ -152,11 +152,11 @@ def architecture_table(*, smallest: bool) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from arch_models import ARCH_MODELS, write_arch_gguf
 
+    from workbench.core.config.preset import DeviceProfile, Preset
     from workbench.core.engine.client import EngineClient
     from workbench.core.gguf.reader import read_gguf
     from workbench.core.ledger.predict import predict_ledger
     from workbench.core.paths import bundled_model_path
-    from workbench.core.config.preset import DeviceProfile, Preset
 
     roomy = DeviceProfile(name="bench-roomy", ram_total_mb=1 << 20, cores=2)
     workdir = Path(tempfile.mkdtemp(prefix="ledger-arch-"))
@@ -231,6 +231,7 @@ def main() -> int:
     if args.quick or args.smallest:
         return 0
 
+    from workbench.core.config.preset import Preset
     from workbench.core.gguf.reader import read_gguf
     from workbench.core.ledger.compute import predicted_compute_bytes
     from workbench.core.ledger.predict import (
@@ -240,7 +241,6 @@ def main() -> int:
         preset_kv_bytes,
     )
     from workbench.core.paths import bundled_model_path
-    from workbench.core.config.preset import Preset
 
     bundled = bundled_model_path()
     if bundled is None:

@@ -30,9 +30,9 @@ PROMPT = "Once upon a time, in a small lighthouse by the sea, there lived"  # ra
 
 
 def workbench_side(model: Path, threads: int, ctx: int, samples: list[int], max_tokens: int, runs: int):
+    from workbench.core.config.preset import Preset
     from workbench.core.engine.client import EngineClient
     from workbench.core.engine.events import Sampling
-    from workbench.core.config.preset import Preset
 
     preset = Preset("parallel-scaling", ctx_size=ctx, batch_size=512, ubatch_size=512, threads=threads)
     results = {}

@@ -20,13 +20,13 @@ import sys
 import time
 
 from workbench.core.config.devices import load_device
-from workbench.core.ledger.split import predict_split
+from workbench.core.config.preset import Preset
+from workbench.core.config.rpc_endpoints import parse_endpoint
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import ChatMessage, Sampling, TurnFinished
 from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.split import predict_split
 from workbench.core.paths import bundled_model_path
-from workbench.core.config.preset import Preset
-from workbench.core.config.rpc_endpoints import parse_endpoint
 from workbench.core.rpc.link_shaper import LinkShaper, LinkSpec
 from workbench.core.rpc.local_nodes import LocalNode
 from workbench.core.rpc.nodes import probe_nodes, rpc_device

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from fakes import make_app, wait_until
 
-from workbench.core.gguf.reader import read_gguf
-from workbench.core.ledger.predict import MB, predict_ledger
-from workbench.core.ledger.types import DOES_NOT_FIT
-from workbench.core.paths import bundled_model_path
 from workbench.core.config.preset import DeviceProfile
 from workbench.core.config.presets import load_preset
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.predict import predict_ledger
+from workbench.core.ledger.types import DOES_NOT_FIT
+from workbench.core.paths import bundled_model_path
+from workbench.core.units import MIB
 
 
 async def test_a_fix_is_one_key_away_and_makes_it_fit(tmp_path):
     model = read_gguf(bundled_model_path())
     roomy = predict_ledger(model, load_preset("as-is"), DeviceProfile("roomy", 65536))
-    budget_mb = int(roomy.total_bytes / MB) - 12  # 12 MB short: a smaller ubatch or context fits it
+    budget_mb = int(roomy.total_bytes / MIB) - 12  # 12 MB short: a smaller ubatch or context fits it
     device = tmp_path / "short-board.toml"
     device.write_text(f'name = "short-board"\nram_total_mb = {budget_mb + 200}\nmem_bandwidth_gbs = 10\ncores = 4\n\n'
                       '[reserves_mb]\nos = 200\n')

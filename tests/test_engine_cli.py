@@ -72,7 +72,7 @@ def test_a_truncated_model_names_the_file_once(tmp_path):
     assert done.returncode == 2
     error = [line for line in done.stderr.splitlines() if line.startswith("workbench:")]
     assert len(error) == 1 and error[0].count("t.gguf") == 1, done.stderr
-    assert "file ends at 5 MB" in error[0] and "Traceback" not in done.stderr
+    assert "file ends at 5 MiB" in error[0] and "Traceback" not in done.stderr
 
 
 def test_out_of_range_sampling_flags_are_one_line_and_exit_code_2_before_loading():

@@ -281,7 +281,7 @@ def test_truncated_message_in_megabytes(tmp_path: Path):
     raw = path.read_bytes()
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(raw[: 3 * 1024 * 1024])
-    assert "file ends at 3 MB but tensor blk." in _error(cut)
+    assert "file ends at 3 MiB but tensor blk." in _error(cut)
 
 
 def test_missing_path_and_directory(tmp_path: Path):

@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from gguf_factory import TinyModel, write_tiny_gguf
+
+from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.errors import WorkbenchError
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.compute import predicted_compute_bytes
 from workbench.core.ledger.predict import (
-    MB,
     decode_tps_bound,
     kv_bytes_per_token,
     llama_n_ctx,
@@ -26,7 +26,7 @@ from workbench.core.ledger.predict import (
 )
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT
 from workbench.core.paths import bundled_model_path
-from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.units import MIB
 
 F16_LAYERS = {"attn_norm": "F32", "attn_q": "F16", "attn_k": "F16", "attn_v": "F16", "attn_output": "F16",
               "ffn_norm": "F32", "ffn_gate": "F16", "ffn_up": "F16", "ffn_down": "F16"}
@@ -116,11 +116,11 @@ def _llama_reported(model_path: Path, preset: Preset) -> dict[str, float]:
 def test_kv_and_compute_within_two_percent_of_llama_cpp(bundled, preset: Preset):
     reported = _llama_reported(Path(bundled.source), preset)
     n_ctx = llama_n_ctx(bundled, preset.ctx_size)
-    kv = predicted_kv_bytes(bundled, n_ctx, preset.cache_type_k, preset.cache_type_v) / MB
-    compute = predicted_compute_bytes(bundled, preset, n_ctx) / MB
+    kv = predicted_kv_bytes(bundled, n_ctx, preset.cache_type_k, preset.cache_type_v) / MIB
+    compute = predicted_compute_bytes(bundled, preset, n_ctx) / MIB
     assert kv == pytest.approx(reported["kv"], rel=0.02)
     assert compute == pytest.approx(reported["compute"], rel=0.02)
-    assert predicted_weights_bytes(bundled, "keep") / MB == pytest.approx(reported["weights"], rel=0.001)
+    assert predicted_weights_bytes(bundled, "keep") / MIB == pytest.approx(reported["weights"], rel=0.001)
 
 
 def test_compute_grows_with_context_only_without_flash_attention(bundled):
@@ -144,14 +144,14 @@ def test_verdicts_and_the_line_that_breaks_it(bundled):
     roomy = predict_ledger(bundled, preset, _device(8000))
     assert roomy.verdict == FITS and "headroom" in roomy.reason
     assert roomy.total_bytes == roomy.weights_bytes + roomy.kv_bytes + roomy.compute_bytes + roomy.overhead_bytes
-    assert roomy.budget_bytes == 8000 * MB and roomy.headroom_bytes == roomy.budget_bytes - roomy.total_bytes
-    assert roomy.ram_total_bytes == 9000 * MB and roomy.reserves_bytes == (("os", 1000 * MB),)
+    assert roomy.budget_bytes == 8000 * MIB and roomy.headroom_bytes == roomy.budget_bytes - roomy.total_bytes
+    assert roomy.ram_total_bytes == 9000 * MIB and roomy.reserves_bytes == (("os", 1000 * MIB),)
 
-    total_mb = roomy.total_bytes / MB
+    total_mb = roomy.total_bytes / MIB
     tight = predict_ledger(bundled, preset, _device(int(total_mb * 1.05) + 1))
     assert tight.verdict == TIGHT and "under 10%" in tight.reason
 
-    kv_breaks = predict_ledger(bundled, preset, _device(int((roomy.weights_bytes + roomy.kv_bytes / 2) / MB)))
+    kv_breaks = predict_ledger(bundled, preset, _device(int((roomy.weights_bytes + roomy.kv_bytes / 2) / MIB)))
     assert kv_breaks.verdict == DOES_NOT_FIT and kv_breaks.headroom_bytes < 0
     assert "the KV cache" in kv_breaks.reason and "over the" in kv_breaks.reason
     weights_break = predict_ledger(bundled, preset, _device(50))
@@ -166,7 +166,7 @@ def test_max_context_per_cache_type_is_the_largest_that_fits(bundled):
     max_ctx = dict(ledger.max_ctx_by_kv_type)
     assert set(max_ctx) == {"f16", "q8_0+flash_attn", "q4_0+flash_attn"}  # flash attention off in the preset
     assert 0 < max_ctx["f16"] < max_ctx["q8_0+flash_attn"] <= max_ctx["q4_0+flash_attn"]
-    budget = 400 * MB
+    budget = 400 * MIB
     for key, ctx in max_ctx.items():
         cache = key.split("+")[0]
         probe = dataclasses.replace(preset, cache_type_k=cache, cache_type_v=cache, flash_attn=cache != "f16")
@@ -272,7 +272,7 @@ def test_ledger_splits_the_kv_line_and_swa_full_costs_more(arch_infos):
     assert full.kv_bytes == 256 * 8 * 4096 and full.kv_split.swa_full
     # the largest context accounts for the window: on a budget where the full-size cache stops
     # at 4096, the windowed one (one global layer grows, not eight) goes further
-    budget = _device(int(full.total_bytes / MB) + 1)
+    budget = _device(int(full.total_bytes / MIB) + 1)
     assert dict(predict_ledger(gemma3, dataclasses.replace(preset, swa_full=True), budget).max_ctx_by_kv_type)["f16"] == 4096
     assert dict(predict_ledger(gemma3, preset, budget).max_ctx_by_kv_type)["f16"] > 4096
 
@@ -293,7 +293,7 @@ def test_fixes_each_make_it_fit_when_they_say_so(arch_infos):
     gemma3 = arch_infos["gemma3"]
     preset = Preset("big", ctx_size=8192, ubatch_size=512, swa_full=True)
     roomy = predict_ledger(gemma3, preset, _device(8000))
-    budget_mb = int(roomy.total_bytes / MB) - 4
+    budget_mb = int(roomy.total_bytes / MIB) - 4
     ledger = predict_ledger(gemma3, preset, _device(budget_mb))
     assert ledger.verdict == DOES_NOT_FIT and ledger.fixes
     changes = {fix.change.split()[0] for fix in ledger.fixes}

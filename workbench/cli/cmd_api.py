@@ -20,8 +20,8 @@ from workbench.core.ledger.predict import predict_ledger
 from workbench.core.serve.engine_host import ServingEngine
 from workbench.core.serve.listen import listen
 from workbench.core.telemetry.sampler import Sampler
+from workbench.core.units import MIB
 
-MIB = 1024 * 1024
 MAX_SLOTS = 64
 MAX_QUEUE = 10_000
 
@@ -81,7 +81,10 @@ def run(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace, listener: socket.socket, model_path, preset, device, api_key: str | None) -> int:
     import uvicorn  # deferred: importing the ASGI stack costs start-up time
 
-    from workbench.core.serve.app import ServerConfig, create_app  # deferred: importing the ASGI stack costs start-up time
+    from workbench.core.serve.app import (  # deferred: importing the ASGI stack costs start-up time
+        ServerConfig,
+        create_app,
+    )
 
     host = ServingEngine(model_path, preset, args.parallel, device=device, allow_overbudget=args.allow_overbudget)
     sampler = None

@@ -25,6 +25,7 @@ from workbench.core.engine.events import (
 from workbench.core.engine.sampling_checks import validate_sampling
 from workbench.core.errors import EngineError
 from workbench.core.files.model_ref import resolve_model
+from workbench.core.units import MIB
 
 _SAMPLING_FLAGS = {
     "temperature": "--temp", "top_p": "--top-p", "top_k": "--top-k", "min_p": "--min-p",
@@ -212,11 +213,10 @@ class _ChatSession:
 
 
 def _loaded_summary(loaded: Any) -> str:
-    mib = 1024 * 1024
     return (
         f"loaded {loaded.preset_name} in {loaded.load_seconds:.2f}s: context {loaded.n_ctx} tokens, "
-        f"llama.cpp buffers: model {loaded.model_buffer_bytes / mib:.1f} MiB, KV {loaded.kv_buffer_bytes / mib:.1f} MiB, "
-        f"compute {loaded.compute_buffer_bytes / mib:.1f} MiB; engine RSS {loaded.rss_bytes / mib:.0f} MiB"
+        f"llama.cpp buffers: model {loaded.model_buffer_bytes / MIB:.1f} MiB, KV {loaded.kv_buffer_bytes / MIB:.1f} MiB, "
+        f"compute {loaded.compute_buffer_bytes / MIB:.1f} MiB; engine RSS {loaded.rss_bytes / MIB:.0f} MiB"
         + "".join(f"\n  warning: {text}" for text in loaded.warnings)
     )
 

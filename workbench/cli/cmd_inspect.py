@@ -11,8 +11,7 @@ from workbench.core.files.model_ref import resolve_model
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.experts import expert_counts
 from workbench.core.ledger.kv_layers import sliding_window
-
-MB = 1024 * 1024
+from workbench.core.units import MIB
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -84,8 +83,8 @@ def _architecture_lines(info) -> list[tuple[str, str]]:
     if experts is not None:
         shared = f", {experts.shared} shared" if experts.shared else ", no shared expert"
         lines.append(("experts", f"{experts.total} per layer, {experts.used} used per token{shared} "
-                                 f"({experts.expert_bytes / MB:,.1f} MiB of experts; a token reads "
-                                 f"{experts.active_bytes_per_token / MB:,.1f} MiB of weights)"))
+                                 f"({experts.expert_bytes / MIB:,.1f} MiB of experts; a token reads "
+                                 f"{experts.active_bytes_per_token / MIB:,.1f} MiB of weights)"))
     window = sliding_window(info)
     if window is not None:
         lines.append(("sliding window", f"{window.n_swa:,} tokens on {window.n_swa_layers} of {info.n_layer} layers "
@@ -115,11 +114,11 @@ def run(args: argparse.Namespace) -> int:
         heads += f" (per layer: {min(info.n_head_kv_per_layer)}-{max(info.n_head_kv_per_layer)})"
     lines = [
         ("model", info.name),
-        ("file", f"{info.source} ({info.file_size / MB:,.1f} MiB, GGUF v{info.version})"),  # MiB: `models` shows decimal MB
+        ("file", f"{info.source} ({info.file_size / MIB:,.1f} MiB, GGUF v{info.version})"),  # MiB: `models` shows decimal MB
         ("architecture", info.architecture or "not stated"),
         ("parameters", f"{_params_text(info.n_params)} ({info.n_params:,})"),
         ("file type", info.file_type or "not stated"),
-        ("weights", f"{info.weights_bytes / MB:,.1f} MiB, {info.bits_per_weight:.2f} bits per weight"),
+        ("weights", f"{info.weights_bytes / MIB:,.1f} MiB, {info.bits_per_weight:.2f} bits per weight"),
         ("type mix", type_mix_text(info.type_mix) or "no tensors"),
         ("layers", str(info.n_layer)),
         ("embedding", str(info.n_embd)),

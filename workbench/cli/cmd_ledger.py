@@ -25,8 +25,7 @@ from workbench.core.files.model_ref import resolve_model
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.llama_build import VERIFIED_ON
 from workbench.core.ledger.predict import predict_ledger
-
-MB = 1024 * 1024
+from workbench.core.units import MIB
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -57,7 +56,7 @@ def ledger_json(ledger) -> dict:
 
 def mb_text(n_bytes: int) -> str:
     """Bytes as whole MiB with thousands separators, the unit of the ledger tables."""
-    return f"{n_bytes / MB:,.0f}"
+    return f"{n_bytes / MIB:,.0f}"
 
 
 def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0, width: int | None = None) -> str:

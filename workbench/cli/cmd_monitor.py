@@ -17,6 +17,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.telemetry.metrics import MetricsServer
 from workbench.core.telemetry.sample_log import SampleLog, sample_record
 from workbench.core.telemetry.sampler import Sampler
+from workbench.core.units import MIB
 
 if TYPE_CHECKING:
     from workbench.core.telemetry.detect import BoardInfo
@@ -89,7 +90,7 @@ def _open_log(args: argparse.Namespace):
 
     if not args.log_max_mb > 0:
         raise WorkbenchError(f"--log-max-mb {args.log_max_mb} must be more than 0", fix="e.g. --log-max-mb 10")
-    return SampleLog(args.log, max_bytes=int(args.log_max_mb * 2**20), keep=args.log_keep)
+    return SampleLog(args.log, max_bytes=int(args.log_max_mb * MIB), keep=args.log_keep)
 
 
 def _serve_metrics(args: argparse.Namespace):

@@ -13,8 +13,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.rpc.keepalive import watch_client_connections
 from workbench.core.rpc.node_server import SECURITY_WARNING, check_listen_host, default_threads, start_node
 from workbench.core.rpc.wire import probe_node
-
-MB = 1024 * 1024
+from workbench.core.units import MIB
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -46,7 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     probe.add_argument("endpoint", metavar="HOST:PORT")
     probe.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each answer (default: 5)")
-    probe.add_argument("--bytes", type=int, default=4 * MB, help="size of the transfer test (default: 4 MiB; 0 = skip)")
+    probe.add_argument("--bytes", type=int, default=4 * MIB, help="size of the transfer test (default: 4 MiB; 0 = skip)")
     probe.add_argument("--json", action="store_true", help="print JSON")
     probe.set_defaults(func=run_probe)
 
@@ -81,7 +80,7 @@ def probe_text(report) -> str:
         return f"{report.address}: unreachable: {report.reason}\n"
     lines = [f"{report.address}: reachable, llama.cpp RPC protocol v{report.protocol}\n"]
     for index, device in enumerate(report.devices):
-        lines.append(f"  device {index}: {device.free_bytes / MB:,.0f} MiB free of {device.total_bytes / MB:,.0f} MiB "
+        lines.append(f"  device {index}: {device.free_bytes / MIB:,.0f} MiB free of {device.total_bytes / MIB:,.0f} MiB "
                      "(as the node reports it)\n")
     if report.latency_s is not None:
         lines.append(f"  round trip: {report.latency_s * 1000:.2f} ms median "
@@ -89,7 +88,7 @@ def probe_text(report) -> str:
     if report.upload_bytes_per_s and report.download_bytes_per_s:
         lines.append(f"  throughput: {report.upload_bytes_per_s * 8 / 1e6:,.0f} Mbit/s to the node, "
                      f"{report.download_bytes_per_s * 8 / 1e6:,.0f} Mbit/s back "
-                     f"({report.transfer_bytes / MB:g} MiB each way)\n")
+                     f"({report.transfer_bytes / MIB:g} MiB each way)\n")
     if report.reason:
         lines.append(f"  {report.reason}\n")
     return "".join(lines)

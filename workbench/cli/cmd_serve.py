@@ -62,7 +62,10 @@ def check_host(host: str, allow_remote: bool) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.cli.serve_guard import GuardedServer, allowed_origins  # deferred: importing textual-serve costs start-up time
+    from workbench.cli.serve_guard import (  # deferred: importing textual-serve costs start-up time
+        GuardedServer,
+        allowed_origins,
+    )
 
     if args.max_sessions < 1:
         raise WorkbenchError(f"--max-sessions {args.max_sessions} allows no session", fix="Give 1 or more, e.g. --max-sessions 2")

@@ -8,8 +8,7 @@ from typing import Any
 from workbench.cli.text_table import format_table, wrap_text
 from workbench.core.config.rpc_endpoints import parse_rpc_option
 from workbench.core.rpc.nodes import predict_devices as predict
-
-MB = 1024 * 1024
+from workbench.core.units import MIB
 
 
 def add_rpc_argument(parser: argparse.ArgumentParser) -> None:
@@ -76,7 +75,7 @@ def split_json(split: Any, reports: tuple) -> dict:
 
 
 def _mb(n_bytes: int | None) -> str:
-    return "unknown" if n_bytes is None else f"{n_bytes / MB:,.0f}"
+    return "unknown" if n_bytes is None else f"{n_bytes / MIB:,.0f}"
 
 
 def devices_text(split: Any, reports: tuple, width: int | None = None) -> str:
@@ -119,7 +118,7 @@ def loaded_devices_text(loaded: Any) -> str:
     lines = []
     for device in loaded.devices:
         where = f" [{device.endpoint}]" if device.endpoint else ""
-        lines.append(f"  {device.name}{where}: model {device.model_bytes / MB:.1f} MiB, KV {device.kv_bytes / MB:.1f} MiB, "
-                     f"compute {device.compute_bytes / MB:.1f} MiB" + (
-                         f", output {device.output_bytes / MB:.2f} MiB" if device.output_bytes else ""))
+        lines.append(f"  {device.name}{where}: model {device.model_bytes / MIB:.1f} MiB, KV {device.kv_bytes / MIB:.1f} MiB, "
+                     f"compute {device.compute_bytes / MIB:.1f} MiB" + (
+                         f", output {device.output_bytes / MIB:.2f} MiB" if device.output_bytes else ""))
     return "llama.cpp buffers per device:\n" + "\n".join(lines)

@@ -25,6 +25,11 @@ def mib_number(n_bytes: int | float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
 
 
+def bytes_or_mib(n_bytes: int) -> str:
+    """Exact bytes under a MiB, whole MiB above: where a file ends, as error messages say it."""
+    return f"{n_bytes / MIB:.0f} MiB" if n_bytes >= MIB else f"{n_bytes} bytes"
+
+
 def size(n_bytes: int | float | None) -> str:
     """Bytes in the largest unit that keeps the number readable."""
     if n_bytes is None:

@@ -18,11 +18,11 @@ from workbench.core.bench.rows import ROW_FIELDS, BenchRow, row_from_dict
 from workbench.core.bench.split_rows import DeviceBench
 from workbench.core.errors import WorkbenchError
 from workbench.core.files.regular import read_regular_file
+from workbench.core.units import MIB
 
 FORMATS = ("md", "csv", "json", "jsonl")
 OLD_FILE_FORMAT = "workbench-bench/1"  # {format, machine, rows}: still read
 NOT_AVAILABLE = "n/a"
-MIB = 1024 * 1024
 MAX_RESULTS_BYTES = 64 * MIB  # larger is no bench result file: refused before it is read
 
 

@@ -14,14 +14,12 @@ from pathlib import Path
 import psutil
 
 from workbench.core import paths
+from workbench.core.units import MIB
 
 CACHE_FILE = "host_bandwidth.json"
 # Raised whenever the probe's method changes: a figure cached by another method (an old
 # single-threaded copy, a pass timed by a buggy clock) is measured again, not trusted forever.
 PROBE_VERSION = 2
-_MIB = 1 << 20
-
-
 @dataclass(frozen=True)
 class BandwidthMeasurement:
     """Memory read bandwidth of one machine with every core reading, as decode reads weights."""
@@ -50,7 +48,7 @@ def _cpu_model() -> str:
 
 def machine_key() -> str:
     """Names this machine for the cache: a different board (or more RAM) measures anew."""
-    ram_mb = psutil.virtual_memory().total // _MIB
+    ram_mb = psutil.virtual_memory().total // MIB
     return f"{platform.node()}|{platform.machine()}|{_cpu_model()}|{ram_mb} MB"
 
 
@@ -71,7 +69,7 @@ def measure_read_bandwidth(
     import numpy as np  # deferred: importing numpy costs start-up time
 
     thread_count = threads or os.cpu_count() or 1
-    size = buffer_mb * _MIB
+    size = buffer_mb * MIB
     arrays = [np.full(size // 8, index + 1, dtype=np.int64) for index in range(thread_count)]
     for array in arrays:
         array.max()  # first touch: page faults and cache warm-up, not bandwidth
@@ -123,7 +121,7 @@ def measure_read_bandwidth(
 
 def _probe_buffer_mb() -> int:
     """64 MB per thread, or less on a machine with little free memory."""
-    available_mb = psutil.virtual_memory().available // _MIB
+    available_mb = psutil.virtual_memory().available // MIB
     return max(16, min(64, available_mb // (8 * (os.cpu_count() or 1))))
 
 

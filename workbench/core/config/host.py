@@ -11,8 +11,7 @@ import psutil
 
 from workbench.core.config.bandwidth import BandwidthMeasurement, cache_path, host_bandwidth
 from workbench.core.config.preset import DeviceProfile
-
-_MIB = 1 << 20
+from workbench.core.units import MIB
 
 
 def os_reserve_mb(total_bytes: int, available_bytes: int) -> int:
@@ -21,7 +20,7 @@ def os_reserve_mb(total_bytes: int, available_bytes: int) -> int:
     "Available" (MemAvailable) counts page cache and reclaimable slab as free, because
     the kernel hands them over when the model asks, so they are not reserved.
     """
-    return int(math.ceil((total_bytes - available_bytes) / _MIB / 10) * 10)
+    return int(math.ceil((total_bytes - available_bytes) / MIB / 10) * 10)
 
 
 def detect_host(*, bandwidth: BandwidthMeasurement | None = None) -> DeviceProfile:
@@ -52,7 +51,7 @@ def detect_host(*, bandwidth: BandwidthMeasurement | None = None) -> DeviceProfi
     )
     return DeviceProfile(
         name="host",
-        ram_total_mb=memory.total // _MIB,
+        ram_total_mb=memory.total // MIB,
         reserves_mb=(("os", reserve),),
         mem_bandwidth_gbs=measured.gbs,
         power_limit_w=None,

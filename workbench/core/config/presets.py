@@ -15,7 +15,6 @@ import psutil
 import tomli_w
 
 from workbench.core import paths
-from workbench.core.gguf import ggml_types
 from workbench.core.config.chat_mode import BUILTIN_TEMPLATE_NAMES, COMPLETION
 from workbench.core.config.preset import Preset
 from workbench.core.config.preset_split import SPLIT_KEYS, split_fields, split_problems, split_server_args, split_toml
@@ -36,6 +35,7 @@ from workbench.core.config.toml_checks import (
     unknown_name,
 )
 from workbench.core.errors import PresetError
+from workbench.core.gguf import ggml_types
 from workbench.core.gguf.model_info import ModelInfo
 
 PRESET_KEYS = (

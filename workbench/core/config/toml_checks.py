@@ -15,9 +15,10 @@ from typing import Any, Generic, TypeVar
 
 from workbench.core.errors import PresetError
 from workbench.core.files.model_ref import path_error_text, special_file_kind
+from workbench.core.units import MIB
 
 Entry = TypeVar("Entry")  # a Preset or a DeviceProfile
-MAX_TOML_BYTES = 1024 * 1024  # presets and device profiles take a few hundred bytes
+MAX_TOML_BYTES = MIB  # presets and device profiles take a few hundred bytes
 MAX_NESTING = 32  # arrays/inline tables inside each other; presets need 2, tomllib recurses until it crashes
 _UTF8_BOM = b"\xef\xbb\xbf"
 _SYNTAX_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")

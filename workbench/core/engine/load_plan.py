@@ -15,8 +15,7 @@ from workbench.core.errors import GGUFError
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.predict import predict_ledger
 from workbench.core.ledger.types import DOES_NOT_FIT, Ledger
-
-_MIB = 1024 * 1024
+from workbench.core.units import MIB
 
 
 @dataclass(frozen=True)
@@ -30,9 +29,9 @@ class LoadPlan:
 def describe_ledger(ledger: Ledger) -> str:
     """The ledger's prediction in one line, line by line in MiB."""
     return (
-        f"ledger for {ledger.device}: weights {ledger.weights_bytes / _MIB:.0f} + KV {ledger.kv_bytes / _MIB:.0f} "
-        f"+ compute {ledger.compute_bytes / _MIB:.0f} + overhead {ledger.overhead_bytes / _MIB:.0f} "
-        f"= {ledger.total_bytes / _MIB:.0f} MiB of a {ledger.budget_bytes / _MIB:.0f} MiB budget ({ledger.verdict})"
+        f"ledger for {ledger.device}: weights {ledger.weights_bytes / MIB:.0f} + KV {ledger.kv_bytes / MIB:.0f} "
+        f"+ compute {ledger.compute_bytes / MIB:.0f} + overhead {ledger.overhead_bytes / MIB:.0f} "
+        f"= {ledger.total_bytes / MIB:.0f} MiB of a {ledger.budget_bytes / MIB:.0f} MiB budget ({ledger.verdict})"
     )
 
 

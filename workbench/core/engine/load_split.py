@@ -13,8 +13,7 @@ from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.split import predict_split
 from workbench.core.ledger.types import DOES_NOT_FIT
 from workbench.core.rpc.nodes import endpoints_of, node_profiles, probe_nodes, split_devices
-
-_MIB = 1024 * 1024
+from workbench.core.units import MIB
 
 
 def describe_split(split) -> str:
@@ -22,12 +21,12 @@ def describe_split(split) -> str:
     parts = []
     for device in split.devices:
         where = f" {device.endpoint}" if device.endpoint else ""
-        budget = f" of {device.budget_bytes / _MIB:.0f}" if device.budget_bytes is not None else ""
+        budget = f" of {device.budget_bytes / MIB:.0f}" if device.budget_bytes is not None else ""
         parts.append(f"{device.name}{where}: {len(device.layers)} layers{' + output' if device.holds_output else ''}, "
-                     f"weights {device.weights_bytes / _MIB:.0f} + KV {device.kv_bytes / _MIB:.0f} "
-                     f"+ compute {device.compute_bytes / _MIB:.0f}"
-                     + (f" + overhead {device.overhead_bytes / _MIB:.0f}" if device.overhead_bytes else "")
-                     + f" = {device.total_bytes / _MIB:.0f}{budget} MiB ({device.verdict})")
+                     f"weights {device.weights_bytes / MIB:.0f} + KV {device.kv_bytes / MIB:.0f} "
+                     f"+ compute {device.compute_bytes / MIB:.0f}"
+                     + (f" + overhead {device.overhead_bytes / MIB:.0f}" if device.overhead_bytes else "")
+                     + f" = {device.total_bytes / MIB:.0f}{budget} MiB ({device.verdict})")
     return "per-device ledger: " + "; ".join(parts)
 
 
@@ -49,7 +48,7 @@ def plan_split(model: ModelInfo, preset: Preset, host: DeviceProfile | None, rpc
                               "loaded; start the node (`workbench node serve`) or drop it from --rpc")
     host = host or load_device("host")
     devices = split_devices(host, endpoints, reports, profiles)
-    split = predict_split(model, preset, devices, host_budget_bytes=host.budget_mb * _MIB,
+    split = predict_split(model, preset, devices, host_budget_bytes=host.budget_mb * MIB,
                           host_budget_source=f"device profile {host.name}",
                           host_bandwidth_bytes_per_s=host.mem_bandwidth_gbs * 1e9 or None)
     prediction = describe_split(split)

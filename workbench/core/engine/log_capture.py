@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from workbench.core.engine.events import DeviceBuffers
 from workbench.core.engine.log_files import MAX_LOG_FILE_BYTES
+from workbench.core.units import MIB
 
 # ggml.h `enum ggml_log_level`
 LOG_LEVEL_DEBUG = 1  # graph-building chatter, hundreds of lines per context: dropped, as llama-server does
@@ -24,9 +25,6 @@ LOG_LEVEL_CONT = 5  # continues the previous line (the loading progress dots use
 #   llama_context:        CPU  output buffer size =     0.19 MiB
 #   llama_context:        CPU compute buffer size =   104.00 MiB
 _BUFFER_LINE = re.compile(r"(\S+)\s+(model|KV|RS|output|compute) buffer size =\s*([0-9.]+) MiB")
-_MIB = 1024 * 1024
-
-
 @dataclass(frozen=True)
 class BufferSizes:
     """Bytes llama.cpp said it allocated, summed over backends (CPU, CPU_Mapped, CPU_REPACK, ...)."""
@@ -78,7 +76,7 @@ def parse_device_buffers(lines: Iterable[str], rpc_endpoints: tuple[str, ...] = 
         return (1, rpc_endpoints.index(key[1])) if key[1] in rpc_endpoints else (2, 0)
 
     return tuple(
-        DeviceBuffers(name, endpoint, *(round(sizes.get(kind, 0.0) * _MIB) for kind in ("model", "kv", "compute", "output")))
+        DeviceBuffers(name, endpoint, *(round(sizes.get(kind, 0.0) * MIB) for kind in ("model", "kv", "compute", "output")))
         for (name, endpoint), sizes in sorted(totals.items(), key=lambda item: order(item[0]))
     )
 
@@ -90,7 +88,7 @@ def parse_buffer_sizes(lines: Iterable[str]) -> BufferSizes:
         for match in _BUFFER_LINE.finditer(line):
             kind = match.group(2).lower()
             totals["kv" if kind == "rs" else kind] += float(match.group(3))
-    return BufferSizes(*(round(totals[key] * _MIB) for key in ("model", "kv", "output", "compute")))
+    return BufferSizes(*(round(totals[key] * MIB) for key in ("model", "kv", "output", "compute")))
 
 
 class LlamaLog:

@@ -16,10 +16,11 @@ import time
 from pathlib import Path
 
 from workbench.core import paths
+from workbench.core.units import MIB
 
 KEEP_LOGS = 20
-MAX_LOGS_BYTES = 64 * 1024 * 1024
-MAX_LOG_FILE_BYTES = 16 * 1024 * 1024  # one log restarts from empty past this (see LlamaLog)
+MAX_LOGS_BYTES = 64 * MIB
+MAX_LOG_FILE_BYTES = 16 * MIB  # one log restarts from empty past this (see LlamaLog)
 _LOG_NAME = re.compile(r"^[a-z]+-\d{8}-\d{6}-(\d+)-[0-9a-f]{6}\.log$")
 
 

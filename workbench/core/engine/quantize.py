@@ -10,17 +10,18 @@ from multiprocessing.connection import wait
 from pathlib import Path
 
 from workbench.core import paths
-from workbench.core.gguf import ggml_types
 from workbench.core.engine.child_process import start_child
 from workbench.core.engine.log_files import new_log_file
 from workbench.core.engine.log_tail import describe_exit, read_log_tail
 from workbench.core.errors import WorkbenchError
 from workbench.core.files.safe_paths import NAME_MAX_BYTES
+from workbench.core.gguf import ggml_types
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.gguf.reader import read_gguf
+from workbench.core.units import MIB
 
 FULL_PRECISION = ("F32", "F16", "BF16")
-_FINGERPRINT_SPAN = 1024 * 1024
+_FINGERPRINT_SPAN = MIB
 
 
 def weights_type_name(name: str) -> str:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.files.model_ref import special_file_kind
-
-MIB = 1024 * 1024
+from workbench.core.units import MIB
 
 
 def read_regular_file(path: str | os.PathLike[str], *, max_bytes: int, what: str, fix: str) -> bytes:

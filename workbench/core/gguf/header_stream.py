@@ -95,7 +95,7 @@ class HeaderStream:
         self.bytes_fetched += len(data)
         self._buffer = keep + data
         self._buffer_start = self._cursor
-        self._chunk = min(self._chunk * 2, 4 * 1024 * 1024)
+        self._chunk = min(self._chunk * 2, 4 * MIB)
         if len(self._buffer) < needed:
             self.fail_truncated("data", self._cursor + needed)
 
@@ -103,7 +103,7 @@ class HeaderStream:
         """Refuse to go past MAX_HEADER_BYTES: no real header is that large."""
         if end > self.limit:
             self.fail(
-                f"the header would be larger than {self.limit // (1024 * 1024)} MiB ({field} reaches byte {end:,}); "
+                f"the header would be larger than {self.limit // MIB} MiB ({field} reaches byte {end:,}); "
                 "real GGUF headers take a few MiB, so the workbench reads no further",
                 self._cursor,
                 "This is not a model file llama.cpp's tools write: get the model from another source",

@@ -13,8 +13,13 @@ from workbench.core.files.safe_paths import is_control_character, printable_text
 from workbench.core.gguf import checks as gguf_checks
 from workbench.core.gguf.ggml_types import GGML_TYPES
 from workbench.core.gguf.header_stream import REDOWNLOAD, HeaderStream
-from workbench.core.gguf.hyperparameters import is_count, model_info_from_header, must_be_count
+from workbench.core.gguf.hyperparameters import (
+    is_count,
+    model_info_from_header,
+    must_be_count,
+)
 from workbench.core.gguf.model_info import LongArray, LongString, ModelInfo, TensorInfo
+from workbench.core.units import MIB, bytes_or_mib
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -32,13 +37,13 @@ PLAUSIBLE_COUNT = 4_000_000  # a count under this in a file cut short is called 
 MAX_METADATA_KEYS = 16_384  # real models carry under 100 keys
 MAX_TENSORS = 16_384  # the largest models llama.cpp runs (400B dense, 671B MoE) hold under 2,000 tensors
 MAX_ARRAY_STRINGS = 2_000_000  # tokens and merges together: about 700k in the largest vocabularies
-MAX_KEPT_STRING_BYTES = 1024 * 1024  # a longer string value (chat templates take ~10 kB) is skipped, not held
+MAX_KEPT_STRING_BYTES = MIB  # a longer string value (chat templates take ~10 kB) is skipped, not held
 # Over the whole header, what is decoded and held: real models keep a few per-layer arrays (<= 512
 # entries each) and a few kB of strings. Past these, arrays stand as LongArray and strings as
 # LongString: 15,500 arrays of 512 u64 (a 64 MB header) held 460 MB, and 2M short strings in
 # 512-entry arrays took 6 s to decode.
 MAX_KEPT_ARRAY_ITEMS = 65_536
-MAX_KEPT_STRINGS_BYTES = 16 * 1024 * 1024
+MAX_KEPT_STRINGS_BYTES = 16 * MIB
 
 # GGUF value types: id -> (name, struct code or None for string/array, fixed size).
 _VALUE_TYPES: dict[int, tuple[str, str | None, int]] = {
@@ -320,8 +325,8 @@ def _place_tensors(reader: HeaderStream, raw_tensors: list[_RawTensor], alignmen
         start = data_start + relative
         if start + n_bytes > reader.file_size:
             raise GGUFError(
-                f"file ends at {_size_text(reader.file_size)} but tensor {tensor_name.removesuffix('.weight')} "
-                f"needs bytes up to {_size_text(start + n_bytes)}",
+                f"file ends at {bytes_or_mib(reader.file_size)} but tensor {tensor_name.removesuffix('.weight')} "
+                f"needs bytes up to {bytes_or_mib(start + n_bytes)}",
                 where=f"{reader.name} (tensor table, data offset {start})",
                 fix="The download is incomplete, fetch it again",
             )
@@ -343,9 +348,4 @@ def _fail_magic(reader: HeaderStream, head: bytes) -> NoReturn:
         what = f"does not start with the GGUF magic (found {head[:4]!r})"
     reader.fail(what, 0, "Download the .gguf file again from its source")
 
-
-def _size_text(n_bytes: int) -> str:
-    if n_bytes >= 1024 * 1024:
-        return f"{n_bytes / (1024 * 1024):.0f} MB"
-    return f"{n_bytes} bytes"
 

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import httpx2
 
 from workbench.core.errors import HubError
+from workbench.core.units import MIB
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 CONNECT_TIMEOUT_S = 4.0  # an unreachable hub must be reported within a few seconds, not after 20
@@ -187,7 +188,7 @@ def raise_for_status_bounded(response: Any, *, where: str = "") -> None:
 
 # A listing of 10,000 files (with LFS hashes) is ~2 MB of JSON; GGUF repositories hold tens. Parsed,
 # 8 MB of the smallest entries a hostile server could send becomes ~100 MB of Python objects: the bound.
-MAX_ANSWER_BYTES = 8 * 1024 * 1024
+MAX_ANSWER_BYTES = 8 * MIB
 
 
 def get_json_bounded(connection: HubConnection, url: str, *, params: dict[str, Any] | None = None, what: str) -> Any:
@@ -202,7 +203,7 @@ def get_json_bounded(connection: HubConnection, url: str, *, params: dict[str, A
             body += chunk
             if len(body) > MAX_ANSWER_BYTES:
                 raise HubError(
-                    f"the hub at {connection.endpoint} sent more than {MAX_ANSWER_BYTES // (1024 * 1024)} MB for {what}; refused",
+                    f"the hub at {connection.endpoint} sent more than {MAX_ANSWER_BYTES // MIB} MB for {what}; refused",
                     fix="Check that HF_ENDPOINT points at the Hugging Face hub or a mirror you trust",
                 )
     try:

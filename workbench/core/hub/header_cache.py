@@ -12,6 +12,7 @@ from workbench.core.files.safe_paths import UnsafePathError, path_inside
 from workbench.core.hub.cache_layout import repo_folder_name
 from workbench.core.hub.names import file_name_problem, sha256_problem, size_problem
 from workbench.core.hub.range_stream import SeekableReader
+from workbench.core.units import MIB
 
 
 class HeaderCacheMiss(OSError):
@@ -48,8 +49,8 @@ def _files(repo: str, path: str) -> tuple[Path, Path]:
 # The offline copy is a convenience, so what a mirror can make us keep is bounded: real headers
 # (the largest vocabularies) take under 10 MB, and a hostile repository listing thousands of
 # files, each answered with a 64 MB header, must not fill the disk through `files --preview`.
-MAX_STORED_HEADER_BYTES = 16 * 1024 * 1024
-MAX_HEADER_CACHE_BYTES = 512 * 1024 * 1024
+MAX_STORED_HEADER_BYTES = 16 * MIB
+MAX_HEADER_CACHE_BYTES = 512 * MIB
 
 
 def save_header(repo: str, path: str, size: int, sha256: str | None, segments: tuple[tuple[int, bytes], ...]) -> Path | None:

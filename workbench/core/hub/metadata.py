@@ -30,7 +30,10 @@ class FileMetadata:
 
 def file_metadata(conn: HubConnection, repo: str, path: str, revision: str, *, need_etag: bool) -> FileMetadata:
     """HEAD the file's resolve URL and check what came back; HubAnswerRefused for a value in no hub form."""
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url  # deferred: importing huggingface_hub costs start-up time
+    from huggingface_hub import (  # deferred: importing huggingface_hub costs start-up time
+        get_hf_file_metadata,
+        hf_hub_url,
+    )
 
     server = conn.endpoint
     url = hf_hub_url(repo, path, revision=revision, endpoint=server)

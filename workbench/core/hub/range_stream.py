@@ -9,10 +9,11 @@ from urllib.parse import urlsplit
 
 from workbench.core.errors import HubError
 from workbench.core.hub.client import raise_for_status_bounded
+from workbench.core.units import MIB
 
 FIRST_BLOCK = 256 * 1024
-LARGEST_BLOCK = 8 * 1024 * 1024
-MAX_SKIP_BYTES = 64 * 1024 * 1024  # how far into a file a server that ignores Range is followed
+LARGEST_BLOCK = 8 * MIB
+MAX_SKIP_BYTES = 64 * MIB  # how far into a file a server that ignores Range is followed
 
 
 class SeekableReader(io.RawIOBase):

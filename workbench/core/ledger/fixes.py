@@ -10,8 +10,6 @@ from workbench.core.gguf.ggml_types import cache_type
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.types import LedgerFix
 
-MB = 1024 * 1024
-
 # A candidate change: (what it changes, the Preset fields to replace, its known cost, cost rank).
 # Rank orders equally effective fixes: what costs nothing first, quality last.
 Candidate = tuple[str, tuple[tuple[str, object], ...], str, int]

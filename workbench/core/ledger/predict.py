@@ -19,8 +19,8 @@ from workbench.core.ledger.kv_layers import CTX_PAD, predicted_kv_layers, preset
 from workbench.core.ledger.llama_build import VERIFIED_LLAMA_CPP, unverified_reason
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT, KVSplit, Ledger, ResidentMemory
 from workbench.core.ledger.weights import requantized_weights_bytes
+from workbench.core.units import MIB
 
-MB = 1024 * 1024
 TIGHT_HEADROOM = 0.10  # under 10% of the budget left is "tight"
 MAX_CTX_TYPES = ("f16", "q8_0", "q4_0")  # the cache types the ledger offers a max context for
 
@@ -33,7 +33,7 @@ MAX_CTX_TYPES = ("f16", "q8_0", "q4_0")  # the cache types the ledger offers a m
 #   per token, and ~190 bytes per BPE merge rule (the merge-rank map). Fitted on the tiny
 #   models of every family (32,768 tokens, no merges), the 262,144-token Gemma 3 vocabulary
 #   and the bundled SmolLM2 (49,152 tokens, 48,900 merges): each within 3 MiB.
-ENGINE_PROCESS_BYTES = 52 * MB
+ENGINE_PROCESS_BYTES = 52 * MIB
 HOST_BYTES_PER_VOCAB_TOKEN = 160
 HOST_BYTES_PER_MERGE = 190
 
@@ -149,7 +149,7 @@ def max_ctx_that_fits(model: ModelInfo, preset: Preset, weights_bytes: int, cach
 
 
 def _mb(n_bytes: int) -> str:
-    return f"{n_bytes / MB:,.0f} MB"
+    return f"{n_bytes / MIB:,.0f} MB"
 
 
 def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, ctx_size: int | None = None) -> Ledger:
@@ -171,7 +171,7 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
     compute_bytes = predicted_compute_bytes(model, preset, n_ctx)
     overhead_bytes = predicted_overhead_bytes(model)
     total = weights_bytes + kv_bytes + compute_bytes + overhead_bytes
-    budget = device.budget_mb * MB
+    budget = device.budget_mb * MIB
     headroom = budget - total
 
     lines = (
@@ -216,8 +216,8 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
         ctx_size=n_ctx,
         cache_type_k=preset.cache_type_k,
         cache_type_v=preset.cache_type_v,
-        ram_total_bytes=device.ram_total_mb * MB,
-        reserves_bytes=tuple((name, mb * MB) for name, mb in device.reserves_mb),
+        ram_total_bytes=device.ram_total_mb * MIB,
+        reserves_bytes=tuple((name, mb * MIB) for name, mb in device.reserves_mb),
         budget_bytes=budget,
         weights_bytes=weights_bytes,
         kv_bytes=kv_bytes,

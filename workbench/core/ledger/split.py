@@ -19,13 +19,13 @@ from workbench.core.ledger.placement import (
     weights_per_device,
 )
 from workbench.core.ledger.predict import (
-    MB,
     TIGHT_HEADROOM,
     llama_n_ctx,
     predicted_overhead_bytes,
 )
 from workbench.core.ledger.split_types import CPU, UNKNOWN, DeviceLedger, SplitDevice, SplitLedger
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT
+from workbench.core.units import MIB
 
 
 def _verdict(total: int, budget: int | None, name: str, lines: Sequence[tuple[str, int]]) -> tuple[str, str]:
@@ -37,11 +37,11 @@ def _verdict(total: int, budget: int | None, name: str, lines: Sequence[tuple[st
         for label, n_bytes in lines:
             running += n_bytes
             if running > budget:
-                return DOES_NOT_FIT, (f"does not fit {name}: {label} takes it to {running / MB:,.0f} MB, "
-                                      f"{(running - budget) / MB:,.0f} MB over its {budget / MB:,.0f} MB budget")
+                return DOES_NOT_FIT, (f"does not fit {name}: {label} takes it to {running / MIB:,.0f} MB, "
+                                      f"{(running - budget) / MIB:,.0f} MB over its {budget / MIB:,.0f} MB budget")
     if headroom < TIGHT_HEADROOM * budget:
-        return TIGHT, f"tight on {name}: {headroom / MB:,.0f} MB headroom of {budget / MB:,.0f} MB"
-    return FITS, f"fits {name} with {headroom / MB:,.0f} MB ({headroom / budget:.0%}) headroom"
+        return TIGHT, f"tight on {name}: {headroom / MIB:,.0f} MB headroom of {budget / MIB:,.0f} MB"
+    return FITS, f"fits {name} with {headroom / MIB:,.0f} MB ({headroom / budget:.0%}) headroom"
 
 
 def _device_ledgers(model: ModelInfo, preset: Preset, n_ctx: int, host_budget: int | None, host_source: str,

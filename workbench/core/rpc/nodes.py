@@ -13,8 +13,8 @@ from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.split import predict_split
 from workbench.core.ledger.split_types import SplitDevice, SplitLedger
 from workbench.core.rpc.wire import NodeReport, probe_node
+from workbench.core.units import MIB
 
-MB = 1024 * 1024
 _GPU_NAMES = {"cuda": "CUDA0", "vulkan": "Vulkan0"}
 
 
@@ -35,7 +35,7 @@ def endpoints_of(preset: Preset, override: Sequence[RpcEndpoint] = ()) -> tuple[
 def rpc_device(index: int, endpoint: RpcEndpoint, report: NodeReport | None, profile: DeviceProfile | None) -> SplitDevice:
     free = report.free_bytes if report is not None and report.reachable else None
     if profile is not None:
-        budget, source = profile.budget_mb * MB, f"device profile {profile.name}"
+        budget, source = profile.budget_mb * MIB, f"device profile {profile.name}"
         bandwidth, bandwidth_source = profile.mem_bandwidth_gbs * 1e9 or None, f"device profile {profile.name}"
     else:
         budget, source = free, "free memory the node reports" if free is not None else ""
@@ -53,12 +53,12 @@ def local_gpu_device(host: DeviceProfile) -> SplitDevice | None:
     if host.accelerator not in _GPU_NAMES:
         return None
     if host.vram_mb is None:
-        return SplitDevice(name=_GPU_NAMES[host.accelerator], free_bytes=host.budget_mb * MB, budget_bytes=None,
+        return SplitDevice(name=_GPU_NAMES[host.accelerator], free_bytes=host.budget_mb * MIB, budget_bytes=None,
                            budget_source="unified memory: the host's budget",
                            bandwidth_bytes_per_s=host.mem_bandwidth_gbs * 1e9 or None,
                            bandwidth_source=f"device profile {host.name}", shares_host_memory=True)
     bandwidth = host.vram_bandwidth_gbs or 0.0
-    return SplitDevice(name=_GPU_NAMES[host.accelerator], free_bytes=host.vram_mb * MB, budget_bytes=host.vram_mb * MB,
+    return SplitDevice(name=_GPU_NAMES[host.accelerator], free_bytes=host.vram_mb * MIB, budget_bytes=host.vram_mb * MIB,
                        budget_source=f"vram_mb of {host.name}", bandwidth_bytes_per_s=bandwidth * 1e9 or None,
                        bandwidth_source=f"vram_bandwidth_gbs of {host.name}" if bandwidth else "",
                        alignment=128 if host.accelerator == "cuda" else 256)
@@ -83,7 +83,7 @@ def predict_devices(model: ModelInfo, preset: Preset, host: DeviceProfile, rpc: 
     preset = dataclasses.replace(preset, rpc=tuple(endpoint.address for endpoint in endpoints))
     reports = probe_nodes(endpoints, measure_link=measure_link)
     devices = split_devices(host, endpoints, reports, node_profiles(endpoints))
-    split = predict_split(model, preset, devices, host_budget_bytes=host.budget_mb * MB,
+    split = predict_split(model, preset, devices, host_budget_bytes=host.budget_mb * MIB,
                           host_budget_source=f"device profile {host.name}",
                           host_bandwidth_bytes_per_s=host.mem_bandwidth_gbs * 1e9 or None, ctx_size=ctx_size)
     return split, reports

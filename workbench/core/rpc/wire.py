@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from workbench.core.config.rpc_endpoints import RpcEndpoint
+from workbench.core.units import MIB
 
 PROTOCOL_MAJOR = 7  # RPC_PROTO_MAJOR_VERSION in ggml-rpc.h
 PROTOCOL_MINOR = 0
@@ -42,7 +43,7 @@ _GGML_TYPE_F32 = 0
 
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_ROUND_TRIPS = 20
-DEFAULT_TRANSFER_BYTES = 4 * 1024 * 1024
+DEFAULT_TRANSFER_BYTES = 4 * MIB
 
 
 class NodeUnreachable(Exception):

@@ -125,7 +125,10 @@ class SampleCollector:
 
 def exposition_text(points: Iterable[MetricPoint]) -> str:
     """The Prometheus text exposition (format 0.0.4) of `points`, via prometheus_client."""
-    from prometheus_client import CollectorRegistry, generate_latest  # deferred: importing prometheus_client costs start-up time
+    from prometheus_client import (  # deferred: importing prometheus_client costs start-up time
+        CollectorRegistry,
+        generate_latest,
+    )
 
     collector = SampleCollector()
     collector._points = list(points)
@@ -142,7 +145,10 @@ class MetricsServer:
     """
 
     def __init__(self, port: int, host: str = "127.0.0.1", *, allow_remote: bool = False) -> None:
-        from prometheus_client import CollectorRegistry, start_http_server  # deferred: importing prometheus_client costs start-up time
+        from prometheus_client import (  # deferred: importing prometheus_client costs start-up time
+            CollectorRegistry,
+            start_http_server,
+        )
 
         if not 0 <= port <= 65535:
             raise WorkbenchError(f"port {port} is not a TCP port", fix="give a port from 1 to 65535, e.g. 9101")

@@ -15,6 +15,7 @@ from typing import Any
 from workbench.core.errors import WorkbenchError
 from workbench.core.telemetry.metrics import PREFIX, MetricPoint, sample_metrics
 from workbench.core.telemetry.sample import TelemetrySample
+from workbench.core.units import MIB
 
 LOG_FORMATS = (".csv", ".jsonl")
 # Labels that say which figure a point is: they go into the CSV column name. The others
@@ -65,7 +66,7 @@ class SampleLog:
     spreadsheet never sees a row wider than its header.
     """
 
-    def __init__(self, path: str | Path, *, max_bytes: int = 10 * 2**20, keep: int = 5,
+    def __init__(self, path: str | Path, *, max_bytes: int = 10 * MIB, keep: int = 5,
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
         self.path = Path(path)
         self.format = self.path.suffix.lower()

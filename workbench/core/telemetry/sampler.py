@@ -15,11 +15,9 @@ from workbench.core.telemetry.sysfs import Reader, read_text
 from workbench.core.telemetry.tegrastats import TegrastatsLive, TegrastatsLog, TegrastatsReading
 from workbench.core.telemetry.thermal import NO_SENSORS, ThermalSampler, sensor_names
 from workbench.core.telemetry.throttle import NO_THROTTLE, ThrottleSampler
+from workbench.core.units import MIB
 
 TegrastatsSource = TegrastatsLog | TegrastatsLive
-_MIB = 1024 * 1024
-
-
 class Sampler:
     """`Sampler(root="/", engine_pid=None).sample() -> TelemetrySample`; cheap, call at <= 2 Hz.
 
@@ -179,16 +177,16 @@ def _group_why(none_exposed: str, failures: tuple[Unavailable, ...]) -> str:
 
 
 def _tegrastats_memory(reading: TegrastatsReading) -> dict[str, object]:
-    total = (reading.ram_total_mb or 0) * _MIB
-    used = (reading.ram_used_mb or 0) * _MIB
+    total = (reading.ram_total_mb or 0) * MIB
+    used = (reading.ram_used_mb or 0) * MIB
     fields: dict[str, object] = {
         "mem_total_bytes": total,
         "mem_available_bytes": total - used,  # tegrastats "used" excludes buffers and page cache
         "memory_source": "tegrastats",
     }
     if reading.swap_total_mb is not None:
-        fields["swap_total_bytes"] = reading.swap_total_mb * _MIB
-        fields["swap_used_bytes"] = (reading.swap_used_mb or 0) * _MIB
+        fields["swap_total_bytes"] = reading.swap_total_mb * MIB
+        fields["swap_used_bytes"] = (reading.swap_used_mb or 0) * MIB
     online = tuple(load for load in reading.cpu_load_percent if load is not None)
     if online:
         fields["cpu_percent"] = online  # cores tegrastats shows as "off" are left out
