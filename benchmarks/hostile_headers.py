@@ -4,8 +4,8 @@ Each case is written to a temporary folder (large ones sparse, so no disk is spe
 with `read_gguf` in a fresh child interpreter, and timed there; the peak is tracemalloc's
 (Python allocations, deterministic) in a second run. Cases:
 
-- forged-layers: a tiny file claiming 2**32 - 1 layers (the ledger used to grow by ~110 MB/s);
-- keys-3M: 3 million metadata pairs announced (used to take 16 s and 385 MB);
+- forged-layers: a tiny file claiming 2**32 - 1 layers (a ledger that trusts the count grows by ~110 MB/s);
+- keys-3M: 3 million metadata pairs announced (a reader without a key limit takes 16 s and 385 MB);
 - strings-at-limit: a vocabulary of MAX_ARRAY_STRINGS - 1 tokens, the slowest header still read;
 - tensors-at-limit: MAX_TENSORS tensor entries, the largest tensor table still read;
 - header-over-limit: a 65 MiB string value in a sparse file.

@@ -318,7 +318,7 @@ def build_row(
         avg_ts=decode_tps,
         stddev_ts=statistics.stdev(decode) if len(decode) > 1 else 0.0,  # llama-bench: 0 for one sample
         samples_ts=tuple(decode),
-        prefill_samples_ts=tuple(prefill),  # llama-bench's pp test: its per-run rates (issue 12)
+        prefill_samples_ts=tuple(prefill),  # llama-bench's pp test: its per-run rates
         test_time=utc_at_monotonic(run.runs_started_at),
         **preset_placement(preset),
         load_s=loaded.load_seconds,

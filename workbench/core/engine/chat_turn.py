@@ -22,7 +22,7 @@ RESERVE_FRACTION = 4
 # Tokens are sent at most this often (the first one at once). Each send wakes the client;
 # measured on a busy 2-core machine, a wake-up per token cost the engine ~0.3 ms per token
 # of being preempted and queued behind other work, next to ~0.03 ms for the send itself.
-# 50 ms is the UI's own redraw batching, so a display sees no difference.
+# 50 ms is half the app's redraw batching (100 ms), so a display sees no difference.
 TOKEN_SEND_INTERVAL_S = 0.05
 
 # stop_reason when the model wrote one of its template's turn markers as text instead of

@@ -101,8 +101,8 @@ def start_child(
 
     The child's stdout and stderr go to `log_path` from its first instruction, so even an
     import error is in the log tail. It runs in a process group of its own: Ctrl-C in a
-    terminal is the parent's to interpret (the engine used to get it too, and could die of
-    it while still starting up).
+    terminal is the parent's to interpret (an engine that got it could die of it while still
+    starting up).
     """
     ours, theirs = socket.socketpair()
     log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
