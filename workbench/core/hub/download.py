@@ -20,17 +20,34 @@ from pathlib import Path
 import filelock
 
 from workbench.core.errors import HubError
-from workbench.core.hub.cache_layout import CachedFilePaths, cached_file_paths, hub_cache_dir, link_pointer, write_ref
+from workbench.core.hub.cache_layout import (
+    CachedFilePaths,
+    cached_file_paths,
+    hub_cache_dir,
+    link_pointer,
+    write_ref,
+)
 from workbench.core.hub.client import HubConnection, hub_connection
-from workbench.core.hub.download_events import DiskFull, DownloadFinished, DownloadVerified, EventSink
+from workbench.core.hub.download_events import (
+    DiskFull,
+    DownloadFinished,
+    DownloadVerified,
+    EventSink,
+)
 from workbench.core.hub.download_progress import DownloadProgress
-from workbench.core.hub.files import GGUFFile, RemoteFile, list_gguf_files, missing_parts
+from workbench.core.hub.files import (
+    GGUFFile,
+    RemoteFile,
+    list_gguf_files,
+    missing_parts,
+)
 from workbench.core.hub.metadata import FileMetadata, file_metadata
 from workbench.core.hub.names import TRUSTED_FIX, HubAnswerRefused, refused
 from workbench.core.hub.partial_file import DISK_FULL_ERRNOS
 from workbench.core.hub.resumable_fetch import PartFetch, fetch_with_resume
+from workbench.core.units import MIB
 
-DISK_MARGIN_BYTES = 64 * 1024 * 1024  # leave the filesystem some room after the model
+DISK_MARGIN_BYTES = 64 * MIB  # leave the filesystem some room after the model
 MAX_ATTEMPTS = 4  # one try and three resumes within a run; beyond that the user decides
 
 

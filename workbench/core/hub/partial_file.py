@@ -10,8 +10,9 @@ from pathlib import Path
 
 from workbench.core.files.safe_paths import UnsafePathError
 from workbench.core.hub.download_events import DownloadCancelled
+from workbench.core.units import MIB
 
-HASH_CHUNK = 1024 * 1024
+HASH_CHUNK = MIB
 # A write to a full disk, or past the user's quota, fails with one of these.
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
