@@ -140,7 +140,7 @@ async def test_a_download_keeps_running_when_the_screen_is_left(served):
 
 async def test_quitting_the_app_stops_the_download_and_keeps_the_partial(served):
     from workbench.core.hub.cache import partial_downloads
-    from workbench.ui.widgets.hub_browser import _JOBS
+    from workbench.ui.download_jobs import current_job
 
     release = threading.Event()
     app = Host()
@@ -151,7 +151,7 @@ async def test_quitting_the_app_stops_the_download_and_keeps_the_partial(served)
         files.focus()
         await pilot.click("#hub-download")
         await wait_for(pilot, lambda: any(p.size_bytes >= 20_000_000 for p in partial_downloads()), "the stall point")
-    job = _JOBS[app]
+    job = current_job(app)
     release.set()  # the held link drops after the app quit: the job must stop there, not resume
     deadline = time.monotonic() + 30  # liveness bound for a broken build
     while job.running and time.monotonic() < deadline:

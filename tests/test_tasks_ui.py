@@ -25,7 +25,7 @@ async def test_chat_vote_mode_samples_together_and_shows_the_tally():
         await pilot.press("ctrl+l")
         await wait_until(pilot, lambda: screen.phase == LOADED, 120)
         await pilot.press("ctrl+t")  # 1 -> 3 samples
-        assert screen.vote_mode.samples == 3
+        assert screen.chat_pane.vote_mode.samples == 3
         screen.conversation.sampling = dataclasses.replace(screen.conversation.sampling, seed=5, max_tokens=12)
         prompt = screen.query_one(PromptInput)
         prompt.value = "What is 2 + 3? Reply with the number only."

@@ -22,7 +22,7 @@ async def test_panels_keep_the_loaded_preset_until_ctrl_l_reloads_with_the_selec
         screen = pilot.app.main_screen
         await wait_until(pilot, lambda: screen.ledger is not None)
         await pilot.press("ctrl+l")
-        await wait_until(pilot, lambda: screen.phase == LOADED and screen.loaded_choice.loaded_ledger is not None)
+        await wait_until(pilot, lambda: screen.phase == LOADED and screen.session.choice.loaded_ledger is not None)
         ledger_panel, kv = screen.query_one(LedgerPanel), screen.query_one(KvPanel)
         as_is_kv_per_token = kv.bytes_per_token
         # as-is keeps f16 K/V; edge-int4-kv8 stores q8_0: 34/32 bytes per element instead of 2

@@ -21,6 +21,7 @@ from workbench.core.engine.events import (
     TurnFinished,
 )
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.ui.chat_vote import sample_and_vote
 from workbench.ui.engine_session import Engine
 from workbench.ui.loaded_choice import Choice
 from workbench.ui.messages import (
@@ -122,6 +123,15 @@ def stream_turn(engine: Engine, messages: Sequence[ChatMessage], sampling: Sampl
     except Exception as error:
         flush()
         post(EngineDied(EngineFailed(kind="request", message=str(error) or type(error).__name__)))
+
+
+def run_turn(engine: Engine, messages: Sequence[ChatMessage], sampling: Sampling, samples: int, n_ctx: int,
+             post: Post, interval_s: float = TOKEN_BATCH_INTERVAL_S) -> None:
+    """One chat turn: a streamed answer, or with `samples` > 1 the samples' vote (VoteArrived)."""
+    if samples > 1:
+        sample_and_vote(engine, messages, sampling, samples, n_ctx, post)
+    else:
+        stream_turn(engine, messages, sampling, post, interval_s)
 
 
 def unload_model(engine: Engine, post: Post) -> None:

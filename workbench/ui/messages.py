@@ -143,3 +143,20 @@ class ModelInspected(Message):
     path: str
     model: ModelInfo | None
     error: str = ""
+
+
+@dataclass
+class DownloadAdvanced(Message):
+    """A hub download's newest progress (workbench/ui/download_jobs.py)."""
+
+    event: Any  # DownloadProgressed
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DownloadAdvanced)  # only the newest figure matters
+
+
+@dataclass
+class DownloadEnded(Message):
+    """A hub download finished, failed or was cancelled; the job holds the outcome."""
+
+    job: Any  # download_jobs.DownloadJob

@@ -3,26 +3,22 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.events import Key, Resize
-from textual.reactive import reactive
-from textual.screen import Screen
-from textual.widgets import Button, Footer, Header, Input, Select, Tab, Tabs
+from textual.widgets import Button, Footer, Header
 from textual.worker import get_current_worker
 
-from workbench.core.config.preset import DeviceProfile, Preset
-from workbench.core.engine.events import ChatMessage, EngineFailed, Sampling
+from workbench.core.engine.events import EngineFailed
 from workbench.core.ledger.types import DOES_NOT_FIT, Ledger, LedgerFix
 from workbench.ui import engine_work
-from workbench.ui.chat_vote import sample_and_vote
+from workbench.ui.engine_work import run_turn
 from workbench.ui.engine_session import Engine, EngineSession, Phase, close_quietly
-from workbench.ui.failure_notices import died_notice, died_toast
-from workbench.ui.loaded_choice import Choice
 from workbench.ui.messages import (
     EngineDied,
     LedgerPredicted,
@@ -35,27 +31,19 @@ from workbench.ui.messages import (
     TokensArrived,
 )
 from workbench.ui.screens.model_screen import ModelScreen
+from workbench.ui.screens.tabbed_layout import TabbedLayoutScreen
 from workbench.ui.selection import Selection
 from workbench.ui.widgets.chat_pane import ChatPane
 from workbench.ui.widgets.choice_bar import ChoiceBar
-from workbench.ui.widgets.prompt_input import PromptInput
 from workbench.ui.widgets.panel_grid import PanelGrid
 from workbench.ui.widgets.verdict_line import LoadProgress, Prediction, VerdictLine
 
-WIDE_MIN_SIZE = (120, 34)  # below this the chat and the panels become tabs
-ROOMY_SIZE = (160, 48)  # below this (and above WIDE_MIN_SIZE) the panels take more of the screen
-PANEL_TABS = (("chat", "Chat"), ("ledger", "Ledger"), ("kv", "KV cache"), ("speed", "Tokens/s"),
-              ("thermal", "Temperature"))
-# Alt+1..5 bring a tab forward (digits alone are typed into the prompt); the label shows the number
-TAB_KEYS = tuple((f"alt+{number}", name) for number, (name, _) in enumerate(PANEL_TABS, start=1))
 
+class MainScreen(TabbedLayoutScreen):
+    """Composes the parts and routes their messages; runs the thread workers (each gets its arguments).
 
-class MainScreen(Screen):
-    """Composes the parts and routes their messages.
-
-    The choice bar owns the selection, the verdict line the prediction it shows, the chat pane the
-    conversation, the engine session the engine and its phase; this screen owns the KV view and the
-    latest telemetry sample, and runs the thread workers (each gets immutable arguments).
+    The choice bar owns the selection, the verdict line the prediction, the chat pane the conversation,
+    the engine session the engine and its phase, the panel grid what the panels show.
     """
 
     CSS_PATH = "main_screen.tcss"
@@ -71,15 +59,7 @@ class MainScreen(Screen):
         Binding("ctrl+r", "restart_engine", "Restart engine", show=False),
         Binding("ctrl+n", "new_conversation", "New chat", show=False),
         Binding("ctrl+t", "cycle_vote", "N samples, vote", show=False),
-        *(Binding(key, f"show_tab('{name}')", f"{name} tab", show=False) for key, name in TAB_KEYS),
-        # Alt+digit reaches the app only from terminals that report modifiers (in tmux ESC 2 arrives
-        # as one character): Ctrl+PgDn / Ctrl+PgUp step through the tabs everywhere
-        Binding("ctrl+pagedown", "step_tab(1)", "Next tab", show=False),
-        Binding("ctrl+pageup", "step_tab(-1)", "Previous tab", show=False),
     ]
-
-    compact: reactive[bool] = reactive(False)
-    shown_tab: reactive[str] = reactive("chat")
 
     def __init__(self, selection: Selection, engine_factory, sampler_factory, *,
                  telemetry_interval_s: float = 0.5, token_batch_interval_s: float = 0.1) -> None:
@@ -105,20 +85,12 @@ class MainScreen(Screen):
         return self.chat_pane.conversation
 
     @property
-    def vote_mode(self):
-        return self.chat_pane.vote_mode
-
-    @property
     def phase(self) -> Phase:
         return self.session.phase
 
     @property
     def engine(self) -> Engine | None:
         return self.session.engine
-
-    @property
-    def loaded_choice(self):
-        return self.session.choice
 
     @property
     def latest_sample(self):
@@ -136,8 +108,7 @@ class MainScreen(Screen):
         yield Header(icon="▦")
         yield self.choice_bar
         yield self.verdict_line
-        yield Tabs(*(Tab(f"{number} {label}", id=f"tab-{name}") for number, (name, label) in enumerate(PANEL_TABS, 1)),
-                   id="layout-tabs")
+        yield self.layout_tabs()
         with Horizontal(id="body"):
             yield self.chat_pane
             yield self.panels
@@ -145,8 +116,7 @@ class MainScreen(Screen):
 
     def on_mount(self) -> None:
         self.title = "Edge LLM Workbench"
-        self._apply_size(self.app.size.width, self.app.size.height)
-        self.query_one(PromptInput).focus()
+        self.focus_chat()
         # the workers start once the first frame is on screen: their threads compete for the GIL
         self.call_after_refresh(self._start_workers)
 
@@ -154,51 +124,11 @@ class MainScreen(Screen):
         self.predict()
         self.sample_telemetry()
 
-    def on_resize(self, event: Resize) -> None:
-        self._apply_size(event.size.width, event.size.height)
+    def focus_chat(self) -> None:
+        self.chat_pane.focus_prompt()
 
-    def _apply_size(self, width: int, height: int) -> None:
-        self.compact = width < WIDE_MIN_SIZE[0] or height < WIDE_MIN_SIZE[1]
-        self.set_class(not self.compact and (width < ROOMY_SIZE[0] or height < ROOMY_SIZE[1]), "-medium")
-
-    def watch_compact(self, compact: bool) -> None:
-        self.set_class(compact, "-compact")
-        self.query_one(Footer).compact = compact  # every key fits 80 columns, F5 included
-        self.watch_shown_tab(self.shown_tab)
-
-    def watch_shown_tab(self, shown: str) -> None:
-        for name, _ in PANEL_TABS:
-            self.set_class(shown == name, f"-show-{name}")
-        if shown == "chat" and self.is_mounted:
-            # back on the chat the prompt has the keys again, not the tab bar that was clicked
-            self.call_after_refresh(self.query_one(PromptInput).focus)
-
-    @on(Tabs.TabActivated, "#layout-tabs")
-    def _tab_activated(self, event: Tabs.TabActivated) -> None:
-        self.shown_tab = event.tab.id.removeprefix("tab-") if event.tab and event.tab.id else "chat"
-
-    def show_tab(self, name: str) -> None:
-        """Bring a panel (or the chat) to the front when the layout is tabbed."""
-        self.query_one("#layout-tabs", Tabs).active = f"tab-{name}"
-
-    def action_show_tab(self, name: str) -> None:
-        self.show_tab(name)
-
-    def action_step_tab(self, step: int) -> None:
-        names = [name for name, _ in PANEL_TABS]
-        self.show_tab(names[(names.index(self.shown_tab) + step) % len(names)])
-
-    def on_key(self, event: Key) -> None:
-        """Typing lands in the prompt whatever has the focus (the tab bar, a panel): never dropped."""
-        if not event.is_printable or isinstance(self.focused, (Input, Select)):
-            return
-        if self.compact and self.shown_tab != "chat":
-            self.show_tab("chat")
-        prompt = self.query_one(PromptInput)
-        prompt.focus()
-        prompt.insert_text_at_cursor(event.character or "")
-        event.stop()
-        event.prevent_default()
+    def type_into_chat(self, character: str) -> None:
+        self.chat_pane.type_into_prompt(character)
 
     # ---- the phase, shown by the parts ----------------------------------------------------
 
@@ -212,12 +142,13 @@ class MainScreen(Screen):
 
     # ---- the prediction -------------------------------------------------------------------
 
-    def predict(self) -> None:
-        self._predict_worker(self.selection, self.choice_bar.choice, self.post_message)
+    def _in_thread(self, body: Callable[..., None], *args: object, group: str, exclusive: bool = True) -> None:
+        """Run `body(*args)` in a thread worker: it gets these arguments, never the screen, and only posts."""
+        self.run_worker(partial(body, *args), thread=True, exclusive=exclusive, group=group)
 
-    @work(thread=True, exclusive=True, group="predict")
-    def _predict_worker(self, selection: Selection, choice: Choice, post: engine_work.Post) -> None:
-        engine_work.predict_choice(selection, choice, post)
+    def predict(self) -> None:
+        self._in_thread(engine_work.predict_choice, self.selection, self.choice_bar.choice, self.post_message,
+                        group="predict")
 
     def on_choice_bar_changed(self, message: ChoiceBar.Changed) -> None:
         self.predict()
@@ -293,12 +224,8 @@ class MainScreen(Screen):
             return
         self.verdict_line.progress = LoadProgress()
         self.chat_pane.load_started(model.name or Path(model.source).name, preset.name)
-        self._load_worker(engine, Path(model.source), preset, device, allow_overbudget, self.post_message)
-
-    @work(thread=True, exclusive=True, group="engine")
-    def _load_worker(self, engine: Engine, model_path: Path, preset: Preset, device: DeviceProfile,
-                     allow_overbudget: bool, post: engine_work.Post) -> None:
-        engine_work.load_model(engine, model_path, preset, device, allow_overbudget, post)
+        self._in_thread(engine_work.load_model, engine, Path(model.source), preset, device, allow_overbudget,
+                        self.post_message, group="engine")
 
     def on_load_progress_reported(self, message: LoadProgressReported) -> None:
         self.verdict_line.progress = LoadProgress(message.stage, message.fraction)
@@ -318,18 +245,12 @@ class MainScreen(Screen):
         failure = message.failure
         self.session.load_failed(failure)
         self.predict()
-        await self.chat_pane.add_notice(f"Load failed: {failure.message}", "\n".join(failure.log_tail[-6:]),
-                                        kind="error")
-        self.notify(failure.message, title="Load failed", severity="error", timeout=10)
+        await self.chat_pane.show_load_failed(failure)
 
     def unload(self) -> None:
         engine = self.session.begin_unload()
         if engine is not None:
-            self._unload_worker(engine, self.post_message)
-
-    @work(thread=True, exclusive=True, group="engine")
-    def _unload_worker(self, engine: Engine, post: engine_work.Post) -> None:
-        engine_work.unload_model(engine, post)
+            self._in_thread(engine_work.unload_model, engine, self.post_message, group="engine")
 
     def on_model_unloaded(self, message: ModelUnloaded) -> None:
         self.session.unloaded()
@@ -351,7 +272,8 @@ class MainScreen(Screen):
         old = self.session.detach()
         if old is not None:
             if old.alive:
-                self._close_worker(old)  # a live process takes a moment to stop: off the UI thread
+                # a live process takes a moment to stop: off the UI thread
+                self._in_thread(close_quietly, old, group="close", exclusive=False)
             else:
                 close_quietly(old)
         self.start_load(allow_overbudget=self.ledger is not None and self.ledger.verdict == DOES_NOT_FIT)
@@ -360,10 +282,6 @@ class MainScreen(Screen):
     def _restart_pressed(self) -> None:
         self.action_restart_engine()
 
-    @work(thread=True, group="close")
-    def _close_worker(self, engine: Engine) -> None:
-        close_quietly(engine)
-
     # ---- turns ----------------------------------------------------------------------------
 
     def on_chat_pane_turn_started(self, message: ChatPane.TurnStarted) -> None:
@@ -371,17 +289,9 @@ class MainScreen(Screen):
         self.session.turn_started()
         loaded = self.session.loaded
         # the pane draws the answer; what the panels need bubbles up to this screen
-        self._turn_worker(self.session.engine, message.messages, message.sampling, message.samples,
-                          loaded.n_ctx if loaded is not None else 0, self.chat_pane.post_message,
-                          self.token_batch_interval_s)
-
-    @work(thread=True, exclusive=True, group="chat")
-    def _turn_worker(self, engine: Engine, messages: tuple[ChatMessage, ...], sampling: Sampling, samples: int,
-                     n_ctx: int, post: engine_work.Post, interval_s: float) -> None:
-        if samples > 1:
-            sample_and_vote(engine, messages, sampling, samples, n_ctx, post)
-        else:
-            engine_work.stream_turn(engine, messages, sampling, post, interval_s)
+        self._in_thread(run_turn, self.session.engine, message.messages, message.sampling, message.samples,
+                        loaded.n_ctx if loaded is not None else 0, self.chat_pane.post_message,
+                        self.token_batch_interval_s, group="chat")
 
     def on_tokens_arrived(self, message: TokensArrived) -> None:
         self.panels.tokens_arrived(message)  # bubbled up from the chat pane, which drew the text
@@ -403,15 +313,10 @@ class MainScreen(Screen):
 
     async def _engine_failed(self, failure: EngineFailed) -> None:
         if self.session.failed(failure):
-            await self.chat_pane.add_notice(f"Request failed: {failure.message}", "\n".join(failure.log_tail[-6:]),
-                                            kind="error")
-            self.notify(failure.message, title="Request failed", severity="error", timeout=8)
+            await self.chat_pane.show_request_failed(failure)
             return
         self._clear_loaded_panels()  # the dead process's cache is gone with it
-        title, details = died_notice(failure, self.ledger)
-        await self.chat_pane.add_notice(title, details, kind="error", action=("restart-engine", "Restart engine"),
-                                        notice_id="crash-notice")
-        self.notify(died_toast(failure), title="Engine died", severity="error", timeout=12)
+        await self.chat_pane.show_engine_died(failure, self.ledger)
 
     def action_cancel_turn(self) -> None:
         self.session.cancel_turn()
@@ -432,14 +337,9 @@ class MainScreen(Screen):
 
     def sample_telemetry(self) -> None:
         """Sample in a thread until the screen closes; the panels take the samples."""
-        self._telemetry_worker(self.sampler_factory, self.session.engine_pid, self.panels.post_message,
-                               self._telemetry_stop, self.telemetry_interval_s)
-
-    @work(thread=True, exclusive=True, group="telemetry")
-    def _telemetry_worker(self, sampler_factory, engine_pid, post: engine_work.Post, stop: threading.Event,
-                          interval_s: float) -> None:
-        worker = get_current_worker()
-        engine_work.sample_telemetry(sampler_factory, engine_pid, post, stop, lambda: worker.is_cancelled, interval_s)
+        self._in_thread(engine_work.sample_telemetry, self.sampler_factory, self.session.engine_pid,
+                        self.panels.post_message, self._telemetry_stop, lambda: get_current_worker().is_cancelled,
+                        self.telemetry_interval_s, group="telemetry")
 
     # ---- closing and other screens -------------------------------------------------------
 

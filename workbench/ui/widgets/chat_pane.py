@@ -15,7 +15,9 @@ from textual.widgets import Input
 from workbench.core.engine.events import ChatMessage, EngineFailed, Loaded, Sampling, TurnFinished
 from workbench.ui.chat_vote import VoteMode
 from workbench.ui.conversation import Conversation, stats_line
+from workbench.core.ledger.types import Ledger
 from workbench.ui.engine_session import Phase
+from workbench.ui.failure_notices import died_notice, died_toast
 from workbench.ui.kv_layout import kv_segments
 from workbench.ui.messages import AnswerEnded, ContextShiftNoticed, EngineDied, PrefillReported, TokensArrived, VoteArrived
 from workbench.ui.widgets.chat_view import AnswerBlock, ChatView
@@ -83,6 +85,14 @@ class ChatPane(Vertical):
     def watch_phase(self, phase: Phase) -> None:
         # a blinking cursor repaints twice a second; while an answer streams every repaint is CPU the engine could use
         self.query_one(PromptInput).cursor_blink = phase != Phase.GENERATING
+
+    def focus_prompt(self) -> None:
+        self.query_one(PromptInput).focus()
+
+    def type_into_prompt(self, character: str) -> None:
+        prompt = self.query_one(PromptInput)
+        prompt.focus()
+        prompt.insert_text_at_cursor(character)
 
     # ---- a turn ---------------------------------------------------------------------------
 
@@ -201,9 +211,23 @@ class ChatPane(Vertical):
     def model_unloaded(self) -> None:
         self.query_one(ChatView).update_welcome(loaded=False)
 
-    async def add_notice(self, title: str, details: str = "", *, kind: str = "info",
-                         action: tuple[str, str] | None = None, notice_id: str | None = None) -> None:
-        await self.query_one(ChatView).add_notice(title, details, kind=kind, action=action, notice_id=notice_id)
+    async def show_load_failed(self, failure: EngineFailed) -> None:
+        await self.query_one(ChatView).add_notice(f"Load failed: {failure.message}",
+                                                  "\n".join(failure.log_tail[-6:]), kind="error")
+        self.notify(failure.message, title="Load failed", severity="error", timeout=10)
+
+    async def show_request_failed(self, failure: EngineFailed) -> None:
+        """A request failed and the engine lives on."""
+        await self.query_one(ChatView).add_notice(f"Request failed: {failure.message}",
+                                                  "\n".join(failure.log_tail[-6:]), kind="error")
+        self.notify(failure.message, title="Request failed", severity="error", timeout=8)
+
+    async def show_engine_died(self, failure: EngineFailed, ledger: Ledger | None) -> None:
+        """The engine process died: why, beside what the ledger predicted, and a Restart engine button."""
+        title, details = died_notice(failure, ledger)
+        await self.query_one(ChatView).add_notice(title, details, kind="error", notice_id=CRASH_NOTICE,
+                                                  action=("restart-engine", "Restart engine"))
+        self.notify(died_toast(failure), title="Engine died", severity="error", timeout=12)
 
     async def remove_crash_notice(self) -> None:
         await self.query_one(ChatView).remove_notice(CRASH_NOTICE)

@@ -2,43 +2,22 @@
 
 from __future__ import annotations
 
-import threading
-import weakref
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich.text import Text
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, DataTable, Input, ProgressBar, Static
 
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.ui.download_jobs import DownloadJob, current_job, start_job
+from workbench.ui.messages import DownloadAdvanced, DownloadEnded
 from workbench.ui.selection import device_from, preset_from
 
 CSS_FILE = Path(__file__).with_name("hub_browser.tcss")
 OFFLINE_HINT = "Bundled, cached and local models still work offline (the Local and cached tab, `workbench models`)."
-
-
-@dataclass
-class _DownloadJob:
-    """One download, owned by the app (not the widget) so it keeps running when the screen closes."""
-
-    repo: str
-    filename: str
-    cancel: threading.Event = field(default_factory=threading.Event)
-    latest: Any = None  # the newest DownloadProgressed
-    outcome: Any = None  # DownloadFinished, or the error text
-    listener: HubBrowser | None = None  # the browser showing it now, if any
-
-    @property
-    def running(self) -> bool:
-        return self.outcome is None
-
-
-_JOBS: weakref.WeakKeyDictionary[App, _DownloadJob] = weakref.WeakKeyDictionary()
 
 
 class HubBrowser(Vertical):
@@ -65,19 +44,6 @@ class HubBrowser(Vertical):
         def __init__(self, stage: str, text: str, unreachable: bool) -> None:
             super().__init__()
             self.stage, self.text, self.unreachable = stage, text, unreachable
-
-    class DownloadAdvanced(Message):
-        def __init__(self, event) -> None:
-            super().__init__()
-            self.event = event
-
-        def can_replace(self, message: Message) -> bool:
-            return isinstance(message, HubBrowser.DownloadAdvanced)  # only the newest figure matters
-
-    class DownloadEnded(Message):
-        def __init__(self, job: _DownloadJob) -> None:
-            super().__init__()
-            self.job = job
 
     class ModelDownloaded(Message):
         """A model is in the cache, verified; `path` is what to load. Bubbles to the screen."""
@@ -121,9 +87,9 @@ class HubBrowser(Vertical):
         self.query_one("#hub-repos", DataTable).add_columns("Repository", "Downloads", "Likes", "Gated")
         self.query_one("#hub-files", DataTable).add_columns("File", "Quant", "Size", "Parts")
         self.show_curated()
-        job = _JOBS.get(self.app)
+        job = current_job(self.app)
         if job is not None:  # a download started from an earlier visit of this screen
-            job.listener = self
+            job.listener = self.post_message
             self._show_job(job)
 
     def _load_css(self) -> None:
@@ -135,8 +101,8 @@ class HubBrowser(Vertical):
             stylesheet.update(self.app)
 
     def on_unmount(self) -> None:
-        job = _JOBS.get(self.app)
-        if job is not None and job.listener is self:
+        job = current_job(self.app)
+        if job is not None and job.listener == self.post_message:
             job.listener = None
 
     # -- repositories --------------------------------------------------------------------------
@@ -268,35 +234,34 @@ class HubBrowser(Vertical):
     def start_download(self) -> None:
         if self._listing is None or self._selected_file is None:
             return
-        current = _JOBS.get(self.app)
+        current = current_job(self.app)
         if current is not None and current.running:
             return
-        job = _DownloadJob(self._listing.repo, self._selected_file, listener=self)
-        _JOBS[self.app] = job
+        job = DownloadJob(self._listing.repo, self._selected_file, listener=self.post_message)
+        start_job(self.app, job)
         self._show_job(job)
-        # An app-level worker: it outlives this widget, and only posts messages to whoever shows the job.
-        self.app.run_worker(lambda: _run_download(job), thread=True, group="hub-download",
-                            name=f"download {job.filename}", exit_on_error=False)
 
     @on(Button.Pressed, "#hub-cancel")
     def cancel_download(self) -> None:
-        job = _JOBS.get(self.app)
+        job = current_job(self.app)
         if job is not None and job.running:
             job.cancel.set()
             self.query_one("#hub-progress-text", Static).update("Stopping… (the partial file is kept for a resume)")
 
-    def on_hub_browser_download_advanced(self, message: DownloadAdvanced) -> None:
-        job = _JOBS.get(self.app)
+    def on_download_advanced(self, message: DownloadAdvanced) -> None:
+        message.stop()
+        job = current_job(self.app)
         if job is not None:
             self._show_job(job)
 
-    def on_hub_browser_download_ended(self, message: DownloadEnded) -> None:
+    def on_download_ended(self, message: DownloadEnded) -> None:
+        message.stop()
         self._show_job(message.job)
         outcome = message.job.outcome
         if hasattr(outcome, "path"):
             self.post_message(self.ModelDownloaded(outcome.path))
 
-    def _show_job(self, job: _DownloadJob) -> None:
+    def _show_job(self, job: DownloadJob) -> None:
         from workbench.core.units import eta_text, rate_text, size_text
 
         bar = self.query_one("#hub-progress", ProgressBar)
@@ -318,7 +283,7 @@ class HubBrowser(Vertical):
             text.update(Text(str(job.outcome), style="bold"))
 
     def _refresh_download_button(self) -> None:
-        job = _JOBS.get(self.app)
+        job = current_job(self.app)
         busy = job is not None and job.running
         self.query_one("#hub-download", Button).disabled = busy or self._selected_file is None
 
@@ -337,33 +302,6 @@ class HubBrowser(Vertical):
         status = self.query_one("#hub-status", Static)
         status.update(text)
         status.set_class(problem, "-problem")
-
-
-def _run_download(job: _DownloadJob) -> None:
-    """The worker body: download, keep the newest progress on the job, post to whoever shows it."""
-    from workbench.core.hub.download import download_model
-    from workbench.core.hub.download_events import DownloadProgressed
-
-    from textual.worker import get_current_worker
-
-    worker = get_current_worker()
-
-    def on_event(event) -> None:
-        if worker.is_cancelled:  # the app is quitting: stop, keep the partial (the executor would wait for us)
-            job.cancel.set()
-        if isinstance(event, DownloadProgressed):
-            job.latest = event
-            listener = job.listener
-            if listener is not None:
-                listener.post_message(HubBrowser.DownloadAdvanced(event))
-
-    try:
-        job.outcome = download_model(job.repo, job.filename, on_event=on_event, cancel=job.cancel)
-    except Exception as error:  # noqa: BLE001 - shown as the progress line
-        job.outcome = str(error) or type(error).__name__
-    listener = job.listener
-    if listener is not None:
-        listener.post_message(HubBrowser.DownloadEnded(job))
 
 
 def _preview_text(preview, colours: dict[str, str]) -> Text:
