@@ -15,8 +15,14 @@ from workbench.core.paths import bundled_model_path
 from workbench.ui import engine_work
 from workbench.ui.engine_session import EngineSession, Phase
 from workbench.ui.loaded_choice import Choice
+from workbench.ui.messages import (
+    AnswerEnded,
+    LoadFailed,
+    ModelLoaded,
+    ModelUnloaded,
+    TokensArrived,
+)
 from workbench.ui.themes import APP_COLOUR_DEFAULTS
-from workbench.ui.messages import AnswerEnded, LoadFailed, ModelLoaded, ModelUnloaded, TokensArrived
 from workbench.ui.widgets.chat_pane import ChatPane
 from workbench.ui.widgets.chat_view import AnswerBlock, Notice
 from workbench.ui.widgets.prompt_input import PromptInput
