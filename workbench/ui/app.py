@@ -7,21 +7,22 @@ from collections.abc import Callable, Iterable
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
+from workbench.core.engine.client import EngineClient
+from workbench.core.telemetry.sampler import Sampler
+from workbench.ui.screens.confirm_modal import ConfirmModal
+from workbench.ui.screens.main_screen import MainScreen
+from workbench.ui.screens.model_screen import ModelScreen
 from workbench.ui.selection import Selection
 from workbench.ui.textual_fixes import release_styles_caches
 from workbench.ui.themes import APP_COLOUR_DEFAULTS, DEFAULT_THEME, load_themes
 
 
 def default_engine_factory():
-    """The real engine client; imported on first load so the app starts without it."""
-    from workbench.core.engine.client import EngineClient
-
+    """The real engine client (its process starts with the first load)."""
     return EngineClient()
 
 
 def default_sampler_factory(engine_pid: int | None):
-    from workbench.core.telemetry.sampler import Sampler
-
     return Sampler(root="/", engine_pid=engine_pid)
 
 
@@ -75,16 +76,12 @@ class WorkbenchApp(App):
         return dict(APP_COLOUR_DEFAULTS)
 
     def get_default_screen(self) -> Screen:
-        from workbench.ui.screens.main_screen import MainScreen
-
         return MainScreen(self.selection, self.engine_factory, self.sampler_factory,
                           telemetry_interval_s=self.telemetry_interval_s,
                           token_batch_interval_s=self.token_batch_interval_s)
 
     @property
     def main_screen(self):
-        from workbench.ui.screens.main_screen import MainScreen
-
         for screen in self.screen_stack:
             if isinstance(screen, MainScreen):
                 return screen
@@ -92,8 +89,6 @@ class WorkbenchApp(App):
 
     def on_model_screen_model_offered(self, message) -> None:
         """A download finished while the model screen was away: the main screen's list offers it."""
-        from workbench.ui.screens.model_screen import ModelScreen  # as get_default_screen: screens load with the first
-
         try:
             self.main_screen.post_message(ModelScreen.ModelOffered(message.path))
         except LookupError:
@@ -112,7 +107,6 @@ class WorkbenchApp(App):
         if conversation is None or not conversation.unsaved:
             self.exit()
             return
-        from workbench.ui.screens.confirm_modal import ConfirmModal
 
         def answered(discard: bool | None) -> None:
             if discard:

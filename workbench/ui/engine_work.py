@@ -9,6 +9,8 @@ from pathlib import Path
 
 from textual.message import Message
 
+from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.config.presets import preset_problems
 from workbench.core.engine.events import (
     ChatMessage,
     ContextShifted,
@@ -20,7 +22,7 @@ from workbench.core.engine.events import (
     TokenChunk,
     TurnFinished,
 )
-from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.ledger.predict import predict_ledger
 from workbench.ui.chat_vote import sample_and_vote
 from workbench.ui.engine_session import Engine
 from workbench.ui.loaded_choice import Choice
@@ -33,8 +35,8 @@ from workbench.ui.messages import (
     LoadProgressReported,
     ModelLoaded,
     ModelUnloaded,
-    PrefillReported,
     PredictionFailed,
+    PrefillReported,
     SplitPredicted,
     TelemetryFailed,
     TelemetrySampled,
@@ -52,9 +54,6 @@ TOKEN_BATCH_INTERVAL_S = 0.1
 
 def predict_choice(selection: Selection, choice: Choice, post: Post) -> None:
     """Predict the ledger (and the per-device split) for `choice`; post it, or why there is none."""
-    from workbench.core.config.presets import preset_problems  # pulls psutil and tomli_w: at first use
-    from workbench.core.ledger.predict import predict_ledger  # the ledger package: at the first prediction
-
     try:
         model, preset, device = selection.resolve(choice)
         ledger = predict_ledger(model, preset, device)

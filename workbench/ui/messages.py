@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 from workbench.core.config.preset import DeviceProfile, Preset
-from workbench.core.engine.events import ContextShifted, EngineFailed, Loaded, TurnFinished
+from workbench.core.engine.events import (
+    ContextShifted,
+    EngineFailed,
+    Loaded,
+    TurnFinished,
+)
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.types import Ledger
 from workbench.core.telemetry.sample import TelemetrySample

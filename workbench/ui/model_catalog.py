@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from workbench.core.hub.cache import list_models, local_models
 from workbench.core.paths import config_dir
 from workbench.core.units import size
 
@@ -29,8 +30,6 @@ def save_model_folders(folders: list[Path]) -> None:
 
 def find_models(folders: list[Path]) -> tuple[tuple[tuple[str, str, str], ...], tuple[str, ...]]:
     """(label, path, origin) per usable model, and one line per folder that could not be read."""
-    from workbench.core.hub.cache import list_models, local_models
-
     problems: list[str] = []
     try:
         models = list(list_models(()))  # bundled and the HF cache

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 
+from workbench.core.config.devices import load_device
+from workbench.core.config.presets import load_preset
+from workbench.core.config.rpc_endpoints import parse_rpc_option
+from workbench.core.errors import WorkbenchError
+from workbench.core.files.model_ref import BUNDLED, resolve_model
+from workbench.ui.selection import DEFAULT_DEVICE, DEFAULT_PRESET, Selection
+
 
 def build_selection(args: argparse.Namespace):
     """The startup choice: --model (default the bundled model), --preset, --device (default host)."""
-    from workbench.core.files.model_ref import BUNDLED, resolve_model
-    from workbench.ui.selection import DEFAULT_DEVICE, DEFAULT_PRESET, Selection
-
     bundled = None
     try:
         bundled = resolve_model(BUNDLED)
@@ -20,8 +24,6 @@ def build_selection(args: argparse.Namespace):
     selection = Selection(model_path=model, preset_name=getattr(args, "preset", None) or DEFAULT_PRESET,
                           device_name=getattr(args, "device", None) or DEFAULT_DEVICE)
     if getattr(args, "rpc", ""):
-        from workbench.core.config.rpc_endpoints import parse_rpc_option
-
         selection.rpc = parse_rpc_option(args.rpc)
     if bundled is not None:
         selection.add_model(bundled, f"{bundled.stem} (bundled)")
@@ -31,10 +33,9 @@ def build_selection(args: argparse.Namespace):
 
 def check_theme(name: str) -> None:
     """An unknown --theme is one line naming the themes there are."""
-    from textual.theme import BUILTIN_THEMES
+    from textual.theme import BUILTIN_THEMES  # deferred: textual, once the arguments are checked
 
-    from workbench.core.errors import WorkbenchError
-    from workbench.ui.themes import load_themes
+    from workbench.ui.themes import load_themes  # deferred: textual, once the arguments are checked
 
     names = [theme.name for theme in load_themes()] + sorted(BUILTIN_THEMES)
     if name not in names:
@@ -44,9 +45,6 @@ def check_theme(name: str) -> None:
 def run_app(args: argparse.Namespace) -> int:
     # A preset or device named on the command line is checked here, so a typo is one line on
     # stderr before the screen opens rather than a notification inside it.
-    from workbench.core.config.devices import load_device
-    from workbench.core.config.presets import load_preset
-
     if getattr(args, "preset", None):
         load_preset(args.preset)
     if getattr(args, "device", None):
@@ -54,7 +52,7 @@ def run_app(args: argparse.Namespace) -> int:
     if getattr(args, "theme", None):
         check_theme(args.theme)
     selection = build_selection(args)
-    from workbench.ui.app import WorkbenchApp
+    from workbench.ui.app import WorkbenchApp  # deferred: textual, once the arguments are checked
 
     app = WorkbenchApp(selection, theme_name=getattr(args, "theme", None))
     app.run()

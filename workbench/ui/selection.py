@@ -6,8 +6,11 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.config.devices import list_devices, load_device
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.config.presets import list_presets, load_preset
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.gguf.reader import read_gguf
 from workbench.ui.loaded_choice import Choice
 
 DEFAULT_PRESET = "as-is"  # the file's own weights: nothing to re-quantize before the first load
@@ -36,8 +39,6 @@ class Selection:
 
     def model_info(self, path: Path | None = None) -> ModelInfo:
         """The GGUF header of `path` (default: the chosen model), read once per file version."""
-        from workbench.core.gguf.reader import read_gguf
-
         path = path or self.model_path
         key = (str(path), path.stat().st_mtime)
         with self._lock:
@@ -74,15 +75,11 @@ class Selection:
 
     def preset_names(self, *, refresh: bool = False) -> tuple[str, ...]:
         if self._preset_names is None or refresh:
-            from workbench.core.config.presets import list_presets
-
             self._preset_names = tuple(preset.name for preset in list_presets())
         return self._preset_names
 
     def device_names(self) -> tuple[str, ...]:
         if self._device_names is None:
-            from workbench.core.config.devices import list_devices
-
             self._device_names = tuple(device.name for device in list_devices(include_host=False))
         return self._device_names
 
@@ -91,7 +88,6 @@ def preset_from(spec: Preset | str) -> Preset:
     """A preset as given, or the one a name or a file path names."""
     if isinstance(spec, Preset):
         return spec
-    from workbench.core.config.presets import load_preset  # pulls psutil and tomli_w: at first use
 
     return load_preset(spec)
 
@@ -100,7 +96,6 @@ def device_from(spec: DeviceProfile | str) -> DeviceProfile:
     """A device profile as given, or the one a name or a file path names ("host" is detected)."""
     if isinstance(spec, DeviceProfile):
         return spec
-    from workbench.core.config.devices import load_device  # host detection pulls psutil: at first use
 
     return load_device(spec)
 

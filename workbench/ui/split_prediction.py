@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.core.rpc.nodes import predict_devices
+
 
 def predict_split_or_none(model: Any, preset: Any, device: Any, rpc: tuple) -> Any:
     """The SplitLedger when the preset (or --rpc) places layers on devices, else None; errors become None.
@@ -13,7 +15,6 @@ def predict_split_or_none(model: Any, preset: Any, device: Any, rpc: tuple) -> A
     """
     if not (rpc or preset.rpc or (preset.gpu_layers and device.accelerator != "none")):
         return None
-    from workbench.core.rpc.nodes import predict_devices
 
     try:
         split, _reports = predict_devices(model, preset, device, rpc, measure_link=False)

@@ -20,7 +20,7 @@ def release_styles_caches() -> None:
     global _applied
     if _applied:
         return
-    from textual._styles_cache import StylesCache
+    from textual._styles_cache import StylesCache  # deferred: patched when the app is made, never at import
 
     original = getattr(StylesCache.get_inner_outer, "__wrapped__", None)
     if original is None:  # a Textual that no longer caches it this way: nothing to release

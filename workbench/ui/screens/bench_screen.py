@@ -16,9 +16,26 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, ProgressBar, Static
 from textual_plotext import PlotextPlot
 
-from workbench.core.bench.report import FORMATS, MD_COLUMNS, BenchResults, footnote_lines, md_cells, write_results
+from workbench.core.bench.report import (
+    FORMATS,
+    MD_COLUMNS,
+    BenchResults,
+    footnote_lines,
+    md_cells,
+    write_results,
+)
 from workbench.core.bench.rows import BenchRow
+from workbench.core.bench.sweep import (
+    PresetFailed,
+    PresetMeasured,
+    SweepConfig,
+    SweepFinished,
+    SweepStepStarted,
+    run_sweep,
+)
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.errors import WorkbenchError
+from workbench.ui.screens.task_bench_screen import TaskBenchScreen
 from workbench.ui.selection import device_from, preset_from
 
 
@@ -158,16 +175,6 @@ class BenchScreen(Screen):
     @work(thread=True, exclusive=True, group="bench")
     def run_sweep(self) -> None:
         """The whole sweep, off the event loop; it only posts messages."""
-        from workbench.core.bench.sweep import (
-            PresetFailed,
-            PresetMeasured,
-            SweepConfig,
-            SweepFinished,
-            SweepStepStarted,
-            run_sweep,
-        )
-        from workbench.core.errors import WorkbenchError
-
         try:
             config = SweepConfig(
                 model_path=self.model_path,
@@ -265,8 +272,6 @@ class BenchScreen(Screen):
         self.query_one("#bench-status", Static).update(text)
 
     def action_task_bench(self) -> None:
-        from workbench.ui.screens.task_bench_screen import TaskBenchScreen
-
         self.app.push_screen(TaskBenchScreen(self.model_path, self.device, self.presets))
 
     def action_leave(self) -> None:

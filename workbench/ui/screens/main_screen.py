@@ -15,10 +15,11 @@ from textual.widgets import Button, Footer, Header
 from textual.worker import get_current_worker
 
 from workbench.core.engine.events import EngineFailed
+from workbench.core.ledger.fixes import apply_fix
 from workbench.core.ledger.types import DOES_NOT_FIT, Ledger, LedgerFix
 from workbench.ui import engine_work
-from workbench.ui.engine_work import run_turn
 from workbench.ui.engine_session import Engine, EngineSession, Phase, close_quietly
+from workbench.ui.engine_work import run_turn
 from workbench.ui.messages import (
     EngineDied,
     LedgerPredicted,
@@ -31,6 +32,9 @@ from workbench.ui.messages import (
     TokensArrived,
 )
 from workbench.ui.screens.model_screen import ModelScreen
+from workbench.ui.screens.overbudget_modal import OverbudgetModal
+from workbench.ui.screens.preset_screen import PresetScreen
+from workbench.ui.screens.serve_screen import ServeScreen
 from workbench.ui.screens.tabbed_layout import TabbedLayoutScreen
 from workbench.ui.selection import Selection
 from workbench.ui.widgets.chat_pane import ChatPane
@@ -191,8 +195,6 @@ class MainScreen(TabbedLayoutScreen):
         """Load, asking first when the ledger says it does not fit."""
         ledger = self.ledger
         if ledger is not None and ledger.verdict == DOES_NOT_FIT:
-            from workbench.ui.screens.overbudget_modal import OverbudgetModal  # when first over budget
-
             def confirmed(answer: object) -> None:
                 if isinstance(answer, LedgerFix):
                     self.use_fix(answer)
@@ -205,8 +207,6 @@ class MainScreen(TabbedLayoutScreen):
 
     def use_fix(self, fix: LedgerFix) -> None:
         """Use the preset with the fix applied, as an unsaved copy, and predict again."""
-        from workbench.core.ledger.fixes import apply_fix  # with the first fix
-
         self.choice_bar.use_unsaved(apply_fix(self.selection.preset(), fix))
         self.notify(f"{fix.change}: saves {fix.saved_bytes / 2**20:,.0f} MiB; {fix.cost}", title="Fix applied")
 
@@ -364,8 +364,6 @@ class MainScreen(TabbedLayoutScreen):
         self.choice_bar.offer_model(message.path)
 
     def action_open_presets(self) -> None:
-        from workbench.ui.screens.preset_screen import PresetScreen  # its form and ledger: when first opened
-
         def chosen(name: str | None) -> None:
             # back without choosing still re-reads the list: a save or a revert changes what a name means
             self.select_preset(name or self.selection.preset_name)
@@ -374,15 +372,13 @@ class MainScreen(TabbedLayoutScreen):
 
     def action_open_serve(self) -> None:
         """The Serve screen: the loaded model over the OpenAI-compatible API."""
-        from workbench.ui.screens.serve_screen import ServeScreen  # the ASGI stack: when first served
-
         engine = self.session.engine if self.phase == Phase.LOADED else None
         kv = self.panels.kv
         self.app.push_screen(ServeScreen(engine, kv.bytes_per_token, kv.cache_types))
 
     def action_open_bench(self) -> None:
         try:
-            from workbench.ui.screens.bench_screen import BenchScreen  # plotext: when first opened
+            from workbench.ui.screens.bench_screen import BenchScreen  # deferred: plotext, when first opened
         except ImportError:
             self.notify("The bench screen is not part of this build; use `workbench bench`.",
                         title="Bench", severity="warning")

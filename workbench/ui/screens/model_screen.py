@@ -12,11 +12,24 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Header, Input, OptionList, Static, TabbedContent, TabPane
+from textual.widgets import (
+    Button,
+    Footer,
+    Header,
+    Input,
+    OptionList,
+    Static,
+    TabbedContent,
+    TabPane,
+)
 from textual.widgets.option_list import Option
 
 from workbench.ui.messages import ModelInspected, ModelsFound
-from workbench.ui.model_catalog import find_models, load_model_folders, save_model_folders
+from workbench.ui.model_catalog import (
+    find_models,
+    load_model_folders,
+    save_model_folders,
+)
 from workbench.ui.model_summary import model_summary
 from workbench.ui.selection import Selection
 

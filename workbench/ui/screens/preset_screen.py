@@ -12,13 +12,37 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Header, Input, Label, OptionList, Select, Static, Switch
+from textual.widgets import (
+    Button,
+    Footer,
+    Header,
+    Input,
+    Label,
+    OptionList,
+    Select,
+    Static,
+    Switch,
+)
 from textual.widgets.option_list import Option
 
-from workbench.core.ledger.types import DOES_NOT_FIT, TIGHT
 from workbench.core.config.preset import Preset
-from workbench.ui.selection import Selection
+from workbench.core.config.presets import (
+    llama_server_command,
+    preset_catalog,
+    preset_from_mapping,
+    preset_origin,
+    preset_problems,
+    revert_user_preset,
+    save_user_preset,
+    shadows_shipped,
+    shipped_preset_names,
+)
+from workbench.core.gguf.ggml_types import CACHE_TYPES
+from workbench.core.ledger.predict import predict_ledger
+from workbench.core.ledger.types import DOES_NOT_FIT, TIGHT
 from workbench.core.units import mib
+from workbench.ui.screens.confirm_modal import ConfirmModal
+from workbench.ui.selection import Selection
 
 WIDE_MIN_SIZE = (120, 34)  # below this the form is one column of borderless fields
 
@@ -75,8 +99,6 @@ class PresetScreen(Screen[str | None]):
         self.highlighted: Preset | None = None  # the list's preset the form was filled from
 
     def compose(self) -> ComposeResult:
-        from workbench.core.gguf.ggml_types import CACHE_TYPES
-
         yield Header()
         with Horizontal(id="preset-main"):
             with Vertical(id="preset-list-pane"):
@@ -122,8 +144,6 @@ class PresetScreen(Screen[str | None]):
             widget.compact = compact
 
     def reload_list(self, select: str | None = None) -> None:
-        from workbench.core.config.presets import preset_catalog, preset_origin, shipped_preset_names
-
         option_list = self.query_one("#preset-list", OptionList)
         option_list.clear_options()
         try:
@@ -167,9 +187,6 @@ class PresetScreen(Screen[str | None]):
     @on(Select.Changed)
     def validate_form(self) -> None:
         """Check the form as a preset file is checked, then against the model and the device."""
-        from workbench.core.ledger.predict import predict_ledger
-        from workbench.core.config.presets import llama_server_command, preset_from_mapping, preset_problems
-
         problems = self.query_one("#preset-problems", Static)
         verdict = self.query_one("#preset-verdict", Static)
         colours = self.app.theme_variables  # the theme's, so every theme restyles the checks
@@ -226,15 +243,11 @@ class PresetScreen(Screen[str | None]):
 
     def _revertible(self) -> str | None:
         """The highlighted preset's name when it is a user preset replacing a shipped one."""
-        from workbench.core.config.presets import shadows_shipped
-
         preset = self.highlighted
         return preset.name if preset is not None and shadows_shipped(preset.name) else None
 
     @on(Button.Pressed, "#save-preset")
     def action_save_preset(self) -> None:
-        from workbench.core.config.presets import shipped_preset_names
-
         if self.edited is None:
             self.notify("Fix the preset first.", severity="warning")
             return
@@ -242,7 +255,6 @@ class PresetScreen(Screen[str | None]):
         if edited.name not in shipped_preset_names():
             self._save(edited)
             return
-        from workbench.ui.screens.confirm_modal import ConfirmModal
 
         def answered(confirmed: bool | None) -> None:
             if confirmed:
@@ -256,8 +268,6 @@ class PresetScreen(Screen[str | None]):
             f"Save as {edited.name}"), answered)
 
     def _save(self, preset: Preset) -> None:
-        from workbench.core.config.presets import save_user_preset, shipped_preset_names
-
         try:
             path = save_user_preset(dataclasses.replace(preset, source=""))
         except Exception as error:
@@ -269,8 +279,6 @@ class PresetScreen(Screen[str | None]):
 
     @on(Button.Pressed, "#revert-preset")
     def action_revert_preset(self) -> None:
-        from workbench.core.config.presets import revert_user_preset
-
         name = self._revertible()
         if name is None:
             self.notify("Only a user preset that replaces a shipped one can be reverted.", title="Revert",
@@ -286,8 +294,6 @@ class PresetScreen(Screen[str | None]):
 
     @on(Button.Pressed, "#copy-command")
     def action_copy_command(self) -> None:
-        from workbench.core.config.presets import llama_server_command
-
         if self.edited is None:
             return
         command = llama_server_command(self.edited, self.selection.model_path)

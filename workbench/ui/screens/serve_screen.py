@@ -11,6 +11,10 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Label, Static, Switch
 
+from workbench.core.errors import WorkbenchError
+from workbench.core.serve.engine_host import AttachedEngine
+from workbench.core.serve.listen import listen
+from workbench.core.serve.server_thread import ApiServerThread
 from workbench.ui.widgets.kv_panel import SlotsKvPanel
 from workbench.ui.widgets.serving_panel import ServingPanel
 
@@ -31,11 +35,7 @@ class ServeController:
 
     def start(self, n_slots: int, port: int, queue: int = 16) -> str:
         """Open the slots and serve on 127.0.0.1:port; the address, or WorkbenchError (one line)."""
-        from workbench.core.errors import WorkbenchError
-        from workbench.core.serve.app import ServerConfig, create_app
-        from workbench.core.serve.engine_host import AttachedEngine
-        from workbench.core.serve.listen import listen
-        from workbench.core.serve.server_thread import ApiServerThread
+        from workbench.core.serve.app import ServerConfig, create_app  # deferred: the ASGI stack, when serving starts
 
         if self._engine is None or getattr(self._engine, "loaded", None) is None:
             raise WorkbenchError("no model is loaded to serve", fix="Load a model on the main screen first")

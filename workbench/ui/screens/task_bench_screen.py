@@ -14,9 +14,18 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, ProgressBar, Static
 
+from workbench.core.bench.task_sweep import (
+    TaskPointMeasured,
+    TaskStepStarted,
+    TaskSweepConfig,
+    TaskSweepFinished,
+    run_task_sweep,
+)
 from workbench.core.config.preset import DeviceProfile, Preset
-from workbench.ui.selection import device_from, preset_from
+from workbench.core.errors import WorkbenchError
+from workbench.core.tasks.registry import find_task
 from workbench.core.tasks.results import TaskRow
+from workbench.ui.selection import device_from, preset_from
 from workbench.ui.widgets.triangle_plot import TrianglePlot
 
 COLUMNS = ("preset", "N", "threads", "accuracy", "95% CI", "unparsed", "s/question", "tokens/question", "J/question")
@@ -83,16 +92,6 @@ class TaskBenchScreen(Screen):
 
     @work(thread=True, exclusive=True, group="task-bench")
     def run_task(self) -> None:
-        from workbench.core.bench.task_sweep import (
-            TaskPointMeasured,
-            TaskStepStarted,
-            TaskSweepConfig,
-            TaskSweepFinished,
-            run_task_sweep,
-        )
-        from workbench.core.errors import WorkbenchError
-        from workbench.core.tasks.registry import find_task
-
         try:
             config = TaskSweepConfig(
                 model_path=self.model_path,

@@ -12,16 +12,34 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Input
 
-from workbench.core.engine.events import ChatMessage, EngineFailed, Loaded, Sampling, TurnFinished
+from workbench.core.engine.events import (
+    ChatMessage,
+    EngineFailed,
+    Loaded,
+    Sampling,
+    TurnFinished,
+)
+from workbench.core.ledger.types import Ledger
+from workbench.core.tasks.chat_vote import turn_from_samples, vote_samples
 from workbench.ui.chat_vote import VoteMode
 from workbench.ui.conversation import Conversation, stats_line
-from workbench.core.ledger.types import Ledger
 from workbench.ui.engine_session import Phase
 from workbench.ui.failure_notices import died_notice, died_toast
 from workbench.ui.kv_layout import kv_segments
-from workbench.ui.messages import AnswerEnded, ContextShiftNoticed, EngineDied, PrefillReported, TokensArrived, VoteArrived
+from workbench.ui.messages import (
+    AnswerEnded,
+    ContextShiftNoticed,
+    EngineDied,
+    PrefillReported,
+    TokensArrived,
+    VoteArrived,
+)
+from workbench.ui.screens.confirm_modal import ConfirmModal
+from workbench.ui.screens.save_modal import SaveTranscriptModal
+from workbench.ui.screens.settings_modal import SettingsModal
 from workbench.ui.widgets.chat_view import AnswerBlock, ChatView
 from workbench.ui.widgets.prompt_input import PromptInput
+from workbench.ui.widgets.vote_view import VoteView
 
 CRASH_NOTICE = "crash-notice"  # the one "Engine died" box, answered by a restart
 NOT_SENT = {Phase.GENERATING: "wait for the answer or press Esc", Phase.LOADING: "the model is still loading"}
@@ -141,9 +159,6 @@ class ChatPane(Vertical):
 
     async def on_vote_arrived(self, message: VoteArrived) -> None:
         """Vote mode: the winning sample becomes the answer, the tally shows under it."""
-        from workbench.core.tasks.chat_vote import turn_from_samples, vote_samples  # with the first vote
-        from workbench.ui.widgets.vote_view import VoteView  # with the first vote
-
         message.stop()
         vote, winner = vote_samples(message.finished.samples)
         text = message.finished.samples[winner].text if winner is not None else ""
@@ -241,8 +256,6 @@ class ChatPane(Vertical):
         self.notify(f"Chat: {self.vote_mode.label()} ({how}).", title="N samples, vote")
 
     def edit_settings(self) -> None:
-        from workbench.ui.screens.settings_modal import SettingsModal  # the modal's form: when first opened
-
         def applied(result) -> None:
             if result is not None:
                 self.conversation.system_prompt, self.conversation.sampling = result
@@ -251,8 +264,6 @@ class ChatPane(Vertical):
         self.app.push_screen(SettingsModal(self.conversation.system_prompt, self.conversation.sampling), applied)
 
     def save_transcript(self) -> None:
-        from workbench.ui.screens.save_modal import SaveTranscriptModal  # when first saved
-
         if not self.conversation.messages:
             self.notify("Nothing to save yet.", title="Transcript", severity="warning")
             return
@@ -265,7 +276,6 @@ class ChatPane(Vertical):
         if not self.conversation.unsaved:
             self.run_worker(self._start_new_conversation())
             return
-        from workbench.ui.screens.confirm_modal import ConfirmModal  # when first asked
 
         def answered(discard: bool | None) -> None:
             if discard:

@@ -62,7 +62,7 @@ class AnswerBlock(Vertical):
     async def finish(self, stats: str, *, failed: bool = False) -> None:
         for live in self.query(StreamingText):
             if self.text:
-                from textual.widgets import Markdown
+                from textual.widgets import Markdown  # deferred: markdown-it, with the first finished answer
 
                 await self.mount(Markdown(self.text, classes="answer-text"), before=live)
             await live.remove()

@@ -15,7 +15,12 @@ from textual.widgets import Button, Select
 from workbench.core.config.preset import Preset
 from workbench.ui.engine_session import Phase
 from workbench.ui.loaded_choice import Choice
-from workbench.ui.selection import Selection, device_options, model_options, preset_options
+from workbench.ui.selection import (
+    Selection,
+    device_options,
+    model_options,
+    preset_options,
+)
 
 BUTTON_LABELS = {Phase.IDLE: "Load", Phase.LOADING: "Loading…", Phase.LOADED: "Unload",
                  Phase.GENERATING: "Unload", Phase.UNLOADING: "Unloading…"}

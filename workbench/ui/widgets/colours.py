@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import App
 
 from workbench.ui.themes import APP_COLOUR_DEFAULTS
@@ -33,8 +34,6 @@ def legend(items: list[tuple[str, str]], width: int) -> "Text":
     Rich wraps at any whitespace, a no-break space included (it is whitespace to Python's regex), so the
     lines are broken here, between pairs.
     """
-    from rich.text import Text
-
     text = Text()
     used = 0
     for colour, label in items:

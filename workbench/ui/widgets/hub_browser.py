@@ -12,6 +12,12 @@ from textual.message import Message
 from textual.widgets import Button, DataTable, Input, ProgressBar, Static
 
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.hub.client import HubUnreachable
+from workbench.core.hub.files import list_gguf_files
+from workbench.core.hub.preview import preview_fit
+from workbench.core.hub.search import RepoHit, curated_models, search_gguf_repos
+from workbench.core.ledger.types import DOES_NOT_FIT, FITS
+from workbench.core.units import eta_text, rate_text, size_text
 from workbench.ui.download_jobs import DownloadJob, current_job, start_job
 from workbench.ui.messages import DownloadAdvanced, DownloadEnded
 from workbench.ui.selection import device_from, preset_from
@@ -108,8 +114,6 @@ class HubBrowser(Vertical):
     # -- repositories --------------------------------------------------------------------------
     @on(Button.Pressed, "#hub-curated")
     def show_curated(self) -> None:
-        from workbench.core.hub.search import RepoHit, curated_models
-
         hits = tuple(RepoHit(m.repo, None, None, m.gated, "", ()) for m in curated_models())
         self.post_message(self.ReposFound(hits, "Curated edge-friendly models. Search the hub above for more."))
 
@@ -125,8 +129,6 @@ class HubBrowser(Vertical):
 
     @work(thread=True, exclusive=True, group="hub-search")
     def search(self, text: str) -> None:
-        from workbench.core.hub.search import search_gguf_repos
-
         try:
             hits = search_gguf_repos(text, limit=30)
         except Exception as error:  # noqa: BLE001 - every failure becomes the status line
@@ -156,8 +158,6 @@ class HubBrowser(Vertical):
 
     @work(thread=True, exclusive=True, group="hub-files")
     def list_files(self, repo: str) -> None:
-        from workbench.core.hub.files import list_gguf_files
-
         try:
             listing = list_gguf_files(repo)
         except Exception as error:  # noqa: BLE001
@@ -166,8 +166,6 @@ class HubBrowser(Vertical):
         self.post_message(self.FilesListed(repo, listing))
 
     def on_hub_browser_files_listed(self, message: FilesListed) -> None:
-        from workbench.core.units import size_text
-
         self._listing = message.listing
         table = self.query_one("#hub-files", DataTable)
         table.clear()
@@ -188,8 +186,6 @@ class HubBrowser(Vertical):
 
     @work(thread=True, exclusive=True, group="hub-preview")
     def preview(self, repo: str, gguf_file) -> None:
-        from workbench.core.hub.preview import preview_fit
-
         try:
             preset, device = self._preset_and_device()
             result = preview_fit(repo, gguf_file.name, preset, device, listing=gguf_file)
@@ -262,8 +258,6 @@ class HubBrowser(Vertical):
             self.post_message(self.ModelDownloaded(outcome.path))
 
     def _show_job(self, job: DownloadJob) -> None:
-        from workbench.core.units import eta_text, rate_text, size_text
-
         bar = self.query_one("#hub-progress", ProgressBar)
         text = self.query_one("#hub-progress-text", Static)
         self.query_one("#hub-cancel", Button).disabled = not job.running
@@ -289,8 +283,6 @@ class HubBrowser(Vertical):
 
     # -- status --------------------------------------------------------------------------------
     def _post_failure(self, stage: str, error: Exception) -> None:
-        from workbench.core.hub.client import HubUnreachable
-
         self.post_message(self.HubFailed(stage, str(error) or type(error).__name__, isinstance(error, HubUnreachable)))
 
     def on_hub_browser_hub_failed(self, message: HubFailed) -> None:
@@ -309,9 +301,6 @@ def _preview_text(preview, colours: dict[str, str]) -> Text:
 
     `colours` are the app's theme variables, so the verdict follows the theme.
     """
-    from workbench.core.units import size_text
-    from workbench.core.ledger.types import DOES_NOT_FIT, FITS
-
     header, ledger = preview.header, preview.ledger
     model = header.model
     mib = 1024 * 1024

@@ -10,10 +10,16 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from workbench.core.ledger.kv_blocks import choose_block_tokens, kv_block_map, window_bar, window_cells_used
+from workbench.core.ledger.kv_blocks import (
+    choose_block_tokens,
+    kv_block_map,
+    window_bar,
+    window_cells_used,
+)
 from workbench.core.units import mib
 from workbench.ui.kv_view import KvView
-from workbench.ui.widgets.colours import legend as swatch_legend, theme_colour
+from workbench.ui.widgets.colours import legend as swatch_legend
+from workbench.ui.widgets.colours import theme_colour
 
 BLOCK_STATES = ("system", "history", "reused", "current", "free")
 KV_VIEW_FIELDS = tuple(field.name for field in fields(KvView))

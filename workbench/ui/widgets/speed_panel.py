@@ -136,7 +136,7 @@ class SpeedPanel(Vertical):
 
     def _redraw(self) -> None:
         """Draw the chart: built at most once a second, never on every repaint."""
-        from textual_plotext.plot import Plot
+        from textual_plotext.plot import Plot  # deferred: plotext, with the first chart
 
         chart = self.query_one("#speed-chart", ChartView)
         width, height = chart.content_region.width, chart.content_region.height

@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from workbench.core.tasks.battery import battery_line
 from workbench.core.telemetry.sample import TelemetrySample
 from workbench.core.units import celsius, mhz
 from workbench.ui.widgets.colours import sparkline, theme_colour
@@ -119,8 +120,6 @@ class ThermalPanel(Widget):
         else:
             text.append("\nJ/token: after the first turn", style="dim")
         if self.battery_wh is not None:
-            from workbench.core.tasks.battery import battery_line
-
             per_answer = (self.joules_per_token * self.last_turn_tokens
                           if self.joules_per_token is not None and self.last_turn_tokens else None)
             text.append("\n" + battery_line(self.battery_wh, sample.total_power_w, per_answer))
