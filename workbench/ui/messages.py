@@ -165,3 +165,14 @@ class DownloadEnded(Message):
     """A hub download finished, failed or was cancelled; the job holds the outcome."""
 
     job: Any  # download_jobs.DownloadJob
+
+
+@dataclass
+class PresetChecked(Message):
+    """The presets form's preset checked against the model and predicted on the device (or why not)."""
+
+    preset: Preset
+    problems: tuple[Problem, ...] = ()
+    ledger: Ledger | None = None
+    command: str = ""  # the llama-server command line
+    failure: str = ""

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 
 from rich.table import Table
 from rich.text import Text
@@ -11,7 +14,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.events import Resize
+from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import (
     Button,
     Footer,
@@ -39,12 +44,14 @@ from workbench.core.config.presets import (
 )
 from workbench.core.gguf.ggml_types import CACHE_TYPES
 from workbench.core.ledger.predict import predict_ledger
-from workbench.core.ledger.types import DOES_NOT_FIT, TIGHT
 from workbench.core.units import mib
+from workbench.ui.messages import PresetChecked
 from workbench.ui.screens.confirm_modal import ConfirmModal
 from workbench.ui.selection import Selection
+from workbench.ui.widgets.verdict_line import verdict_class, verdict_mark
 
 WIDE_MIN_SIZE = (120, 34)  # below this the form is one column of borderless fields
+CHECK_DELAY_S = 0.25  # the ledger is predicted once typing pauses this long, not at every key
 
 TEXT_FIELDS = ("name", "description", "weights", "chat_template")
 INT_FIELDS = ("ctx_size", "batch_size", "ubatch_size", "threads", "draft_prompt_lookup")
@@ -97,6 +104,7 @@ class PresetScreen(Screen[str | None]):
         self.presets: dict[str, Preset] = {}
         self.edited: Preset | None = None  # the form's preset when it passes the checks
         self.highlighted: Preset | None = None  # the list's preset the form was filled from
+        self._check_timer: Timer | None = None  # the pending check after a change
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -172,6 +180,7 @@ class PresetScreen(Screen[str | None]):
         self.fill_form(self.presets[event.option.id])
 
     def fill_form(self, preset: Preset) -> None:
+        """Show `preset` in the form and check it at once (typing is checked after a pause)."""
         self.highlighted = preset
         with self.prevent(Input.Changed, Switch.Changed, Select.Changed):
             for name in TEXT_FIELDS + INT_FIELDS:
@@ -180,52 +189,68 @@ class PresetScreen(Screen[str | None]):
                 self.query_one(f"#field-{name}", Select).value = getattr(preset, name)
             for name in BOOL_FIELDS:
                 self.query_one(f"#field-{name}", Switch).value = getattr(preset, name)
-        self.validate_form()
+        self.validate_form(delay_s=0.0)
 
     @on(Input.Changed)
     @on(Switch.Changed)
     @on(Select.Changed)
-    def validate_form(self) -> None:
-        """Check the form as a preset file is checked, then against the model and the device."""
+    def _form_changed(self) -> None:
+        self.validate_form()
+
+    def validate_form(self, delay_s: float = CHECK_DELAY_S) -> None:
+        """Check the form as a preset file is checked (here, it is quick); the model and device checks and
+        the ledger follow in a worker, `delay_s` after the last change."""
         problems = self.query_one("#preset-problems", Static)
         verdict = self.query_one("#preset-verdict", Static)
-        colours = self.app.theme_variables  # the theme's, so every theme restyles the checks
-        error_style, warning_style = f"bold {colours['text-error']}", colours["text-warning"]
         data = form_mapping(
             {name: self.query_one(f"#field-{name}", Input).value for name in TEXT_FIELDS + INT_FIELDS},
             {name: self.query_one(f"#field-{name}", Switch).value for name in BOOL_FIELDS},
             {name: str(self.query_one(f"#field-{name}", Select).value) for name in CACHE_FIELDS},
         )
         self._set_revert_enabled()
+        if self._check_timer is not None:
+            self._check_timer.stop()
+            self._check_timer = None
         try:
             preset = preset_from_mapping(data, source=EDITOR_SOURCE)
         except Exception as error:
             self.edited = None
-            problems.update(Text(f"✘ {error}", style=error_style))
+            problems.update(Text(f"✘ {error}", style=f"bold {self.app.theme_variables['text-error']}"))
             verdict.update(f"✘ {error}")
             verdict.set_classes("-nofit")
             self._set_actions_enabled(False)
             return
         self.edited = preset
         self._set_actions_enabled(True)
+        check = partial(self.run_worker, partial(check_preset, self.selection, self.selection.model_path,
+                                                   self.selection.device_name, preset, self.post_message),
+                        thread=True, exclusive=True, group="preset-check")
+        if delay_s > 0:
+            self._check_timer = self.set_timer(delay_s, check)
+        else:
+            check()
+
+    def on_preset_checked(self, message: PresetChecked) -> None:
+        if message.preset is not self.edited:
+            return  # the form changed since: its own check follows
+        colours = self.app.theme_variables  # the theme's, so every theme restyles the checks
+        error_style, warning_style = f"bold {colours['text-error']}", colours["text-warning"]
+        verdict = self.query_one("#preset-verdict", Static)
         lines = Text()
-        try:
-            model, device = self.selection.model_info(), self.selection.device()
-            for problem in preset_problems(preset, model):
-                mark = "✘" if problem.level == "error" else "⚠"
-                lines.append(f"{mark} {problem.message}. {problem.fix}\n",
-                             style=error_style if problem.level == "error" else warning_style)
-            ledger = predict_ledger(model, preset, device)
-            self.query_one("#preset-ledger", Static).update(ledger_table(ledger))
-            self.query_one("#server-command", Static).update(
-                Text(llama_server_command(preset, self.selection.model_path), style="bold"))
-            verdict.update(verdict_line(ledger, self._edit_state()))
-            verdict.set_classes({DOES_NOT_FIT: "-nofit", TIGHT: "-tight"}.get(ledger.verdict, "-fits"))
-        except Exception as error:
-            lines.append(f"✘ cannot predict for {self.selection.model_path.name}: {error}\n", style=error_style)
-            verdict.update(f"✘ cannot predict for {self.selection.model_path.name}: {error}")
+        for problem in message.problems:
+            mark = "✘" if problem.level == "error" else "⚠"
+            lines.append(f"{mark} {problem.message}. {problem.fix}\n",
+                         style=error_style if problem.level == "error" else warning_style)
+        if message.ledger is not None:
+            self.query_one("#preset-ledger", Static).update(ledger_table(message.ledger))
+            self.query_one("#server-command", Static).update(Text(message.command, style="bold"))
+            verdict.update(verdict_text(message.ledger, self._edit_state()))
+            verdict.set_classes(verdict_class(message.ledger.verdict))
+        else:
+            lines.append(f"✘ {message.failure}\n", style=error_style)
+            verdict.update(f"✘ {message.failure}")
             verdict.set_classes("-nofit")
-        problems.update(lines or Text("✔ valid preset", style=colours["text-success"]))
+        self.query_one("#preset-problems", Static).update(lines or Text("✔ valid preset", style=colours["text-success"]))
 
     def _edit_state(self) -> str:
         """"" when the form shows a saved preset unchanged, else a word saying it is not saved."""
@@ -318,9 +343,23 @@ def same_settings(a: Preset, b: Preset) -> bool:
     return dataclasses.replace(a, source="") == dataclasses.replace(b, source="")
 
 
-def verdict_line(ledger, edit_state: str) -> str:
+def check_preset(selection: Selection, model_path: Path, device_name: str, preset: Preset,
+                 post: Callable[[Message], object]) -> None:
+    """Worker body: the preset's problems with the model, and its ledger on the device (`selection` resolves)."""
+    try:
+        model, device = selection.model_info(model_path), selection.device(device_name)
+        problems = preset_problems(preset, model)
+        ledger = predict_ledger(model, preset, device)
+        command = llama_server_command(preset, model_path)
+    except Exception as error:
+        post(PresetChecked(preset, failure=f"cannot predict for {model_path.name}: {error}"))
+        return
+    post(PresetChecked(preset, problems, ledger, command))
+
+
+def verdict_text(ledger, edit_state: str) -> str:
     """One line under the form: the verdict in the ledger's own figures, and whether the form is saved."""
-    mark = {DOES_NOT_FIT: "✘", TIGHT: "⚠"}.get(ledger.verdict, "✔")
+    mark = verdict_mark(ledger.verdict)
     state = f"  ·  {edit_state}" if edit_state else ""
     return (f"{mark} {ledger.verdict.upper()}: {mib(ledger.total_bytes)} of {mib(ledger.budget_bytes)}"
             f" on {ledger.device}{state}")
