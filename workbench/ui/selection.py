@@ -52,9 +52,9 @@ class Selection:
         preset = self.unsaved_presets.get(name) or preset_from(name)
         return replace(preset, rpc=tuple(node.address for node in self.rpc)) if self.rpc else preset
 
-    def use_unsaved(self, preset: Preset, *, saved_names: tuple[str, ...] | set[str] = ()) -> str:
-        """Offer an edited preset for this session only (nothing is written); return its label."""
-        label = f"{preset.name} ({'edited' if preset.name in saved_names else 'unsaved'})"
+    def use_unsaved(self, preset: Preset, label: str | None = None) -> str:
+        """Offer an edited preset for this session only (nothing is written) as `label`; return the label."""
+        label = label or unsaved_label(preset)
         self.unsaved_presets[label] = replace(preset, name=label)
         return label
 
@@ -82,6 +82,11 @@ class Selection:
         if self._device_names is None:
             self._device_names = tuple(device.name for device in list_devices(include_host=False))
         return self._device_names
+
+
+def unsaved_label(preset: Preset, saved_names: tuple[str, ...] | set[str] = ()) -> str:
+    """How the preset selector names an edit used without saving: "as-is (edited)", "mine (unsaved)"."""
+    return f"{preset.name} ({'edited' if preset.name in saved_names else 'unsaved'})"
 
 
 def preset_from(spec: Preset | str) -> Preset:

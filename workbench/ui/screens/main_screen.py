@@ -33,7 +33,7 @@ from workbench.ui.messages import (
 )
 from workbench.ui.screens.model_screen import ModelScreen
 from workbench.ui.screens.overbudget_modal import OverbudgetModal
-from workbench.ui.screens.preset_screen import PresetScreen
+from workbench.ui.screens.preset_screen import PresetScreen, UnsavedPreset
 from workbench.ui.screens.serve_screen import ServeScreen
 from workbench.ui.screens.tabbed_layout import TabbedLayoutScreen
 from workbench.ui.selection import Selection
@@ -364,9 +364,12 @@ class MainScreen(TabbedLayoutScreen):
         self.choice_bar.offer_model(message.path)
 
     def action_open_presets(self) -> None:
-        def chosen(name: str | None) -> None:
+        def chosen(result: str | UnsavedPreset | None) -> None:
+            if isinstance(result, UnsavedPreset):
+                self.choice_bar.use_unsaved(result.preset, result.label)
+                return
             # back without choosing still re-reads the list: a save or a revert changes what a name means
-            self.select_preset(name or self.selection.preset_name)
+            self.select_preset(result or self.selection.preset_name)
 
         self.app.push_screen(PresetScreen(self.selection), chosen)
 

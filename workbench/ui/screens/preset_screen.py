@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -47,7 +48,7 @@ from workbench.core.ledger.predict import predict_ledger
 from workbench.core.units import mib
 from workbench.ui.messages import PresetChecked
 from workbench.ui.screens.confirm_modal import ConfirmModal
-from workbench.ui.selection import Selection
+from workbench.ui.selection import Selection, unsaved_label
 from workbench.ui.widgets.verdict_line import verdict_class, verdict_mark
 
 WIDE_MIN_SIZE = (120, 34)  # below this the form is one column of borderless fields
@@ -85,8 +86,16 @@ def ledger_table(ledger) -> Table:
     return table
 
 
-class PresetScreen(Screen[str | None]):
-    """Dismisses with the name of the preset to use (an unsaved edit's session label), or None."""
+@dataclass(frozen=True)
+class UnsavedPreset:
+    """An edit to use for this session only, under `label`."""
+
+    label: str
+    preset: Preset
+
+
+class PresetScreen(Screen[str | UnsavedPreset | None]):
+    """Dismisses with the name of the saved preset to use, an `UnsavedPreset`, or None."""
 
     CSS_PATH = "preset_screen.tcss"
     # priority: a focused field's own keys (Ctrl+U erases an Input) must not swallow the screen's
@@ -334,9 +343,9 @@ class PresetScreen(Screen[str | None]):
         if saved is not None and same_settings(saved, self.edited):
             self.dismiss(self.edited.name)
             return
-        label = self.selection.use_unsaved(self.edited, saved_names=set(self.presets))
+        label = unsaved_label(self.edited, set(self.presets))
         self.notify("Used for this session only; Save (Ctrl+S) keeps it.", title=label)
-        self.dismiss(label)
+        self.dismiss(UnsavedPreset(label, self.edited))
 
 
 def same_settings(a: Preset, b: Preset) -> bool:

@@ -138,6 +138,6 @@ class ChoiceBar(Horizontal):
         self.selection.preset_name = name
         self._chosen()
 
-    def use_unsaved(self, preset: Preset) -> None:
+    def use_unsaved(self, preset: Preset, label: str | None = None) -> None:
         """Choose an edited preset for this session only (nothing is written)."""
-        self.select_preset(self.selection.use_unsaved(preset))
+        self.select_preset(self.selection.use_unsaved(preset, label))
