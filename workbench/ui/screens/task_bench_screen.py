@@ -61,12 +61,8 @@ def row_cells(row: TaskRow) -> tuple[str, ...]:
 class TaskBenchScreen(Screen):
     """Runs `workbench bench --task` for the bench screen's model, presets and device."""
 
+    CSS_PATH = "task_bench_screen.tcss"
     BINDINGS = [Binding("escape", "leave", "Back (stops the sweep)")]
-    DEFAULT_CSS = """
-    #task-title { text-style: bold; color: $accent; padding: 0 1; }
-    #task-status { color: $text-muted; padding: 0 1; }
-    #task-table { height: auto; max-height: 12; }
-    """
 
     def __init__(self, model_path: str | Path, device: DeviceProfile | str, presets: Sequence[Preset | str],
                  task: str = "add-small", samples: tuple[int, ...] = (1, 2, 4, 8), limit: int = 20) -> None:

@@ -26,7 +26,7 @@ def vote_text(vote: VoteResult, n: int) -> Text:
 
 
 class VoteView(Static):
-    DEFAULT_CSS = "VoteView { color: $text-muted; padding: 0 1; margin: 0 0 1 2; border-left: thick $primary; }"
+    """The tally under a voted answer (styled in app.tcss)."""
 
     def __init__(self, vote: VoteResult, n: int) -> None:
         super().__init__(vote_text(vote, n))
