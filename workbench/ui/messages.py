@@ -1,4 +1,6 @@
-"""Messages posted by the app's thread workers (past tense: something has happened)."""
+"""Messages posted by the app's thread workers (past tense: something has happened).
+
+A message a widget posts from the UI thread lives in that widget's class."""
 
 from __future__ import annotations
 
@@ -19,8 +21,11 @@ from workbench.core.ledger.types import Ledger
 from workbench.core.telemetry.sample import TelemetrySample
 from workbench.ui.loaded_choice import Choice
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the bench's types pull its whole package: names in annotations only
+    from workbench.core.bench.report import BenchResults
+    from workbench.core.bench.rows import BenchRow
     from workbench.core.config.presets import Problem
+    from workbench.core.tasks.results import TaskRow
 
 
 @dataclass
@@ -176,3 +181,93 @@ class PresetChecked(Message):
     ledger: Ledger | None = None
     command: str = ""  # the llama-server command line
     failure: str = ""
+
+
+@dataclass
+class BenchStepStarted(Message):
+    """The bench sweep began a step (load, warm-up, a run, perplexity) of a preset."""
+
+    preset: str
+    step: str
+    done_steps: int
+    total_steps: int
+    fraction: float = 0.0  # of this step, where it reports progress (perplexity)
+
+
+@dataclass
+class BenchRowMeasured(Message):
+    row: BenchRow
+
+
+@dataclass
+class BenchPresetFailed(Message):
+    preset: str
+    message: str
+
+
+@dataclass
+class BenchSweepFinished(Message):
+    results: BenchResults
+    failures: tuple[str, ...]
+    cancelled: bool
+
+
+@dataclass
+class BenchSweepFailed(Message):
+    """The sweep could not run at all (unknown preset, unreadable model, ...): one line."""
+
+    message: str
+
+
+@dataclass
+class TaskStepped(Message):
+    """The task sweep's progress: `done` of `total` questions, `label` says which preset and N."""
+
+    label: str
+    done: int
+    total: int
+
+
+@dataclass
+class TaskRowMeasured(Message):
+    row: TaskRow
+
+
+@dataclass
+class TaskBenchEnded(Message):
+    """The task sweep finished (rows with the Pareto marks) or could not run (`error`)."""
+
+    rows: tuple[TaskRow, ...]
+    failures: tuple[str, ...] = ()
+    error: str = ""
+
+
+@dataclass
+class ReposFound(Message):
+    """Hub repositories to list (a search's hits, or the curated ones), and the status line to show."""
+
+    hits: tuple
+    title: str
+
+
+@dataclass
+class FilesListed(Message):
+    repo: str
+    listing: Any  # RepoFiles
+
+
+@dataclass
+class FitPreviewed(Message):
+    """Whether a hub file fits, read from its header: `key` is (repo, file name)."""
+
+    key: tuple[str, str]
+    preview: Any
+
+
+@dataclass
+class HubFailed(Message):
+    """A search, listing or preview failed; `stage` says which, `text` is the one-line error."""
+
+    stage: str
+    text: str
+    unreachable: bool

@@ -11,7 +11,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, ProgressBar, Static
 from textual_plotext import PlotextPlot
@@ -35,43 +34,15 @@ from workbench.core.bench.sweep import (
 )
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.errors import WorkbenchError
+from workbench.ui.messages import (
+    BenchPresetFailed,
+    BenchRowMeasured,
+    BenchStepStarted,
+    BenchSweepFailed,
+    BenchSweepFinished,
+)
 from workbench.ui.screens.task_bench_screen import TaskBenchScreen
 from workbench.ui.selection import device_from, preset_from
-
-
-class BenchStepStarted(Message):
-    """The sweep began a step (load, warm-up, a run, perplexity) of a preset."""
-
-    def __init__(self, preset: str, step: str, done_steps: int, total_steps: int, fraction: float = 0.0) -> None:
-        super().__init__()
-        self.preset, self.step, self.done_steps, self.total_steps = preset, step, done_steps, total_steps
-        self.fraction = fraction  # of this step, where it reports progress (perplexity)
-
-
-class BenchRowMeasured(Message):
-    def __init__(self, row: BenchRow) -> None:
-        super().__init__()
-        self.row = row
-
-
-class BenchPresetFailed(Message):
-    def __init__(self, preset: str, message: str) -> None:
-        super().__init__()
-        self.preset, self.message = preset, message
-
-
-class BenchSweepFinished(Message):
-    def __init__(self, results: BenchResults, failures: tuple[str, ...], cancelled: bool) -> None:
-        super().__init__()
-        self.results, self.failures, self.cancelled = results, failures, cancelled
-
-
-class BenchSweepFailed(Message):
-    """The sweep could not run at all (unknown preset, unreadable model, ...): one line."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__()
-        self.message = message
 
 
 class BenchScreen(Screen):

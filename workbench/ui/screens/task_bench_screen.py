@@ -10,7 +10,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, ProgressBar, Static
 
@@ -25,30 +24,11 @@ from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.errors import WorkbenchError
 from workbench.core.tasks.registry import find_task
 from workbench.core.tasks.results import TaskRow
+from workbench.ui.messages import TaskBenchEnded, TaskRowMeasured, TaskStepped
 from workbench.ui.selection import device_from, preset_from
 from workbench.ui.widgets.triangle_plot import TrianglePlot
 
 COLUMNS = ("preset", "N", "threads", "accuracy", "95% CI", "unparsed", "s/question", "tokens/question", "J/question")
-
-
-class TaskStepped(Message):
-    def __init__(self, label: str, done: int, total: int) -> None:
-        super().__init__()
-        self.label, self.done, self.total = label, done, total
-
-
-class TaskRowMeasured(Message):
-    def __init__(self, row: TaskRow) -> None:
-        super().__init__()
-        self.row = row
-
-
-class TaskBenchEnded(Message):
-    """The sweep finished (rows with the Pareto marks) or could not run (`error`)."""
-
-    def __init__(self, rows: tuple[TaskRow, ...], failures: tuple[str, ...] = (), error: str = "") -> None:
-        super().__init__()
-        self.rows, self.failures, self.error = rows, failures, error
 
 
 def row_cells(row: TaskRow) -> tuple[str, ...]:

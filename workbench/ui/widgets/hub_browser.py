@@ -19,7 +19,14 @@ from workbench.core.hub.search import RepoHit, curated_models, search_gguf_repos
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS
 from workbench.core.units import eta_text, rate_text, size_text
 from workbench.ui.download_jobs import DownloadJob, current_job, start_job
-from workbench.ui.messages import DownloadAdvanced, DownloadEnded
+from workbench.ui.messages import (
+    DownloadAdvanced,
+    DownloadEnded,
+    FilesListed,
+    FitPreviewed,
+    HubFailed,
+    ReposFound,
+)
 from workbench.ui.selection import device_from, preset_from
 
 CSS_FILE = Path(__file__).with_name("hub_browser.tcss")
@@ -28,28 +35,6 @@ OFFLINE_HINT = "Bundled, cached and local models still work offline (the Local a
 
 class HubBrowser(Vertical):
     """Self-contained hub tab. Give it the preset and device to preview with (objects or their names)."""
-
-    class ReposFound(Message):
-        def __init__(self, hits: tuple, title: str) -> None:
-            super().__init__()
-            self.hits, self.title = hits, title
-
-    class FilesListed(Message):
-        def __init__(self, repo: str, listing) -> None:
-            super().__init__()
-            self.repo, self.listing = repo, listing
-
-    class FitPreviewed(Message):
-        def __init__(self, key: tuple[str, str], preview) -> None:
-            super().__init__()
-            self.key, self.preview = key, preview
-
-    class HubFailed(Message):
-        """A search, listing or preview failed; `stage` says which, `text` is the one-line error."""
-
-        def __init__(self, stage: str, text: str, unreachable: bool) -> None:
-            super().__init__()
-            self.stage, self.text, self.unreachable = stage, text, unreachable
 
     class ModelDownloaded(Message):
         """A model is in the cache, verified; `path` is what to load. Bubbles to the screen."""
@@ -115,7 +100,7 @@ class HubBrowser(Vertical):
     @on(Button.Pressed, "#hub-curated")
     def show_curated(self) -> None:
         hits = tuple(RepoHit(m.repo, None, None, m.gated, "", ()) for m in curated_models())
-        self.post_message(self.ReposFound(hits, "Curated edge-friendly models. Search the hub above for more."))
+        self.post_message(ReposFound(hits, "Curated edge-friendly models. Search the hub above for more."))
 
     @on(Button.Pressed, "#hub-search")
     @on(Input.Submitted, "#hub-query")
@@ -134,9 +119,9 @@ class HubBrowser(Vertical):
         except Exception as error:  # noqa: BLE001 - every failure becomes the status line
             self._post_failure("search", error)
             return
-        self.post_message(self.ReposFound(hits, f"{len(hits)} GGUF repositories match {text!r}, most downloaded first."))
+        self.post_message(ReposFound(hits, f"{len(hits)} GGUF repositories match {text!r}, most downloaded first."))
 
-    def on_hub_browser_repos_found(self, message: ReposFound) -> None:
+    def on_repos_found(self, message: ReposFound) -> None:
         table = self.query_one("#hub-repos", DataTable)
         table.clear()
         for hit in message.hits:
@@ -163,9 +148,9 @@ class HubBrowser(Vertical):
         except Exception as error:  # noqa: BLE001
             self._post_failure("files", error)
             return
-        self.post_message(self.FilesListed(repo, listing))
+        self.post_message(FilesListed(repo, listing))
 
-    def on_hub_browser_files_listed(self, message: FilesListed) -> None:
+    def on_files_listed(self, message: FilesListed) -> None:
         self._listing = message.listing
         table = self.query_one("#hub-files", DataTable)
         table.clear()
@@ -192,7 +177,7 @@ class HubBrowser(Vertical):
         except Exception as error:  # noqa: BLE001
             self._post_failure("preview", error)
             return
-        self.post_message(self.FitPreviewed((repo, gguf_file.name), result))
+        self.post_message(FitPreviewed((repo, gguf_file.name), result))
 
     def preview_with(self, preset: Preset | str, device: DeviceProfile | str) -> None:
         """Preview with this preset and device from now on (the app's current choice), again if shown."""
@@ -213,7 +198,7 @@ class HubBrowser(Vertical):
             self._resolved = (preset_from(self._preset_spec), device_from(self._device_spec))
         return self._resolved
 
-    def on_hub_browser_fit_previewed(self, message: FitPreviewed) -> None:
+    def on_fit_previewed(self, message: FitPreviewed) -> None:
         if self._listing is None or message.key != (self._listing.repo, self._selected_file):
             return  # the user moved on
         self.query_one("#hub-preview", Static).update(_preview_text(message.preview, self.app.theme_variables))
@@ -283,9 +268,9 @@ class HubBrowser(Vertical):
 
     # -- status --------------------------------------------------------------------------------
     def _post_failure(self, stage: str, error: Exception) -> None:
-        self.post_message(self.HubFailed(stage, str(error) or type(error).__name__, isinstance(error, HubUnreachable)))
+        self.post_message(HubFailed(stage, str(error) or type(error).__name__, isinstance(error, HubUnreachable)))
 
-    def on_hub_browser_hub_failed(self, message: HubFailed) -> None:
+    def on_hub_failed(self, message: HubFailed) -> None:
         if message.stage == "preview":
             self.query_one("#hub-preview", Static).update(Text(message.text, style="bold"))
         self._status(message.text + (f"\n{OFFLINE_HINT}" if message.unreachable else ""), problem=True)
