@@ -46,7 +46,6 @@ class HubBrowser(Vertical):
     def __init__(self, preset: Preset | str, device: DeviceProfile | str, *, id: str | None = "hub-browser") -> None:  # noqa: A002
         super().__init__(id=id)
         self._preset_spec, self._device_spec = preset, device
-        self._resolved: tuple[Preset, DeviceProfile] | None = None
         self._listing = None  # RepoFiles of the selected repository
         self._selected_file: str | None = None
 
@@ -170,10 +169,11 @@ class HubBrowser(Vertical):
         self._preview_selected()
 
     @work(thread=True, exclusive=True, group="hub-preview")
-    def preview(self, repo: str, gguf_file) -> None:
+    def preview(self, repo: str, gguf_file, preset: Preset | str, device: DeviceProfile | str) -> None:
+        """Worker: whether the file fits `device` with `preset` (names are resolved here: detecting `host`
+        reads /proc and /sys)."""
         try:
-            preset, device = self._preset_and_device()
-            result = preview_fit(repo, gguf_file.name, preset, device, listing=gguf_file)
+            result = preview_fit(repo, gguf_file.name, preset_from(preset), device_from(device), listing=gguf_file)
         except Exception as error:  # noqa: BLE001
             self._post_failure("preview", error)
             return
@@ -184,19 +184,12 @@ class HubBrowser(Vertical):
         if (preset, device) == (self._preset_spec, self._device_spec):
             return
         self._preset_spec, self._device_spec = preset, device
-        self._resolved = None
         if self._listing is not None and self._selected_file is not None:
             self._preview_selected()
 
     def _preview_selected(self) -> None:
         self.query_one("#hub-preview", Static).update("Reading the header with range requests…")
-        self.preview(self._listing.repo, self._listing.find(self._selected_file))
-
-    def _preset_and_device(self) -> tuple[Preset, DeviceProfile]:
-        """Resolve names once, in a worker thread (detecting `host` reads /proc and /sys)."""
-        if self._resolved is None:
-            self._resolved = (preset_from(self._preset_spec), device_from(self._device_spec))
-        return self._resolved
+        self.preview(self._listing.repo, self._listing.find(self._selected_file), self._preset_spec, self._device_spec)
 
     def on_fit_previewed(self, message: FitPreviewed) -> None:
         if self._listing is None or message.key != (self._listing.repo, self._selected_file):
