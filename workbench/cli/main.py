@@ -27,6 +27,7 @@ COMMANDS = (
     "serve",
     "node",
     "api",
+    "doctor",
 )
 
 

@@ -60,6 +60,12 @@ def _find(linked: dict[str, str], stem: str) -> str:
     return ""
 
 
+def linked_paths(libllama: Path, stems: tuple[str, ...]) -> dict[str, str]:
+    """stem -> the file libllama is linked against (ldd), "" for a stem it does not link."""
+    linked = _linked_libraries(libllama)
+    return {stem: _find(linked, stem) for stem in stems}
+
+
 @functools.cache
 def rpc_support() -> RpcSupport:
     """Checked once per process: llama_cpp imports, says it supports RPC, and links libggml-rpc."""
@@ -73,8 +79,7 @@ def rpc_support() -> RpcSupport:
     libllama = Path(llama_cpp.__file__).parent / "lib" / "libllama.so"
     if not libllama.is_file():
         return _not_available(f"llama-cpp-python has no {libllama}")
-    linked = _linked_libraries(libllama)
-    paths = {stem: _find(linked, stem) for stem in ("libggml", "libggml-base", "libggml-rpc")}
+    paths = linked_paths(libllama, ("libggml", "libggml-base", "libggml-rpc"))
     missing = [f"{stem}.so" for stem, path in paths.items() if not path]
     if missing:
         return _not_available(f"{libllama.name} is not linked against {', '.join(missing)} (ldd)")
