@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from arch_models import arch_model, write_arch_gguf
+from real_engine import ROOMY
 from workbench.core.config.chat_mode import BUILTIN_TEMPLATE, COMPLETION, MODEL_TEMPLATE, choose_chat_mode
 from workbench.core.engine.chat_turn import TEMPLATE_MARKER_STOP
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import ChatMessage, Sampling, TurnFinished
-from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.config.preset import Preset
 
-ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)
 PRESET = Preset("tiny", ctx_size=512, batch_size=256, ubatch_size=256, threads=1)
 GREEDY = Sampling(temperature=0.0, seed=1, max_tokens=12)
 

@@ -9,13 +9,13 @@ import psutil
 import pytest
 
 from arch_models import ARCH_MODELS, write_arch_gguf
+from real_engine import ROOMY
 from workbench.core.engine.client import EngineClient
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.predict import predict_ledger
-from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.config.preset import Preset
 
 MIB = 1024 * 1024
-ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)
 # llama.cpp prints each buffer in MiB with two decimals: a buffer line is exact to 0.005 MiB.
 LOG_ROUNDING = 0.006 * MIB
 

@@ -15,13 +15,13 @@ import gguf
 import pytest
 
 from gguf_factory import with_f32_tensor_filled
+from real_engine import ROOMY
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import ChatMessage, Sampling, TokenChunk, TurnFinished
 from workbench.core.paths import bundled_model_path
-from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.config.preset import Preset
 
 PRESET = Preset(name="test-512", ctx_size=512, batch_size=128, ubatch_size=128, threads=1)
-ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)
 GREEDY = Sampling(temperature=0.0, seed=7, max_tokens=8)
 QUESTION = [ChatMessage("user", "What is the capital of France?")]
 

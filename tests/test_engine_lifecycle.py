@@ -12,6 +12,7 @@ import gguf
 import psutil
 import pytest
 
+from real_engine import ROOMY
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import (
     ChatMessage,
@@ -27,7 +28,6 @@ from workbench.core.paths import bundled_model_path
 from workbench.core.config.preset import DeviceProfile, Preset
 
 PRESET = Preset(name="test-256", ctx_size=256, batch_size=128, ubatch_size=128, threads=1)
-ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)
 HELLO = [ChatMessage("user", "Tell me a story about a lighthouse keeper.")]
 
 

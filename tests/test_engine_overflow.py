@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from real_engine import ROOMY
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import ChatMessage, ContextShifted, EngineFailed, Sampling, TokenChunk, TurnFinished
 from workbench.core.paths import bundled_model_path
-from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.config.preset import Preset
 
-ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)
 SYSTEM = ChatMessage("system", "You are terse.")
 
 

@@ -137,10 +137,12 @@ def test_a_dir_holding_the_hf_cache_lists_each_download_once(hub, tmp_path, caps
     assert [m.kind for m in models] == [BUNDLED, CACHED]
 
 
-def test_models_table_puts_the_path_under_its_row_on_an_80_column_terminal(hub, capsys, monkeypatch):
+def test_models_table_puts_the_path_under_its_row_on_an_80_column_terminal(hub, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("workbench.cli.text_table.terminal_width", lambda: 80)
     assert main(["models"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["KIND", "REPOSITORY", "FILE", "QUANT", "SIZE"]
     assert lines[1].startswith("bundled") and lines[2] == f"    {bundled_model_path()}"  # whole, so it can be copied
-    assert all(len(line) <= 80 for line in lines if str(bundled_model_path()) not in line)
+    assert lines[-1] == f"HF cache: {hub_cache(tmp_path)}"  # whole too, however long tmp_path is
+    paths = (str(bundled_model_path()), str(hub_cache(tmp_path)))
+    assert all(len(line) <= 80 for line in lines if not any(path in line for path in paths)), lines

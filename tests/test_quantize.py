@@ -7,15 +7,15 @@ import sys
 
 import pytest
 
+from real_engine import ROOMY
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import Loaded, LoadProgressed
 from workbench.core.errors import WorkbenchError
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.paths import bundled_model_path
-from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.config.preset import Preset
 from workbench.core.engine.quantize import cached_quantized_path, quantize, quantized_cache_dir
 
-ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2)
 
 
 @pytest.fixture(autouse=True)

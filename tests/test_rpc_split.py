@@ -11,20 +11,21 @@ import dataclasses
 import threading
 
 import pytest
+from real_engine import ROOMY
 
 from workbench.core.ledger.split import predict_split
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import ChatMessage, EngineFailed, Loaded, Sampling, TokenChunk, TurnFinished
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.paths import bundled_model_path
-from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.config.preset import Preset
 from workbench.core.config.rpc_endpoints import parse_endpoint
 from workbench.core.rpc.local_nodes import LocalNode as RpcNode
 from workbench.core.rpc.nodes import probe_nodes, split_devices
 from workbench.core.rpc.wire import probe_node
 
 PRESET = Preset(name="test-split", ctx_size=1024, batch_size=256, ubatch_size=256, threads=1)
-ROOMY = DeviceProfile(name="test-roomy", ram_total_mb=65536, cores=2, mem_bandwidth_gbs=10)
+HOST = dataclasses.replace(ROOMY, mem_bandwidth_gbs=10)  # the split's speed bound reads the host's bandwidth
 GREEDY = Sampling(temperature=0.0, seed=7, max_tokens=8)
 QUESTION = (ChatMessage("user", "Name three colours."),)
 
@@ -45,15 +46,15 @@ def client():
 
 
 def _load(client: EngineClient, preset: Preset) -> Loaded:
-    return client.load_blocking(bundled_model_path(), preset, device=ROOMY)
+    return client.load_blocking(bundled_model_path(), preset, device=HOST)
 
 
 def _predicted(preset: Preset):
     model = read_gguf(bundled_model_path())
     endpoints = [parse_endpoint(address) for address in preset.rpc]
     reports = probe_nodes(endpoints, measure_link=False)
-    devices = split_devices(ROOMY, endpoints, reports, [None] * len(endpoints))
-    return predict_split(model, preset, devices, host_budget_bytes=ROOMY.budget_mb << 20)
+    devices = split_devices(HOST, endpoints, reports, [None] * len(endpoints))
+    return predict_split(model, preset, devices, host_budget_bytes=HOST.budget_mb << 20)
 
 
 def _check_within_2_percent(loaded: Loaded, preset: Preset) -> None:
@@ -109,7 +110,7 @@ def test_an_unreachable_node_refuses_the_load_by_name(client):
     address = dead.address
     dead.stop()
     preset = dataclasses.replace(PRESET, gpu_layers=-1, rpc=(address,))
-    events = list(client.load(bundled_model_path(), preset, device=ROOMY))
+    events = list(client.load(bundled_model_path(), preset, device=HOST))
     failure = events[-1]
     assert isinstance(failure, EngineFailed) and failure.kind == "refused"
     assert f"RPC node {address} is unreachable" in failure.message

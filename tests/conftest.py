@@ -1,0 +1,80 @@
+"""Fixtures every test module shares: a private home per test, and session caches of built files.
+
+Hermetic: no test reads or writes the user's real config, caches, logs or Hugging Face
+cache. From collection on, the whole session runs in a home of its own (so engines and
+servers that module fixtures start never see the user's files either), and each test gets
+a fresh one: HOME, the XDG folders and HF_HOME point into it, and the variables that would
+lead elsewhere (WORKBENCH_*_DIR, HF_HUB_CACHE, HF_ENDPOINT, HF_TOKEN ...) are cleared. A
+test that needs one of them sets it itself. The private homes live beside tmp_path, not in
+it, so tests that list or walk tmp_path see only what they put there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import site
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Where the workbench, platformdirs and huggingface_hub look for the user's files.
+HOME_VARIABLES = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "HF_HOME")
+CLEARED_VARIABLES = (
+    "WORKBENCH_CONFIG_DIR", "WORKBENCH_CACHE_DIR", "WORKBENCH_STATE_DIR", "WORKBENCH_API_KEY",
+    "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_ASSETS_CACHE", "HF_XET_CACHE", "HF_TOKEN", "HF_TOKEN_PATH",
+    "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT", "HF_HUB_OFFLINE", "HF_HUB_DOWNLOAD_TIMEOUT",
+)
+
+
+def home_environment(home: Path) -> dict[str, str]:
+    """The variables that put every user folder under `home`."""
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "HF_HOME": str(home / ".cache" / "huggingface"),
+    }
+
+
+_SESSION: dict[str, object] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The session's own home, set before collection imports anything that reads the environment."""
+    # A user-site install (pip install --user) is found through HOME: keep finding it there,
+    # or every `python -m workbench` subprocess would lose its packages.
+    user_base = site.getuserbase()
+    home = Path(tempfile.mkdtemp(prefix="workbench-tests-home-"))
+    saved = {name: os.environ.get(name) for name in (*HOME_VARIABLES, *CLEARED_VARIABLES, "PYTHONUSERBASE")}
+    _SESSION.update(home=home, saved=saved)
+    os.environ.setdefault("PYTHONUSERBASE", user_base)
+    for name in CLEARED_VARIABLES:
+        os.environ.pop(name, None)
+    os.environ.update(home_environment(home))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    saved = _SESSION.pop("saved", {})
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    home = _SESSION.pop("home", None)
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def private_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh home for this test: HOME, XDG folders and HF_HOME in it, overrides to elsewhere cleared."""
+    home = tmp_path_factory.mktemp("home")
+    for name in CLEARED_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in home_environment(home).items():
+        monkeypatch.setenv(name, value)
+    return home
