@@ -15,7 +15,8 @@ class Preset:
     ctx_size: int = 2048
     batch_size: int = 512
     ubatch_size: int = 512
-    threads: int = 0  # 0 = auto: physical cores minus one, at least one
+    threads: int = 0  # 0 = auto: the fast cores on big.LITTLE boards, else physical cores minus one (>= 1)
+    cpu_cores: tuple[int, ...] = ()  # CPUs to pin to (llama-server -C/--cpu-range); () = chosen by threads
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     flash_attn: bool = False

@@ -11,12 +11,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import psutil
 import tomli_w
 
 from workbench.core import paths
 from workbench.core.config.chat_mode import BUILTIN_TEMPLATE_NAMES, COMPLETION
+from workbench.core.config.cpu_topology import CpuTopology
 from workbench.core.config.preset import Preset
+from workbench.core.config.preset_cores import (
+    CORE_KEYS,
+    core_choice,
+    cores_problems,
+    cores_server_args,
+    cores_toml,
+    cpu_cores_field,
+)
 from workbench.core.config.preset_split import SPLIT_KEYS, split_fields, split_problems, split_server_args, split_toml
 from workbench.core.config.toml_checks import (
     Catalog,
@@ -43,7 +51,7 @@ PRESET_KEYS = (
     "cache_type_k", "cache_type_v", "flash_attn", "mlock", "mmap", "draft_prompt_lookup", "swa_full",
     "chat_template",
 )
-PRESET_KEYS += SPLIT_KEYS
+PRESET_KEYS += CORE_KEYS + SPLIT_KEYS
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # llama.cpp's own ceilings are far above these; past them a value is a typo, not a plan.
 _MAX_CTX = 1 << 24
@@ -122,7 +130,7 @@ def _preset_from_source(data: dict[str, Any], source: TomlSource, default_name: 
                           where=source.where("ubatch_size"),
                           fix=f"The physical batch is a slice of the logical one: set ubatch_size <= {batch_size}")
     threads = get_int(data, "threads", 0, source, minimum=0, maximum=_MAX_THREADS,
-                      example="threads = 0  (0 = physical cores minus one)")
+                      example="threads = 0  (0 = the fast cores, or physical cores minus one)")
     cache_type_k = _normalise_cache_type(
         "cache_type_k", get_str(data, "cache_type_k", "f16", source, example='cache_type_k = "q8_0"'), source)
     cache_type_v = _normalise_cache_type(
@@ -152,6 +160,7 @@ def _preset_from_source(data: dict[str, Any], source: TomlSource, default_name: 
         chat_template=_checked_chat_template(
             get_str(data, "chat_template", "", source, example='chat_template = "chatml"'), source),
         source=source.label if source.text else "",
+        cpu_cores=cpu_cores_field(data, source),
         **split_fields(data, source),
     )
 
@@ -205,8 +214,8 @@ def preset_origin(preset: Preset) -> str:
 
 def preset_to_toml(preset: Preset) -> str:
     """The preset as a TOML file in the shipped format (the keys a file may hold, in file order)."""
-    values = {key: getattr(preset, key) for key in PRESET_KEYS if key not in SPLIT_KEYS}
-    return tomli_w.dumps(values | split_toml(preset))
+    values = {key: getattr(preset, key) for key in PRESET_KEYS if key not in SPLIT_KEYS + CORE_KEYS}
+    return tomli_w.dumps(values | cores_toml(preset) | split_toml(preset))
 
 
 def save_user_preset(preset: Preset) -> Path:
@@ -253,13 +262,11 @@ def revert_user_preset(name: str) -> Path:
     return kept
 
 
-def resolve_threads(preset: Preset) -> int:
-    """The thread count a preset means here: its own, or for 0 physical cores minus one (>= 1)."""
-    if preset.threads > 0:
-        return preset.threads
-
-    cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
-    return max(1, cores - 1)
+def resolve_threads(preset: Preset, topology: CpuTopology | None = None) -> int:
+    """The thread count a preset means on this machine (or the one `topology` describes): its own;
+    for 0 one per fast core on big.LITTLE boards (or per CPU in its cpu_cores), else physical
+    cores minus one (>= 1). See preset_cores.core_choice for the CPUs they are pinned to."""
+    return core_choice(preset, topology).threads
 
 
 def _load_mode(preset: Preset) -> str:
@@ -271,14 +278,16 @@ def _load_mode(preset: Preset) -> str:
 
 
 def llama_server_args(preset: Preset, model_path: str | os.PathLike[str], *,
-                      legacy_flags: bool = False) -> tuple[str, ...]:
-    """The llama-server argument vector equivalent to `preset` (see llama_server_command)."""
+                      legacy_flags: bool = False, topology: CpuTopology | None = None) -> tuple[str, ...]:
+    """The llama-server argument vector equivalent to `preset` (see llama_server_command) on this
+    machine (or the one `topology` describes): threads and pinning resolved as the engine does."""
+    cores = core_choice(preset, topology)
     args = [
         "llama-server", "-m", str(model_path),
         "-c", str(preset.ctx_size),
         "-b", str(preset.batch_size),
         "-ub", str(preset.ubatch_size),
-        "-t", str(resolve_threads(preset)),
+        "-t", str(cores.threads),
         "-ctk", preset.cache_type_k,
         "-ctv", preset.cache_type_v,
     ]
@@ -299,6 +308,7 @@ def llama_server_args(preset: Preset, model_path: str | os.PathLike[str], *,
         # LlamaPromptLookupDecoding default); the preset's number is the draft length.
         args += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(PROMPT_LOOKUP_NGRAM),
                  "--spec-ngram-simple-size-m", str(preset.draft_prompt_lookup)]
+    args += cores_server_args(cores.cpus)
     args += split_server_args(preset)
     return tuple(args)
 
@@ -352,5 +362,5 @@ def preset_problems(preset: Preset, model: ModelInfo) -> tuple[Problem, ...]:
             f"the model is already quantized ({already}); re-quantizing to {preset.weights} keeps "
             f"{already}'s losses and adds its own",
             "Start from an F16/BF16 GGUF of the model, or use the as-is preset"))
-    problems += [Problem(level, message, fix) for level, message, fix in split_problems(preset)]
+    problems += [Problem(level, message, fix) for level, message, fix in split_problems(preset) + cores_problems(preset)]
     return tuple(problems)

@@ -66,6 +66,9 @@ class Loaded:
     devices: tuple[DeviceBuffers, ...] = ()  # per device, host first, then RPC nodes and GPUs in llama.cpp's order
     chat_mode: str = "model"  # chat_mode.MODEL_TEMPLATE, BUILTIN_TEMPLATE or COMPLETION
     chat_notice: str = ""  # the one message saying which chat path was taken ("" = the model's own template)
+    n_threads: int = 0  # the threads llama.cpp was given (0 = not reported)
+    cpu_cores: tuple[int, ...] = ()  # the CPUs the engine is pinned to; () = not pinned (every CPU it may use)
+    cores_note: str = ""  # which cores and why, one sentence
 
 
 @dataclass(frozen=True)

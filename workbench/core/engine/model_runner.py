@@ -20,6 +20,7 @@ from workbench.core.config.presets import resolve_threads
 from workbench.core.engine.chat_template import ChatTemplate
 from workbench.core.engine.chat_turn import ChatTurn, clear_kv_cache
 from workbench.core.engine.context_fit import ConversationTooLong
+from workbench.core.engine.cpu_pinning import pin_engine
 from workbench.core.engine.events import EngineFailed, Loaded, LoadProgressed, Unloaded
 from workbench.core.engine.log_capture import (
     LOG_LEVEL_ERROR,
@@ -95,6 +96,7 @@ class ModelRunner:
         self._template: ChatTemplate | None = None
         self._draft: Any = None
         self._dropped: tuple[Any, ...] = ()  # turns the last chat left out of the context (see context_fit)
+        self._started_on = frozenset(os.sched_getaffinity(0))  # what pinning may narrow, and restores
 
     def load(self, request: LoadRequest) -> None:
         self.unload(quiet=True)
@@ -106,6 +108,7 @@ class ModelRunner:
         self._send(LoadProgressed("loading", 0.0, message=path.name))
         if request.preset.rpc and not self._attach_rpc_nodes(request.preset.rpc):
             return
+        pinning = pin_engine(request.preset, self._started_on)  # before llama.cpp makes its threads
         self._log.start_capture()
         dots = [0]
 
@@ -157,7 +160,7 @@ class ModelRunner:
             self._send(EngineFailed("load", str(error)))
             return
         sizes = parse_buffer_sizes(line for _, line in captured)
-        warnings = list(request.warnings)
+        warnings = list(request.warnings) + ([pinning.warning] if pinning.warning else [])
         if request.preset.rpc:  # a node that goes silent (power, cable) must not hang the engine
 
             warnings += watch_node_sockets(request.preset.rpc, self._log.write_note)
@@ -190,6 +193,9 @@ class ModelRunner:
                 chat_mode=self._template.mode.kind,
                 chat_notice=self._template.mode.notice,
                 devices=parse_device_buffers((line for _, line in captured), request.preset.rpc),
+                n_threads=pinning.threads,
+                cpu_cores=pinning.cpus,
+                cores_note=pinning.reason,
             )
         )
 
