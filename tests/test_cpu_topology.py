@@ -279,3 +279,16 @@ def test_the_engine_runs_on_the_chosen_cores_then_on_all_again(pinned_engine):
     assert again.cpu_cores == ()
     assert os.sched_getaffinity(again.pid) == os.sched_getaffinity(0)
     assert _allowed(again.pid) == {format_cpu_list(os.sched_getaffinity(0))}
+
+
+# --- what `workbench devices` says ---------------------------------------------------------
+
+def test_devices_says_which_cores_and_why(on_rk3588, monkeypatch):
+    from workbench.cli import cmd_devices
+
+    monkeypatch.setattr(cmd_devices, "host_cpu_topology", lambda: on_rk3588)
+    record = cmd_devices._host_cores()
+    assert record["pinned_cpus"] == [4, 5, 6, 7] and record["threads_0"] == 4 and record["big_little"]
+    line = cmd_devices._cores_line()
+    assert line.startswith("Host cores: 4 threads (threads = 0: one per fast core) pinned to CPUs 4-7")
+    assert "Cortex-A55" in line

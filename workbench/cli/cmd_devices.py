@@ -9,8 +9,11 @@ from workbench.cli import text_table
 from workbench.cli.json_output import write_json
 from workbench.cli.text_table import format_table
 from workbench.core.config.bandwidth import host_bandwidth
+from workbench.core.config.cpu_topology import host_cpu_topology
 from workbench.core.config.devices import device_catalog, device_origin, load_device, user_devices_dir
 from workbench.core.config.host import detect_host
+from workbench.core.config.preset import Preset
+from workbench.core.config.preset_cores import core_choice
 
 UNKNOWN = "unknown"
 
@@ -49,7 +52,25 @@ def _record(device) -> dict:
         "notes": dict(device.notes),
         "origin": device_origin(device),
         "source": device.source,
-    }
+    } | ({"cpu_cores": _host_cores()} if _is_host(device) else {})
+
+
+def _is_host(device) -> bool:
+    return device.name == "host" and device.source == "detected"
+
+
+def _host_cores() -> dict:
+    """Which of this machine's CPUs threads = 0 runs on, and why (from /sys/devices/system/cpu)."""
+    topology = host_cpu_topology()
+    choice = core_choice(Preset(name="threads-0"))
+    return {"cpus": list(topology.all_cpus), "fast_cpus": list(topology.fast),
+            "big_little": topology.heterogeneous, "basis": topology.basis or None,
+            "threads_0": choice.threads, "pinned_cpus": list(choice.cpus), "why": choice.reason,
+            "problems": list(topology.problems)}
+
+
+def _cores_line() -> str:
+    return f"Host cores: {core_choice(Preset(name='threads-0')).reason}.\n"
 
 
 def _number(value: float | None, unit: str = "") -> str:
@@ -97,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(broken)
         return 0
     sys.stdout.write(devices_table(devices, text_table.terminal_width()) + broken)
+    if not args.no_host:
+        sys.stdout.write("\n" + _cores_line())
     sys.stdout.write("\nBudget = RAM minus reserves: what is left for the model.\n"
                      "`workbench devices show NAME` itemises the reserves and gives each figure's source.\n"
                      f"User devices live in {user_devices_dir()}.\n")
@@ -126,4 +149,6 @@ def run_show(args: argparse.Namespace) -> int:
     for key, value in lines:
         source = notes.get(key, "" if key == "budget" else "no source given")
         sys.stdout.write(f"  {key.ljust(width)}  {value}" + (f"\n  {'':{width}}  source: {source}" if source else "") + "\n")
+    if _is_host(device):
+        sys.stdout.write(_cores_line())
     return 0

@@ -87,17 +87,21 @@ def core_choice(preset: Any, topology: CpuTopology | None = None) -> CoreChoice:
     if preset.cpu_cores:
         threads = preset.threads or len(preset.cpu_cores)
         where = format_cpu_list(preset.cpu_cores)
-        return CoreChoice(threads, tuple(preset.cpu_cores), f"{threads} threads on CPUs {where} (the preset's cpu_cores)")
+        return CoreChoice(threads, tuple(preset.cpu_cores), f"{_threads(threads)} on CPUs {where} (the preset's cpu_cores)")
     fast = format_cpu_list(machine.fast)
     if machine.heterogeneous and preset.threads <= machine.fast_cores:
         threads = preset.threads or machine.fast_cores
         said = "threads = 0: one per fast core" if not preset.threads else "the preset's threads"
-        return CoreChoice(threads, machine.fast, f"{threads} threads ({said}) pinned to CPUs {fast}: {machine.reason}")
+        return CoreChoice(threads, machine.fast, f"{_threads(threads)} ({said}) pinned to CPUs {fast}: {machine.reason}")
     if preset.threads:
-        return CoreChoice(preset.threads, (), f"{preset.threads} threads (the preset's), not pinned: {machine.reason}")
+        return CoreChoice(preset.threads, (), f"{_threads(preset.threads)} (the preset's), not pinned: {machine.reason}")
     threads = physical_cores_minus_one(topology)
-    return CoreChoice(threads, (), f"{threads} threads (threads = 0: physical cores minus one), not pinned: "
+    return CoreChoice(threads, (), f"{_threads(threads)} (threads = 0: physical cores minus one), not pinned: "
                                    f"{machine.reason}")
+
+
+def _threads(count: int) -> str:
+    return f"{count} thread" if count == 1 else f"{count} threads"
 
 
 def cores_server_args(cpus: tuple[int, ...]) -> list[str]:
