@@ -18,8 +18,9 @@ from workbench.cli.split_output import (
     split_json,
 )
 from workbench.cli.text_table import format_table, wrap_text
+from workbench.core.config.device_accelerator import offload_problems
 from workbench.core.config.devices import load_device
-from workbench.core.config.presets import load_preset, preset_problems
+from workbench.core.config.presets import Problem, load_preset, preset_problems
 from workbench.core.errors import WorkbenchError
 from workbench.core.files.model_ref import resolve_model
 from workbench.core.gguf.reader import read_gguf
@@ -108,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     device = load_device(args.device)
     ledger = predict_ledger(info, preset, device, ctx_size=args.ctx)
     # The preset as it would run: --ctx replaces its context (0 = the trained one, as llama.cpp does).
-    problems = preset_problems(dataclasses.replace(preset, ctx_size=ledger.ctx_size), info)
+    problems = preset_problems(dataclasses.replace(preset, ctx_size=ledger.ctx_size), info) + tuple(
+        Problem(level, message, fix) for level, message, fix in offload_problems(preset, device))
 
     rpc = rpc_endpoints(args)
     split, reports = predict_devices(info, preset, device, rpc, ctx_size=args.ctx)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.core.config.toml_checks import TomlSource, closest, get_int, get_number, get_str
+from workbench.core.config.preset_split import ALL_LAYERS, effective_gpu_layers
+from workbench.core.config.toml_checks import TomlSource, closest, get_bool, get_int, get_number, get_str
 from workbench.core.errors import PresetError
 
 ACCELERATORS = ("cuda", "vulkan", "none")
+SLOWER_KEY = "accelerator_slower_than_cpu"  # published runs show offloading to it slower than the CPU
 
 
 def accelerator_fields(data: dict[str, Any], source: TomlSource) -> dict[str, Any]:
@@ -32,4 +34,21 @@ def accelerator_fields(data: dict[str, Any], source: TomlSource) -> dict[str, An
         raise PresetError("vram_bandwidth_gbs is set but the accelerator has no memory of its own (no vram_mb)",
                           where=source.where("vram_bandwidth_gbs"),
                           fix="Unified memory runs at mem_bandwidth_gbs: drop vram_bandwidth_gbs, or add vram_mb")
-    return {"accelerator": kind, "vram_mb": vram_mb, "vram_bandwidth_gbs": float(bandwidth or 0.0)}
+    slower = get_bool(data, SLOWER_KEY, False, source)
+    if slower and kind == "none":
+        raise PresetError(f"{SLOWER_KEY} is set but accelerator is none", where=source.where(SLOWER_KEY),
+                          fix=f'Name the accelerator (accelerator = "vulkan"), or drop {SLOWER_KEY}')
+    return {"accelerator": kind, "vram_mb": vram_mb, "vram_bandwidth_gbs": float(bandwidth or 0.0),
+            "accelerator_slower_than_cpu": slower}
+
+
+def offload_problems(preset: Any, device: Any) -> list[tuple[str, str, str]]:
+    """(level, message, fix) when the preset sends layers to an accelerator the device's profile says is slower."""
+    layers = effective_gpu_layers(preset)
+    if not getattr(device, "accelerator_slower_than_cpu", False) or layers == 0:
+        return []
+    source = dict(device.notes).get(SLOWER_KEY, "see the device profile's notes")
+    count = "all layers" if layers == ALL_LAYERS else f"{layers} layers"
+    return [("warning", f"gpu_layers sends {count} to {device.name}'s {device.accelerator} GPU when llama.cpp is "
+             f"built with it, and published runs show it slower than this board's CPU ({source})",
+             "Set gpu_layers = 0 to keep every layer on the CPU")]

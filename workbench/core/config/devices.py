@@ -29,9 +29,10 @@ from workbench.core.errors import PresetError
 
 HOST = "host"
 DEVICE_KEYS = ("name", "description", "ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores",
-               "reserves_mb", "notes", "accelerator", "vram_mb", "vram_bandwidth_gbs", "battery_wh")
+               "reserves_mb", "notes", "accelerator", "vram_mb", "vram_bandwidth_gbs", "battery_wh",
+               "accelerator_slower_than_cpu")
 FIGURE_KEYS = ("ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores", "accelerator", "vram_mb",
-               "vram_bandwidth_gbs", "battery_wh")
+               "vram_bandwidth_gbs", "battery_wh", "accelerator_slower_than_cpu")
 _RESERVE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 
 

@@ -51,6 +51,7 @@ class DeviceProfile:
     accelerator: str = "none"  # "cuda", "vulkan" or "none"
     vram_mb: int | None = None  # the accelerator's own memory; None = unified (it uses the RAM above)
     vram_bandwidth_gbs: float = 0.0  # bandwidth of that own memory (unified: mem_bandwidth_gbs)
+    accelerator_slower_than_cpu: bool = False  # published runs on this board: offloading to it is slower
 
     @property
     def unified_memory(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from workbench.core.config.device_accelerator import offload_problems
 from workbench.core.config.devices import load_device
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.config.presets import preset_problems
@@ -59,6 +60,7 @@ def plan_load(
             quantize_to = target
     if device is None:
         device = load_device("host")
+    warnings += tuple(f"{message} ({fix})" for _, message, fix in offload_problems(preset, device))
     if preset.rpc or rpc:
         prediction, addresses = plan_split(model, preset, device, rpc, allow_overbudget=allow_overbudget)
         return LoadPlan(quantize_to, prediction, warnings, addresses)
