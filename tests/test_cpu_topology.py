@@ -283,6 +283,15 @@ def test_the_engine_runs_on_the_chosen_cores_then_on_all_again(pinned_engine):
 
 # --- what `workbench devices` says ---------------------------------------------------------
 
+def test_presets_show_on_rk3588_pins_the_llama_server_line(on_rk3588, capsys):
+    from workbench.cli.main import main
+
+    assert main(["presets", "show", "balanced-q4km"]) == 0
+    out = capsys.readouterr().out
+    assert "(threads = 0 resolved to 4 for this machine)  (pinned to CPUs 4-7)" in out
+    assert " -t 4 " in out and out.rstrip().endswith("--cpu-range 4-7")
+
+
 def test_devices_says_which_cores_and_why(on_rk3588, monkeypatch):
     from workbench.cli import cmd_devices
 

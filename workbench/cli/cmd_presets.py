@@ -9,6 +9,8 @@ from dataclasses import asdict
 from workbench.cli import text_table
 from workbench.cli.json_output import write_json
 from workbench.cli.text_table import fitted_table
+from workbench.core.config.cpu_topology import format_cpu_list
+from workbench.core.config.preset_cores import core_choice
 from workbench.core.config.presets import (
     llama_server_command,
     load_preset,
@@ -88,6 +90,8 @@ def run_show(args: argparse.Namespace) -> int:
     sys.stdout.write(f"# {preset.name} ({preset_origin(preset)}: {preset.source or 'built in'})\n")
     sys.stdout.write(preset_to_toml(preset))
     note = f"  (threads = 0 resolved to {resolve_threads(preset)} for this machine)" if preset.threads == 0 else ""
+    pinned = core_choice(preset).cpus
+    note += f"  (pinned to CPUs {format_cpu_list(pinned)})" if pinned and not preset.cpu_cores else ""
     sys.stdout.write(f"\n# llama-server equivalent{note}:\n{command}\n")
     return 0
 
