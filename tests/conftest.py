@@ -1,4 +1,4 @@
-"""Fixtures every test module shares: a private home per test, and session caches of built files.
+"""Fixtures every test module shares: a private home per test, and the CLI run in this process.
 
 Hermetic: no test reads or writes the user's real config, caches, logs or Hugging Face
 cache. From collection on, the whole session runs in a home of its own (so engines and
@@ -11,11 +11,14 @@ it, so tests that list or walk tmp_path see only what they put there.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import site
+import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -78,3 +81,35 @@ def private_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     for name, value in home_environment(home).items():
         monkeypatch.setenv(name, value)
     return home
+
+
+class CliRun(NamedTuple):
+    """What a command run in this process did, named as in subprocess.CompletedProcess."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
+    """Runs `workbench ARGV...` in this process through `main(argv)`: (returncode, stdout, stderr).
+
+    What the command writes is captured; `stdin` is what it reads (an empty input if not
+    given, as a pipe that is closed at once). A subprocess costs a Python start and the
+    workbench's imports; tests of what only a real process shows (signals, a crash of the
+    command's engine, a server's socket) run `python -m workbench` themselves.
+    """
+    from workbench.cli.main import main
+
+    def run(*argv: str, stdin: str = "") -> CliRun:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        capsys.readouterr()  # what the test printed before is not the command's
+        try:
+            code = main(list(argv))
+        except SystemExit as exit_:  # argparse's --help and its usage errors
+            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        captured = capsys.readouterr()
+        return CliRun(code, captured.out, captured.err)
+
+    return run

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from arch_models import arch_model, write_arch_gguf
@@ -24,14 +22,12 @@ def test_inspect_shows_experts_and_the_sliding_window(tmp_path: Path, capsys):
     assert data["experts"] is None
 
 
-def test_chat_on_a_base_model_says_completion_mode_once(tmp_path: Path):
+def test_chat_on_a_base_model_says_completion_mode_once(tmp_path: Path, cli):
     model = write_arch_gguf(tmp_path / "base.gguf", arch_model("llama", turn_tokens=""))
     preset = tmp_path / "tiny.toml"
     preset.write_text('name = "tiny"\nctx_size = 512\nbatch_size = 256\nubatch_size = 256\nthreads = 1\n')
-    done = subprocess.run(
-        [sys.executable, "-m", "workbench", "chat", str(model), "--preset", str(preset), "--device", "host",
-         "--temp", "0", "--max-tokens", "4"],
-        input="abc\n", capture_output=True, text=True, timeout=300)
+    done = cli("chat", str(model), "--preset", str(preset), "--device", "host", "--temp", "0", "--max-tokens", "4",
+               stdin="abc\n")
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("completion mode: the model has no chat template and no known turn tokens") == 1
     assert 'chat_template = "chatml"' in done.stderr  # how to force a template

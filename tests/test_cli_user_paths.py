@@ -2,19 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _cli(*argv: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "workbench", *argv], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})
 
 
 @pytest.mark.parametrize(("argv", "complaint"), [
@@ -25,8 +13,8 @@ def _cli(*argv: str, **env: str) -> subprocess.CompletedProcess:
     (("no-such-command",), "workbench: argument COMMAND: invalid choice: 'no-such-command'"),
     (("inspect", "bundled", "--ctx", "5"), "workbench inspect: unrecognized arguments: --ctx 5"),
 ])
-def test_bad_arguments_are_one_line_with_the_help_to_read(argv, complaint, tmp_path):
-    done = _cli(*argv, WORKBENCH_CONFIG_DIR=str(tmp_path / "config"), WORKBENCH_CACHE_DIR=str(tmp_path / "cache"))
+def test_bad_arguments_are_one_line_with_the_help_to_read(argv, complaint, cli):
+    done = cli(*argv)
     assert done.returncode == 2 and done.stdout == ""
     (line,) = done.stderr.splitlines()  # no usage block above the complaint
     assert line.startswith(complaint)

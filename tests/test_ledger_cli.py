@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gguf_factory import TinyModel, write_tiny_gguf
 from workbench.cli.cmd_inspect import type_mix_text
-from workbench.cli.main import main
 from workbench.core.errors import WorkbenchError
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.files.model_ref import resolve_model
@@ -28,14 +24,8 @@ def _isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def test_inspect_bundled_text(capsys):
-    code, out, _ = _run(capsys, "inspect", "bundled")
+def test_inspect_bundled_text(cli):
+    code, out, _ = cli("inspect", "bundled")
     assert code == 0
     assert "architecture     llama" in out
     assert "chat template    yes" in out
@@ -43,15 +33,15 @@ def test_inspect_bundled_text(capsys):
     assert "vocabulary       49,152 tokens" in out
 
 
-def test_inspect_json_and_tensors(capsys, tmp_path: Path):
+def test_inspect_json_and_tensors(tmp_path: Path, cli):
     path = write_tiny_gguf(tmp_path / "tiny.gguf")
-    code, out, _ = _run(capsys, "inspect", str(path), "--json", "--tensors")
+    code, out, _ = cli("inspect", str(path), "--json", "--tensors")
     assert code == 0
     data = json.loads(out)
     assert data["n_layer"] == 2 and data["file_type"] == "Q4_K_M" and data["has_chat_template"] is True
     assert abs(sum(data["type_mix"].values()) - 1) < 0.01
     assert len(data["tensors"]) == data["n_tensors"]
-    code, out, _ = _run(capsys, "inspect", str(path), "--tensors")
+    code, out, _ = cli("inspect", str(path), "--tensors")
     assert "blk.1.ffn_down.weight" in out and "Q6_K" in out
 
 
@@ -60,8 +50,8 @@ def test_type_mix_text():
     assert type_mix_text((("Q4_1", 0.999), ("F32", 0.001))) == "100% Q4_1, <1% F32"
 
 
-def test_ledger_table(capsys):
-    code, out, _ = _run(capsys, "ledger", "bundled", "--preset", "edge-int4-kv8", "--device", "jetson-orin-nano-8gb")
+def test_ledger_table(cli):
+    code, out, _ = cli("ledger", "bundled", "--preset", "edge-int4-kv8", "--device", "jetson-orin-nano-8gb")
     assert code == 0
     assert "left for the LLM             6,192" in out
     assert "KV cache" in out and "ctx 4096, q8_0/q8_0" in out
@@ -69,8 +59,8 @@ def test_ledger_table(capsys):
     assert "decode bound at 68 GB/s" in out
 
 
-def test_ledger_json_keys_and_ctx_override(capsys):
-    code, out, _ = _run(capsys, "ledger", "bundled", "--preset", "as-is", "--device", "rk3588s-4gb", "--ctx", "1000", "--json")
+def test_ledger_json_keys_and_ctx_override(cli):
+    code, out, _ = cli("ledger", "bundled", "--preset", "as-is", "--device", "rk3588s-4gb", "--ctx", "1000", "--json")
     assert code == 0
     data = json.loads(out)
     assert LEDGER_KEYS <= set(data)
@@ -81,8 +71,8 @@ def test_ledger_json_keys_and_ctx_override(capsys):
     assert data["decode_tps_bound"]["empty_context"] > data["decode_tps_bound"]["full_context"] > 0
 
 
-def test_ledger_unknown_preset_is_one_line(capsys):
-    code, out, err = _run(capsys, "ledger", "bundled", "--preset", "no-such-preset", "--device", "host")
+def test_ledger_unknown_preset_is_one_line(cli):
+    code, out, err = cli("ledger", "bundled", "--preset", "no-such-preset", "--device", "host")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "no-such-preset" in err
 
@@ -93,37 +83,32 @@ def test_resolve_model():
         resolve_model("/nowhere/model.gguf")
 
 
-def _cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "workbench", *argv], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
-
-
-def test_broken_file_exits_2_with_one_line(tmp_path: Path):
+def test_broken_file_exits_2_with_one_line(tmp_path: Path, cli):
     page = tmp_path / "model.gguf"
     page.write_bytes(b"<!DOCTYPE html><html><body>Rate limit exceeded</body></html>")
-    done = _cli("inspect", str(page))
+    done = cli("inspect", str(page))
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("workbench: ") and "this is an HTML page, not a GGUF" in done.stderr
 
     truncated = tmp_path / "cut.gguf"
     truncated.write_bytes(write_tiny_gguf(tmp_path / "tiny.gguf").read_bytes()[:50_000])
-    done = _cli("ledger", str(truncated), "--preset", "as-is", "--device", "jetson-orin-nano-8gb")
+    done = cli("ledger", str(truncated), "--preset", "as-is", "--device", "jetson-orin-nano-8gb")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "the download is incomplete" in done.stderr.lower()
 
 
-def test_missing_model_exits_2():
-    done = _cli("inspect", "/nowhere/model.gguf")
+def test_missing_model_exits_2(cli):
+    done = cli("inspect", "/nowhere/model.gguf")
     assert done.returncode == 2 and "no such model file" in done.stderr and done.stderr.count("\n") == 1
 
 
-def test_ledger_shows_the_presets_problems_for_this_model(tmp_path: Path, capsys):
+def test_ledger_shows_the_presets_problems_for_this_model(tmp_path: Path, cli):
     # A ledger that says FITS must not hide that the model was trained for far less context.
-    code, out, _ = _run(capsys, "ledger", "bundled", "--preset", "as-is", "--device", "rk3588s-4gb", "--ctx", "20000")
+    code, out, _ = cli("ledger", "bundled", "--preset", "as-is", "--device", "rk3588s-4gb", "--ctx", "20000")
     assert code == 0
     assert "warning: ctx_size = 20224 is beyond the 8192 tokens" in out
-    code, out, _ = _run(capsys, "ledger", "bundled", "--preset", "as-is", "--device", "rk3588s-4gb", "--json")
+    code, out, _ = cli("ledger", "bundled", "--preset", "as-is", "--device", "rk3588s-4gb", "--json")
     assert json.loads(out)["problems"] == []
 
     # head dim 48 (256 / 4 heads would be 64): a q4_0 K cache's 32-value blocks do not divide it.
@@ -131,30 +116,30 @@ def test_ledger_shows_the_presets_problems_for_this_model(tmp_path: Path, capsys
     tiny = write_tiny_gguf(tmp_path / "tiny.gguf", TinyModel(key_length=48, value_length=48, layer_types=f16))
     odd = tmp_path / "odd-kv.toml"
     odd.write_text('cache_type_k = "q4_0"\nflash_attn = true\n')
-    code, out, _ = _run(capsys, "ledger", str(tiny), "--preset", str(odd), "--device", "rk3588s-4gb")
+    code, out, _ = cli("ledger", str(tiny), "--preset", str(odd), "--device", "rk3588s-4gb")
     assert code == 0
     assert "error: cache_type_k = q4_0 stores blocks of 32 values but" in out and "head dimension is 48" in out
 
 
-def test_empty_model_argument_says_no_model_given(capsys):
-    code, out, err = _run(capsys, "inspect", "")
+def test_empty_model_argument_says_no_model_given(cli):
+    code, out, err = cli("inspect", "")
     assert code == 2 and out == ""
     assert err.startswith("workbench: no model given. ")
 
 
-def test_inspect_sizes_say_mib_as_they_are_binary(capsys):
+def test_inspect_sizes_say_mib_as_they_are_binary(cli):
     # `workbench models` and `files` print decimal MB (98.4 MB for the bundled file); inspect
     # divides by 2**20 and so must not call the same file "93.8 MB".
-    code, out, _ = _run(capsys, "inspect", "bundled")
+    code, out, _ = cli("inspect", "bundled")
     size = bundled_model_path().stat().st_size
     assert f"({size / 2**20:,.1f} MiB, GGUF v3)" in out
     assert " MB" not in out
 
 
-def test_no_context_that_fits_reads_none_not_zero(tmp_path: Path, capsys):
+def test_no_context_that_fits_reads_none_not_zero(tmp_path: Path, cli):
     board = tmp_path / "tiny-board.toml"
     board.write_text('name = "tiny-board"\nram_total_mb = 300\nmem_bandwidth_gbs = 10\ncores = 4\n[reserves_mb]\nos = 100\n')
-    code, out, _ = _run(capsys, "ledger", "bundled", "--preset", "as-is", "--device", str(board))
+    code, out, _ = cli("ledger", "bundled", "--preset", "as-is", "--device", str(board))
     assert code == 0 and "verdict: DOES NOT FIT" in out
     assert "largest context that fits: f16 none, q8_0+flash_attn none, q4_0+flash_attn none" in out
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -75,14 +73,10 @@ def test_n8_decodes_in_as_many_calls_as_n1():
     assert eight.llama_tokens_evaluated - sum(lengths) <= eight.prompt_tokens
 
 
-def test_cli_task_bench_json_rows_and_unparseable_shown(tmp_path):
+def test_cli_task_bench_json_rows_and_unparseable_shown(tmp_path, cli):
     out = tmp_path / "task.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "workbench", "bench", "--task", "add-small", "--samples", "2", "--limit", "2",
-         "--output", "json", "--out", str(out)],  # no --presets: the model as it is (as-is)
-        capture_output=True, text=True, timeout=600,
-        env={**__import__("os").environ, "WORKBENCH_CACHE_DIR": str(tmp_path / "cache")},
-    )
+    # no --presets: the model as it is (as-is)
+    done = cli("bench", "--task", "add-small", "--samples", "2", "--limit", "2", "--output", "json", "--out", str(out))
     assert done.returncode == 0, done.stderr
     document = json.loads(out.read_text())
     row = document["rows"][0]
@@ -93,13 +87,11 @@ def test_cli_task_bench_json_rows_and_unparseable_shown(tmp_path):
     assert len(document["questions"]) == 1 and len(next(iter(document["questions"].values()))) == 2
 
 
-def test_cli_task_list_and_bad_input_are_one_line():
-    listed = subprocess.run([sys.executable, "-m", "workbench", "bench", "--task", "list"],
-                            capture_output=True, text=True, timeout=120)
+def test_cli_task_list_and_bad_input_are_one_line(cli):
+    listed = cli("bench", "--task", "list")
     assert listed.returncode == 0 and "add-small" in listed.stdout and "word-problems" in listed.stdout
     for argv, said in ((["--task", "gsm9k", "--presets", "as-is"], "unknown task"),
                        (["--task", "add-small", "--presets", "as-is", "--samples", "0"], "--samples"),
                        (["--power-cap", "5", "--presets", "as-is"], "--task")):
-        bad = subprocess.run([sys.executable, "-m", "workbench", "bench", *argv], capture_output=True, text=True,
-                             timeout=120)
+        bad = cli("bench", *argv)
         assert bad.returncode == 2 and said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
