@@ -11,14 +11,11 @@ it, so tests that list or walk tmp_path see only what they put there.
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import site
-import sys
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 
@@ -83,33 +80,9 @@ def private_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     return home
 
 
-class CliRun(NamedTuple):
-    """What a command run in this process did, named as in subprocess.CompletedProcess."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
-    """Runs `workbench ARGV...` in this process through `main(argv)`: (returncode, stdout, stderr).
+def cli():
+    """`cli(*argv, stdin="")` runs `workbench ARGV...` in this process (tests/cli_runner.py)."""
+    from cli_runner import run_cli
 
-    What the command writes is captured; `stdin` is what it reads (an empty input if not
-    given, as a pipe that is closed at once). A subprocess costs a Python start and the
-    workbench's imports; tests of what only a real process shows (signals, a crash of the
-    command's engine, a server's socket) run `python -m workbench` themselves.
-    """
-    from workbench.cli.main import main
-
-    def run(*argv: str, stdin: str = "") -> CliRun:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        capsys.readouterr()  # what the test printed before is not the command's
-        try:
-            code = main(list(argv))
-        except SystemExit as exit_:  # argparse's --help and its usage errors
-            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-        captured = capsys.readouterr()
-        return CliRun(code, captured.out, captured.err)
-
-    return run
+    return run_cli

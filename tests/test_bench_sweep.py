@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import json
 import math
 
 import pytest
+from cli_runner import run_cli
 
 from workbench.cli.main import main
 from workbench.core.bench.report import BenchResults, parse_csv, parse_json, parse_jsonl, read_results, render
@@ -22,13 +21,6 @@ PRESETS = {
     "keep-kv8": 'weights = "keep"\nctx_size = 256\ncache_type_k = "q8_0"\ncache_type_v = "q8_0"\nflash_attn = true\n',
     "q4-0": 'weights = "Q4_0"\nctx_size = 256\nbatch_size = 64\nubatch_size = 64\n',
 }
-
-
-def _run_cli(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +43,11 @@ def bench_env(tmp_path_factory):
 def sweep(bench_env):
     folder, preset_files, eval_file = bench_env
     out = folder / "results.json"
-    code, stdout, stderr = _run_cli([
+    code, stdout, stderr = run_cli(
         "bench", "--model", "bundled", "--presets", ",".join(preset_files), "--device", "host",
         "-p", "16", "-n", "8", "-r", "2", "--ppl-ctx", "64", "--eval-text", str(eval_file),
         "--output", "json", "--out", str(out), "--soak", "1s",
-    ])
+    )
     return code, stdout, stderr, read_results(out)
 
 
@@ -129,7 +121,7 @@ def test_compare_merges_result_files_from_two_machines(sweep, bench_env):
     other = dataclasses.replace(results.machine, label="jetson (orin-nano)", hostname="jetson", cpu_model="ARMv8")
     second = folder / "jetson.json"
     second.write_text(render(BenchResults(other, results.rows), "json"))
-    code, stdout, _ = _run_cli(["bench", "compare", str(folder / "results.json"), str(second)])
+    code, stdout, _ = run_cli("bench", "compare", str(folder / "results.json"), str(second))
     assert code == 0
     assert results.machine.label in stdout and "jetson (orin-nano): ARMv8" in stdout
     table = [line for line in stdout.splitlines() if line.startswith("| ")]
@@ -161,10 +153,10 @@ def test_soak_prints_decode_and_temperature_over_time_per_preset(sweep):
 
 def test_an_unwritable_out_or_empty_presets_is_refused_before_the_sweep(bench_env, tmp_path):
     preset = bench_env[1][0]
-    code, out, err = _run_cli(["bench", "--presets", preset, "--out", str(tmp_path / "no-folder" / "r.json")])
+    code, out, err = run_cli("bench", "--presets", preset, "--out", str(tmp_path / "no-folder" / "r.json"))
     assert code == 2 and out == ""  # was: the whole sweep ran, then the write failed
     assert err == f"workbench: {tmp_path / 'no-folder'}: no such folder for --out. create it first or choose another --out path\n"
-    code, out, err = _run_cli(["bench", "--presets", preset, "--out", str(tmp_path)])
+    code, out, err = run_cli("bench", "--presets", preset, "--out", str(tmp_path))
     assert code == 2 and err.startswith(f"workbench: {tmp_path}: is a folder, not a file.")
-    code, out, err = _run_cli(["bench", "--presets", ",,"])
+    code, out, err = run_cli("bench", "--presets", ",,")
     assert code == 2 and err == "workbench: bench: --presets ',,' names no preset. pass --presets a,b,c (see `workbench presets`)\n"

@@ -10,11 +10,6 @@ import sys
 import pytest
 
 
-def workbench(*args: str, stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "workbench", *args], input=stdin, capture_output=True,
-                          text=True, timeout=timeout)
-
-
 @pytest.fixture
 def preset_file(tmp_path):
     path = tmp_path / "test-chat.toml"
@@ -22,10 +17,9 @@ def preset_file(tmp_path):
     return path
 
 
-def test_piped_questions_get_streamed_answers_and_ollama_style_stats(preset_file):
-    done = workbench("chat", "bundled", "--preset", str(preset_file), "--device", "host", "--system", "Be brief.",
-                     "--temp", "0", "--seed", "3", "--max-tokens", "12",
-                     stdin="What is the capital of France?\nAnd of Italy?\n")
+def test_piped_questions_get_streamed_answers_and_ollama_style_stats(preset_file, cli):
+    done = cli("chat", "bundled", "--preset", str(preset_file), "--device", "host", "--system", "Be brief.",
+               "--temp", "0", "--seed", "3", "--max-tokens", "12", stdin="What is the capital of France?\nAnd of Italy?\n")
     assert done.returncode == 0, done.stderr
     answers = [line for line in done.stdout.splitlines() if line.strip()]
     assert len(answers) >= 2
@@ -38,8 +32,8 @@ def test_piped_questions_get_streamed_answers_and_ollama_style_stats(preset_file
     assert reused[0] == 0 and reused[1] > 0  # the second question builds on the first turn's cache
 
 
-def test_an_unknown_preset_is_one_line_and_exit_code_2():
-    done = workbench("chat", "bundled", "--preset", "no-such-preset", stdin="hi\n", timeout=120)
+def test_an_unknown_preset_is_one_line_and_exit_code_2(cli):
+    done = cli("chat", "bundled", "--preset", "no-such-preset", stdin="hi\n")
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "no-such-preset" in done.stderr and "Traceback" not in done.stderr
 
@@ -63,20 +57,20 @@ def test_ctrl_c_stops_the_answer_and_the_chat_goes_on(preset_file):
     assert "restarting" not in stderr and os.linesep in stdout
 
 
-def test_a_truncated_model_names_the_file_once(tmp_path):
+def test_a_truncated_model_names_the_file_once(tmp_path, cli):
     from workbench.core.paths import bundled_model_path
 
     truncated = tmp_path / "t.gguf"
     truncated.write_bytes(bundled_model_path().read_bytes()[:5_000_000])
-    done = workbench("chat", str(truncated), stdin="hi\n", timeout=120)
+    done = cli("chat", str(truncated), stdin="hi\n")
     assert done.returncode == 2
     error = [line for line in done.stderr.splitlines() if line.startswith("workbench:")]
     assert len(error) == 1 and error[0].count("t.gguf") == 1, done.stderr
     assert "file ends at 5 MiB" in error[0] and "Traceback" not in done.stderr
 
 
-def test_out_of_range_sampling_flags_are_one_line_and_exit_code_2_before_loading():
-    done = workbench("chat", "bundled", "--temp", "-1", "--max-tokens", "0", stdin="hi\n", timeout=120)
+def test_out_of_range_sampling_flags_are_one_line_and_exit_code_2_before_loading(cli):
+    done = cli("chat", "bundled", "--temp", "-1", "--max-tokens", "0", stdin="hi\n")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert "--temp -1 must be 0 or more" in done.stderr and "--max-tokens 0 must be at least 1" in done.stderr

@@ -7,8 +7,6 @@ vocabulary is <|endoftext|>, an end-of-generation token. NaN makes every logit N
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import gguf
@@ -82,11 +80,10 @@ def test_the_app_stats_line_shows_the_note():
     assert stats_line(finished).endswith(" · empty answer: the first token was end-of-generation")
 
 
-def test_workbench_chat_prints_the_note(models, tmp_path: Path):
+def test_workbench_chat_prints_the_note(models, tmp_path: Path, cli):
     preset = tmp_path / "tiny-chat.toml"
     preset.write_text('name = "tiny-chat"\nctx_size = 512\nbatch_size = 128\nubatch_size = 128\nthreads = 1\n')
-    done = subprocess.run([sys.executable, "-m", "workbench", "chat", str(models["nan"]), "--preset", str(preset),
-                           "--device", "host", "--temp", "0", "--max-tokens", "8", "--no-stats"],
-                          input="What is the capital of France?\n", capture_output=True, text=True, timeout=300)
+    done = cli("chat", str(models["nan"]), "--preset", str(preset), "--device", "host", "--temp", "0",
+               "--max-tokens", "8", "--no-stats", stdin="What is the capital of France?\n")
     assert done.returncode == 0, done.stderr
     assert "[empty answer: the logits were not finite (NaN/Inf): the weights are probably corrupt]" in done.stderr

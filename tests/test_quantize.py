@@ -56,10 +56,9 @@ def test_a_type_that_needs_an_importance_matrix_fails_with_llama_cpp_s_reason_an
     assert list(quantized_cache_dir().iterdir()) == []
 
 
-def test_cli_makes_a_full_precision_copy_of_the_bundled_model(tmp_path):
+def test_cli_makes_a_full_precision_copy_of_the_bundled_model(tmp_path, cli):
     out = tmp_path / "smollm2-f16.gguf"
-    done = subprocess.run([sys.executable, "-m", "workbench", "quantize", "bundled", "--to", "F16", "-o", str(out)],
-                          capture_output=True, text=True, timeout=300)
+    done = cli("quantize", "bundled", "--to", "F16", "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().startswith(str(out)) and "(F16," in done.stdout
     assert "quantizing: 100%" in done.stderr and "bounded by the source's Q4_1" in done.stderr
@@ -69,15 +68,15 @@ def test_cli_makes_a_full_precision_copy_of_the_bundled_model(tmp_path):
 
 
 def test_cli_refuses_an_unknown_type_in_one_line():
+    # the one run of `python -m workbench quantize` in a process of its own: what the user types
     done = subprocess.run([sys.executable, "-m", "workbench", "quantize", "bundled", "--to", "Q9"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "unknown weight type 'Q9'" in done.stderr
 
 
-def test_cli_output_into_an_existing_folder_gets_the_default_name(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "workbench", "quantize", "bundled", "--to", "Q8_0", "-o", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300)
+def test_cli_output_into_an_existing_folder_gets_the_default_name(tmp_path, cli):
+    done = cli("quantize", "bundled", "--to", "Q8_0", "-o", str(tmp_path))
     assert done.returncode == 0, done.stderr
     expected = tmp_path / "SmolLM2-135M-Instruct.Q8_0.gguf"
     assert done.stdout.startswith(f"{expected}  (Q8_0,")
@@ -90,10 +89,9 @@ def test_cli_output_into_an_existing_folder_gets_the_default_name(tmp_path):
     [("missing/model.gguf", "the output folder does not exist"),
      ("/proc", "cannot write in the output folder")],  # /proc refuses new files even to root
 )
-def test_cli_output_that_cannot_be_written_is_one_line_before_any_work(tmp_path, out, said):
+def test_cli_output_that_cannot_be_written_is_one_line_before_any_work(tmp_path, out, said, cli):
     target = str(tmp_path / out)
-    done = subprocess.run([sys.executable, "-m", "workbench", "quantize", "bundled", "--to", "Q8_0", "-o", target],
-                          capture_output=True, text=True, timeout=120)
+    done = cli("quantize", "bundled", "--to", "Q8_0", "-o", target)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and said in done.stderr and "Traceback" not in done.stderr
     assert "quantizing" not in done.stderr and not (tmp_path / "missing").exists()

@@ -152,17 +152,10 @@ def test_a_node_killed_mid_answer_is_named_and_the_conversation_goes_on():
         second.stop()
 
 
-def test_chat_cli_with_rpc_prints_each_devices_buffers(nodes, client):
-    import subprocess
-    import sys
-
+def test_chat_cli_with_rpc_prints_each_devices_buffers(nodes, client, cli):
     client.close()  # a node serves one client at a time: the module's engine lets go of it first
-
-    result = subprocess.run(
-        [sys.executable, "-m", "workbench", "chat", "bundled", "--rpc", nodes[0].address, "--max-tokens", "4",
-         "--temp", "0", "--no-stats"],
-        input="Say hi.\n", capture_output=True, text=True, timeout=300,
-    )
+    result = cli("chat", "bundled", "--rpc", nodes[0].address, "--max-tokens", "4", "--temp", "0", "--no-stats",
+                 stdin="Say hi.\n")
     assert result.returncode == 0, result.stderr
     assert "llama.cpp buffers per device:" in result.stderr
     assert f"RPC0 [{nodes[0].address}]: model " in result.stderr and "  CPU: model " in result.stderr
