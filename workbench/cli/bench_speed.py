@@ -11,6 +11,7 @@ from typing import TextIO
 
 from workbench.cli.progress_bar import draw_bar
 from workbench.cli.split_output import rpc_endpoints
+from workbench.core.bench.backend_sweep import backend_plan, parse_backends
 from workbench.core.bench.report import render, write_results
 from workbench.core.bench.soak import SoakInterval, SoakResult, parse_duration
 from workbench.core.bench.soak_runner import soak_preset
@@ -22,8 +23,10 @@ from workbench.core.bench.sweep import (
     SweepStepStarted,
     run_sweep,
 )
+from workbench.core.config.device_accelerator import offload_problems
 from workbench.core.config.devices import load_device
 from workbench.core.config.presets import load_preset
+from workbench.core.engine.backends import loaded_backends
 from workbench.core.errors import WorkbenchError
 from workbench.core.files.model_ref import resolve_model
 from workbench.core.files.regular import MIB, read_regular_file
@@ -38,6 +41,20 @@ def run_speed(args: argparse.Namespace) -> int:
     if not presets:
         raise WorkbenchError(f"--presets {args.presets!r} names no preset", where="bench",
                              fix="pass --presets a,b,c (see `workbench presets`)")
+
+    refused: tuple[tuple[str, str], ...] = ()
+    if args.backends:
+        plan = backend_plan(presets, parse_backends(args.backends), loaded_backends(),
+                            "See `workbench doctor` for the rebuild command")
+        presets, refused = plan.presets, plan.refused
+        for name, why in refused:
+            print(f"workbench: {name}: {why}", file=sys.stderr)
+        if not presets:
+            raise WorkbenchError("no backend of --backends can run here", where="bench", fix="See the lines above")
+    device = load_device(args.device)
+    for preset in presets:
+        for _, message, fix in offload_problems(preset, device):
+            print(f"workbench: {preset.name}: warning: {message}. {fix}", file=sys.stderr)
 
     rpc = rpc_endpoints(args)
     if rpc:  # the nodes travel with each preset into its engine; their profiles stay for the prediction
@@ -59,7 +76,7 @@ def run_speed(args: argparse.Namespace) -> int:
     config = SweepConfig(
         model_path=resolve_model(args.model),
         presets=presets,
-        device=load_device(args.device),
+        device=device,
         n_prompt=args.n_prompt,
         n_gen=args.n_gen,
         repetitions=args.repetitions,
@@ -82,7 +99,7 @@ def run_speed(args: argparse.Namespace) -> int:
         sys.stdout.write(render(results, args.output))
     if soak_seconds is not None:
         _soak_all(config, soak_seconds)
-    return 1 if failures else 0
+    return 1 if failures or refused else 0
 
 
 def _check_writable(target) -> None:

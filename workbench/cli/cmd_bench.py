@@ -35,6 +35,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--ppl-ctx", type=int, default=512, help="perplexity window in tokens (default 512)")
     parser.add_argument("--eval-text", help="evaluation text file (default: the shipped field guide)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random prompt tokens (default 0)")
+    parser.add_argument("--backends", metavar="cpu,gpu",
+                        help="run each preset per backend, rows side by side: cpu = gpu_layers 0, gpu = every layer "
+                        "on the GPU (refused, with the reason, when the loaded llama.cpp has no GPU device)")
     add_rpc_argument(parser)
     add_mode_arguments(parser)
     parser.set_defaults(func=run)
