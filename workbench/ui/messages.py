@@ -179,7 +179,6 @@ class PresetChecked(Message):
     preset: Preset
     problems: tuple[Problem, ...] = ()
     ledger: Ledger | None = None
-    command: str = ""  # the llama-server command line
     failure: str = ""
 
 

@@ -19,7 +19,6 @@ from workbench.core.ledger.fixes import apply_fix
 from workbench.core.ledger.types import DOES_NOT_FIT, Ledger, LedgerFix
 from workbench.ui import engine_work
 from workbench.ui.engine_session import Engine, EngineSession, Phase, close_quietly
-from workbench.ui.engine_work import run_turn
 from workbench.ui.messages import (
     EngineDied,
     LedgerPredicted,
@@ -144,11 +143,11 @@ class MainScreen(TabbedLayoutScreen):
             self.verdict_line.progress = None
         self.chat_pane.phase = phase
 
-    # ---- the prediction -------------------------------------------------------------------
-
     def _in_thread(self, body: Callable[..., None], *args: object, group: str, exclusive: bool = True) -> None:
         """Run `body(*args)` in a thread worker: it gets these arguments, never the screen, and only posts."""
         self.run_worker(partial(body, *args), thread=True, exclusive=exclusive, group=group)
+
+    # ---- the prediction -------------------------------------------------------------------
 
     def predict(self) -> None:
         self._in_thread(engine_work.predict_choice, self.selection, self.choice_bar.choice, self.post_message,
@@ -289,7 +288,7 @@ class MainScreen(TabbedLayoutScreen):
         self.session.turn_started()
         loaded = self.session.loaded
         # the pane draws the answer; what the panels need bubbles up to this screen
-        self._in_thread(run_turn, self.session.engine, message.messages, message.sampling, message.samples,
+        self._in_thread(engine_work.run_turn, self.session.engine, message.messages, message.sampling, message.samples,
                         loaded.n_ctx if loaded is not None else 0, self.chat_pane.post_message,
                         self.token_batch_interval_s, group="chat")
 

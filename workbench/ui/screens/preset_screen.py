@@ -207,8 +207,8 @@ class PresetScreen(Screen[str | UnsavedPreset | None]):
         self.validate_form()
 
     def validate_form(self, delay_s: float = CHECK_DELAY_S) -> None:
-        """Check the form as a preset file is checked (here, it is quick); the model and device checks and
-        the ledger follow in a worker, `delay_s` after the last change."""
+        """Check the form as a preset file is checked and show its llama-server command (both quick); the
+        model and device checks and the ledger follow from a worker, `delay_s` after the last change."""
         problems = self.query_one("#preset-problems", Static)
         verdict = self.query_one("#preset-verdict", Static)
         data = form_mapping(
@@ -231,6 +231,8 @@ class PresetScreen(Screen[str | UnsavedPreset | None]):
             return
         self.edited = preset
         self._set_actions_enabled(True)
+        self.query_one("#server-command", Static).update(
+            Text(llama_server_command(preset, self.selection.model_path), style="bold"))
         check = partial(self.run_worker, partial(check_preset, self.selection, self.selection.model_path,
                                                    self.selection.device_name, preset, self.post_message),
                         thread=True, exclusive=True, group="preset-check")
@@ -252,7 +254,6 @@ class PresetScreen(Screen[str | UnsavedPreset | None]):
                          style=error_style if problem.level == "error" else warning_style)
         if message.ledger is not None:
             self.query_one("#preset-ledger", Static).update(ledger_table(message.ledger))
-            self.query_one("#server-command", Static).update(Text(message.command, style="bold"))
             verdict.update(verdict_text(message.ledger, self._edit_state()))
             verdict.set_classes(verdict_class(message.ledger.verdict))
         else:
@@ -359,11 +360,10 @@ def check_preset(selection: Selection, model_path: Path, device_name: str, prese
         model, device = selection.model_info(model_path), selection.device(device_name)
         problems = preset_problems(preset, model)
         ledger = predict_ledger(model, preset, device)
-        command = llama_server_command(preset, model_path)
     except Exception as error:
         post(PresetChecked(preset, failure=f"cannot predict for {model_path.name}: {error}"))
         return
-    post(PresetChecked(preset, problems, ledger, command))
+    post(PresetChecked(preset, problems, ledger))
 
 
 def verdict_text(ledger, edit_state: str) -> str:

@@ -15,6 +15,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.serve.engine_host import AttachedEngine
 from workbench.core.serve.listen import listen
 from workbench.core.serve.server_thread import ApiServerThread
+from workbench.ui.engine_session import Engine
 from workbench.ui.widgets.kv_panel import SlotsKvPanel
 from workbench.ui.widgets.serving_panel import ServingPanel
 
@@ -24,7 +25,7 @@ STATUS_INTERVAL_S = 0.5
 class ServeController:
     """Starts and stops the API server over an engine the app owns; a test can drive it without a screen."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine | None) -> None:
         self._engine = engine
         self.host: Any = None
         self.server: Any = None
@@ -35,9 +36,12 @@ class ServeController:
 
     def start(self, n_slots: int, port: int, queue: int = 16) -> str:
         """Open the slots and serve on 127.0.0.1:port; the address, or WorkbenchError (one line)."""
-        from workbench.core.serve.app import ServerConfig, create_app  # deferred: the ASGI stack, when serving starts
+        from workbench.core.serve.app import (  # deferred: the ASGI stack, when serving starts
+            ServerConfig,
+            create_app,
+        )
 
-        if self._engine is None or getattr(self._engine, "loaded", None) is None:
+        if self._engine is None or self._engine.loaded is None:
             raise WorkbenchError("no model is loaded to serve", fix="Load a model on the main screen first")
         listener = listen("127.0.0.1", port)
         host = AttachedEngine(self._engine, n_slots)
@@ -67,7 +71,7 @@ class ServeScreen(Screen):
     CSS_PATH = "serve_screen.tcss"
     BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
 
-    def __init__(self, engine: Any, kv_bytes_per_token: int = 0, cache_types: str = "") -> None:
+    def __init__(self, engine: Engine | None, kv_bytes_per_token: int = 0, cache_types: str = "") -> None:
         super().__init__()
         self.controller = ServeController(engine)
         self._kv_look = (kv_bytes_per_token, cache_types)  # as the main KV panel shows the loaded cache
