@@ -47,7 +47,7 @@ def client_alone(preset_name: str, sampling: Sampling) -> tuple[TurnFinished, fl
 async def in_app(preset_name: str, sampling: Sampling) -> tuple[TurnFinished, float, float, float]:
     """The turn's stats, the UI process's CPU and wall seconds and the engine's CPU seconds over the turn."""
     from workbench.ui.app import WorkbenchApp
-    from workbench.ui.screens.main_screen import GENERATING, LOADED
+    from workbench.ui.engine_session import GENERATING, LOADED
     from workbench.ui.selection import Selection
     from workbench.ui.widgets.prompt_input import PromptInput
 
