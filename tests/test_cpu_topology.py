@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
 import tomli_w
+from real_engine import ROOMY
+from textual.app import App, ComposeResult
 
 from workbench.core.config import cpu_topology
 from workbench.core.config.cpu_topology import format_cpu_list, parse_cpu_list, read_cpu_topology
@@ -24,10 +25,12 @@ from workbench.core.config.presets import (
 )
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.cpu_pinning import pin_engine
+from workbench.core.engine.events import Loaded
 from workbench.core.errors import PresetError
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.paths import bundled_model_path
-from real_engine import ROOMY
+from workbench.ui.themes import APP_COLOUR_DEFAULTS
+from workbench.ui.widgets.chat_pane import ChatPane
 
 SYSFS = Path(__file__).parent / "sysfs"
 RK3588 = SYSFS / "rk3588-cpu-topology"  # each value's source: its SOURCE file
@@ -301,3 +304,30 @@ def test_devices_says_which_cores_and_why(on_rk3588, monkeypatch):
     line = cmd_devices._cores_line()
     assert line.startswith("Host cores: 4 threads (threads = 0: one per fast core) pinned to CPUs 4-7")
     assert "Cortex-A55" in line
+
+
+# --- what the app says -----------------------------------------------------------------------
+
+class _ChatAlone(App):
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(APP_COLOUR_DEFAULTS)
+
+    def compose(self) -> ComposeResult:
+        yield ChatPane(id="chat-pane")
+
+
+async def test_the_chat_says_which_cores_the_engine_is_pinned_to_and_why():
+    choice = core_choice(Preset(name="p"), read_cpu_topology(RK3588))
+    loaded = Loaded(model_path="/m.gguf", preset_name="p", n_ctx=2048, n_ctx_train=8192, model_buffer_bytes=0,
+                    kv_buffer_bytes=0, compute_buffer_bytes=0, load_seconds=1.0, rss_bytes=0, uss_bytes=0, pid=1,
+                    n_threads=choice.threads, cpu_cores=choice.cpus, cores_note=choice.reason)
+    app = _ChatAlone()
+    async with app.run_test(size=(100, 30)) as pilot:
+        pane = app.query_one(ChatPane)
+        await pane.model_loaded(loaded)
+        await pane.model_loaded(loaded)  # a reload replaces the notice
+        await pilot.pause()
+        (notice,) = pane.query("#cores-notice")
+        assert str(notice.query_one(".notice-title").render()) == "Engine pinned to CPUs 4-7"
+        assert "4 x Cortex-A76" in str(notice.query_one(".notice-details").render())
+        assert any("n_ctx 2048, 4 threads on CPUs 4-7, 1.00 s" in toast.message for toast in app._notifications)

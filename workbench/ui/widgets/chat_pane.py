@@ -12,6 +12,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Input
 
+from workbench.core.config.cpu_topology import format_cpu_list
 from workbench.core.engine.events import (
     ChatMessage,
     EngineFailed,
@@ -42,6 +43,7 @@ from workbench.ui.widgets.prompt_input import PromptInput
 from workbench.ui.widgets.vote_view import VoteView
 
 CRASH_NOTICE = "crash-notice"  # the one "Engine died" box, answered by a restart
+CORES_NOTICE = "cores-notice"  # which CPUs the engine is pinned to and why; a reload replaces it
 NOT_SENT = {Phase.GENERATING: "wait for the answer or press Esc", Phase.LOADING: "the model is still loading"}
 
 
@@ -218,8 +220,14 @@ class ChatPane(Vertical):
         self.query_one(PromptInput).focus()
         kept = len(self.conversation.messages)
         note = f"; the conversation continues ({kept} messages kept)" if kept else ""
-        self.notify(f"{Path(loaded.model_path).name} with {loaded.preset_name}: n_ctx {loaded.n_ctx}, "
+        cores = f" on CPUs {format_cpu_list(loaded.cpu_cores)}" if loaded.cpu_cores else ""
+        plural = "" if loaded.n_threads == 1 else "s"
+        threads = f", {loaded.n_threads} thread{plural}{cores}" if loaded.n_threads else ""
+        self.notify(f"{Path(loaded.model_path).name} with {loaded.preset_name}: n_ctx {loaded.n_ctx}{threads}, "
                     f"{loaded.load_seconds:.2f} s{note}", title="Model loaded")
+        if loaded.cpu_cores:  # pinned: which cores and why stay in the conversation
+            await chat.add_notice(f"Engine pinned to CPUs {format_cpu_list(loaded.cpu_cores)}", loaded.cores_note,
+                                  kind="info", notice_id=CORES_NOTICE)
         if loaded.chat_notice:  # which chat path the model takes: kept in the conversation, not a toast
             await chat.add_notice(loaded.chat_notice, kind="info")
 
