@@ -1,4 +1,4 @@
-"""A deterministic engine and telemetry sampler with the real interfaces, for UI tests."""
+"""A deterministic engine and telemetry sampler with the real interfaces, for UI tests; the waits of every test."""
 
 from __future__ import annotations
 
@@ -253,16 +253,35 @@ def make_app(engines: list | None = None, *, engine_kwargs: dict | None = None, 
                         theme_name=theme_name)
 
 
-async def wait_until(pilot, condition, timeout_s: float = 60.0) -> None:
-    """Let the app run until `condition()` holds (workers are threads: their messages take a moment).
+# ---- waiting for what another thread or process does ------------------------------------------
+# The deadlines are liveness bounds for a broken build, not speed checks: a loaded 2-core CI
+# machine can starve a worker thread for seconds, and a condition that holds returns at once.
 
-    The deadline is a liveness bound for a broken build, not a speed check: a loaded 2-core CI
-    machine can starve a worker thread for seconds, and a condition that holds returns at once.
-    """
+
+def _what(condition, what: str | None) -> str:
+    return what or getattr(condition, "__name__", repr(condition))
+
+
+async def wait_until(pilot, condition, timeout_s: float = 60.0, *, what: str | None = None) -> None:
+    """Let the app run until `condition()` holds (workers are threads: their messages take a moment)."""
     import time
 
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {getattr(condition, '__name__', condition)}")
+            raise AssertionError(f"timed out waiting for {_what(condition, what)}")
         await pilot.pause(0.02)
+
+
+def wait_for(condition, timeout_s: float = 120.0, *, what: str | None = None):
+    """Poll `condition()` until it gives something true, and return that (a thread, a server, a process)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {_what(condition, what)}")
+        time.sleep(0.05)

@@ -8,11 +8,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import httpx
 import openai
 import pytest
+from fakes import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 KEY = "test-key-123"
@@ -94,16 +94,6 @@ def server(tmp_path_factory):
         process.wait()
 
 
-def _wait(condition, seconds=120.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not reached")
-
-
 def test_the_plan_shows_the_per_slot_context_and_the_ledger_before_serving(server):
     text = "".join(server.lines)
     assert f"slots: {SLOTS} x {SLOT_CTX:,} tokens of context" in text
@@ -179,7 +169,7 @@ def test_past_the_queue_a_request_gets_429_and_disconnects_free_their_slots(serv
     streams = [client.chat.completions.create(model="any", messages=long_question, max_tokens=400, temperature=0.8,
                                               stream=True) for _ in range(SLOTS + QUEUE)]
     try:
-        _wait(lambda: server.health()["slots_busy"] == SLOTS)
+        wait_for(lambda: server.health()["slots_busy"] == SLOTS)
         with pytest.raises(openai.RateLimitError) as refused:
             client.chat.completions.create(model="any", messages=QUESTION, max_tokens=4)
         assert int(refused.value.response.headers["retry-after"]) >= 1
@@ -188,8 +178,8 @@ def test_past_the_queue_a_request_gets_429_and_disconnects_free_their_slots(serv
         for stream in streams:
             stream.close()  # the client goes away mid-answer
     # Every disconnect cancelled its generation: the slots are free and their KV cells released.
-    _wait(lambda: server.health()["slots_busy"] == 0 and server.health()["queued"] == 0)
-    metrics = _wait(lambda: (lambda m: m if m[("workbench_api_kv_cells_used", ())] == 0 else None)(server.metrics()))
+    wait_for(lambda: server.health()["slots_busy"] == 0 and server.health()["queued"] == 0)
+    metrics = wait_for(lambda: (lambda m: m if m[("workbench_api_kv_cells_used", ())] == 0 else None)(server.metrics()))
     assert all(metrics[("workbench_api_slot_kv_cells", (("slot", str(slot)),))] == 0 for slot in range(SLOTS))
     assert metrics[("workbench_api_requests_total", (("endpoint", "chat"), ("status", "429")))] >= 1
 
@@ -205,9 +195,9 @@ def test_a_client_that_hangs_up_on_a_whole_answer_frees_its_slot(server):
     with socket.create_connection((address.hostname, address.port), timeout=60) as raw:
         raw.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                     + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
-        _wait(lambda: server.health()["slots_busy"] == 1)
+        wait_for(lambda: server.health()["slots_busy"] == 1)
     # The connection is closed before any answer: the generation is cancelled, the slot freed.
-    _wait(lambda: server.health()["slots_busy"] == 0)
+    wait_for(lambda: server.health()["slots_busy"] == 0)
     metrics = server.metrics()
     assert metrics[("workbench_api_requests_total", (("endpoint", "chat"), ("status", "499")))] >= 1
 
@@ -288,7 +278,7 @@ def test_metrics_show_llama_cpps_own_decode_time_beside_the_clients_figures(serv
         metrics = server.metrics()
         return metrics if metrics.get(steps_1, 0) - before.get(steps_1, 0) >= expected_steps else None
 
-    after = _wait(booked)
+    after = wait_for(booked)
     assert after[steps_1] - before.get(steps_1, 0) == expected_steps
     step_time = after[seconds_1] - before.get(seconds_1, 0)
     assert step_time > 0
@@ -315,14 +305,14 @@ def test_engine_killed_mid_answer_gives_503_then_the_server_recovers(server):
     next(chunks)
     waiter = threading.Thread(target=whole_request)
     waiter.start()
-    _wait(lambda: server.health()["slots_busy"] == 2)
+    wait_for(lambda: server.health()["slots_busy"] == 2)
     os.kill(pid, signal.SIGKILL)
     with pytest.raises(openai.APIError):
         for _chunk in chunks:
             pass
     waiter.join(120)
     assert outcome.get("status") == 503 and "restart" in outcome["message"]
-    health = _wait(lambda: (lambda h: h if h["status"] == "ok" else None)(server.health()), seconds=START_TIMEOUT_S)
+    health = wait_for(lambda: (lambda h: h if h["status"] == "ok" else None)(server.health()), START_TIMEOUT_S)
     assert health["engine_pid"] != pid and health["restarts"] == 1
     again = client.chat.completions.create(model="any", messages=QUESTION, max_tokens=4, temperature=0)
     assert again.choices[0].message.content

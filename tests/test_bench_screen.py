@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from fakes import wait_until
 from textual.app import App
 from textual.widgets import DataTable, Static
 
@@ -21,14 +22,6 @@ class BenchHost(App):
 
     def on_mount(self) -> None:
         self.push_screen(self.bench)
-
-
-async def _wait_for(pilot, condition, seconds: float = 120.0) -> None:
-    for _ in range(int(seconds * 10)):
-        if condition():
-            return
-        await pilot.pause(0.1)
-    raise AssertionError("the bench screen did not get there in time")
 
 
 def _status(screen: BenchScreen) -> str:
@@ -51,8 +44,8 @@ async def test_bench_screen_runs_a_sweep_live_and_saves_every_format(tmp_path, m
         await pilot.pause(1.5)
         assert screen.rows == [] and "Start" in _status(screen)  # nothing runs before Start
         await pilot.click("#bench-start")
-        await _wait_for(pilot, lambda: table.row_count >= 1)  # the first row shows before the sweep ends
-        await _wait_for(pilot, lambda: screen.results is not None)
+        await wait_until(pilot, lambda: table.row_count >= 1, 120)  # the first row shows before the sweep ends
+        await wait_until(pilot, lambda: screen.results is not None, 120)
         await pilot.pause()
         assert table.row_count == 2
         assert [str(table.get_row_at(i)[0]) for i in range(2)] == ["f16-cache", "q8-cache"]
@@ -74,10 +67,10 @@ async def test_bench_screen_reports_a_bad_preset_in_one_line_and_escape_leaves(t
     async with app.run_test() as pilot:
         await pilot.pause()
         await pilot.click("#bench-start")
-        await _wait_for(pilot, lambda: "could not run" in _status(screen), seconds=30)
+        await wait_until(pilot, lambda: "could not run" in _status(screen), 120)
         assert "no-such-preset" in _status(screen)
         await pilot.press("escape")
-        await _wait_for(pilot, lambda: app.screen is not screen, seconds=30)
+        await wait_until(pilot, lambda: app.screen is not screen, 120)
         assert screen.cancel_event.is_set()
     assert not list(tmp_path.iterdir())  # nothing measured, nothing saved
 
@@ -96,19 +89,19 @@ async def test_bench_screen_opens_on_a_form_checks_it_and_shows_elapsed_time_in_
         screen.query_one("#bench-repetitions").value = "0"
         await pilot.click("#bench-start")
         # Start runs when Button.Pressed reaches the screen: wait for its answer, not for a moment
-        await _wait_for(pilot, lambda: "whole numbers of 1 or more" in _status(screen))
+        await wait_until(pilot, lambda: "whole numbers of 1 or more" in _status(screen), 120)
         assert started == []
         screen.query_one("#bench-presets").value = "as-is, quality-q8"
         screen.query_one("#bench-n-prompt").value = "32"
         screen.query_one("#bench-repetitions").value = "1"
         screen.query_one("#bench-presets").focus()
         await pilot.press("enter")  # Enter in the form is Start
-        await _wait_for(pilot, lambda: started)
+        await wait_until(pilot, lambda: started, 120)
         assert started == [(("as-is", "quality-q8"), 32, 128, 1)]
         from workbench.ui.screens.bench_screen import BenchStepStarted
 
         screen.post_message(BenchStepStarted("as-is", "perplexity", 3, 8))
-        await _wait_for(pilot, lambda: "perplexity" in _status(screen), seconds=10)
-        await _wait_for(pilot, lambda: "s in this step" in _status(screen), seconds=10)
+        await wait_until(pilot, lambda: "perplexity" in _status(screen), 120)
+        await wait_until(pilot, lambda: "s in this step" in _status(screen), 120)
         first = _status(screen)
-        await _wait_for(pilot, lambda: _status(screen) != first, seconds=10)  # the elapsed time moves
+        await wait_until(pilot, lambda: _status(screen) != first, 120)  # the elapsed time moves

@@ -6,6 +6,7 @@ import queue
 import threading
 
 import pytest
+from fakes import wait_for
 from real_engine import loaded_client
 
 from workbench.core.engine.events import ChatMessage, EngineFailed, Sampling, TokenChunk, TurnFinished
@@ -131,15 +132,13 @@ def test_four_independent_requests_decode_in_one_batch_and_free_their_cells(engi
 
 
 def _wait_for_idle(session):
-    import time
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def idle():
         status = session.status
         if status is not None and all(slot.request_id is None for slot in status.slots) and status.waiting == 0:
             return status
-        time.sleep(0.05)
-    raise AssertionError(f"the session never became idle: {session.status}")
+        return None
+
+    return wait_for(idle, what="the session to become idle")
 
 
 def test_a_request_too_long_for_its_slot_is_rejected_with_the_numbers(engine):
@@ -173,7 +172,7 @@ def test_cancelling_a_request_frees_its_slot_while_others_continue(engine):
         first_tokens.get(timeout=120)
         victim.cancel()
         assert short_done.wait(120)
-        assert _wait_until(lambda: any(isinstance(event, SequenceFinished) for event in events))
+        wait_for(lambda: any(isinstance(event, SequenceFinished) for event in events), what="the cancelled run's end")
         finished = [event for event in events if isinstance(event, SequenceFinished)][0]
         assert finished.stop_reason == "cancelled" and finished.generated_tokens < 400
         assert isinstance(short_events[-1], SequenceFinished)
@@ -181,17 +180,6 @@ def test_cancelling_a_request_frees_its_slot_while_others_continue(engine):
         assert all(slot.kv_cells == 0 for slot in status.slots)
     finally:
         session.close(60)
-
-
-def _wait_until(condition, seconds=60):
-    import time
-
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_stop_strings_are_cut_even_when_split_over_tokens():

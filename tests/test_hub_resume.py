@@ -7,10 +7,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from fakes import wait_for
 
 from hubserver import Fault, hub, hub_cache  # noqa: F401 - hub is a fixture
 from workbench.core.hub.cache import cached_models, partial_downloads
@@ -32,14 +32,15 @@ def _start_download(tmp_path: Path) -> subprocess.Popen:
 
 
 def _wait_for_partial(tmp_path: Path, size: int, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 60  # a liveness bound for a broken build, not a speed check
-    while time.monotonic() < deadline:
-        if any(p.size_bytes >= size for p in partial_downloads(hub_cache(tmp_path))):
-            return
+    def reached() -> bool:
         assert process.poll() is None, process.communicate()
-        time.sleep(0.05)
-    process.kill()
-    pytest.fail("the download never reached the stall point")
+        return any(p.size_bytes >= size for p in partial_downloads(hub_cache(tmp_path)))
+
+    try:
+        wait_for(reached, 60, what="the download to reach the stall point")
+    except AssertionError:
+        process.kill()
+        raise
 
 
 RELEASE = threading.Event()
