@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from workbench.cli import text_table
+from workbench.cli.cmd_devices_probe import add_probe_parser
 from workbench.cli.json_output import write_json
 from workbench.cli.text_table import format_table
 from workbench.core.config.bandwidth import host_bandwidth
@@ -31,11 +32,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--remeasure", action="store_true",
                         help="probe the host's memory bandwidth again instead of using the cached figure")
     parser.set_defaults(func=run)
-    actions = parser.add_subparsers(dest="devices_action", metavar="show")
+    actions = parser.add_subparsers(dest="devices_action", metavar="show|probe")
     show = actions.add_parser("show", help="print a device's figures with their sources")
     show.add_argument("device", help="device name, 'host', or path to a TOML file")
     show.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
     show.set_defaults(func=run_show)
+    add_probe_parser(actions)
 
 
 def _record(device) -> dict:

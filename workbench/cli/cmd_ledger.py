@@ -9,6 +9,7 @@ from dataclasses import asdict
 
 from workbench.cli import text_table
 from workbench.cli.json_output import write_json
+from workbench.cli.speed_text import speed_json, speed_line
 from workbench.cli.split_output import (
     add_rpc_argument,
     devices_json,
@@ -26,6 +27,7 @@ from workbench.core.files.model_ref import resolve_model
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.llama_build import VERIFIED_ON
 from workbench.core.ledger.predict import predict_ledger
+from workbench.core.ledger.speed_history import speed_correction
 from workbench.core.units import MIB
 
 
@@ -52,6 +54,7 @@ def ledger_json(ledger) -> dict:
     data["max_ctx_by_kv_type"] = dict(ledger.max_ctx_by_kv_type)
     data["decode_tps_bound"] = {"empty_context": round(ledger.decode_tps_bound[0], 2),
                                 "full_context": round(ledger.decode_tps_bound[1], 2)}
+    data.update(speed_json(ledger.speed))
     return data
 
 
@@ -98,6 +101,9 @@ def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0
                              f"{full:,.1f} tok/s at full context", width) + "\n")
     else:
         out.append("decode bound: unavailable (the device profile has no memory bandwidth)\n")
+    if ledger.speed is not None:
+        out.append(wrap_text(speed_line(ledger.speed), width) + "\n")
+        out.append(wrap_text(f"  basis: {ledger.speed.basis}", width) + "\n")
     return "".join(out)
 
 
@@ -107,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     info = read_gguf(resolve_model(args.model))
     preset = load_preset(args.preset)
     device = load_device(args.device)
-    ledger = predict_ledger(info, preset, device, ctx_size=args.ctx)
+    ledger = predict_ledger(info, preset, device, ctx_size=args.ctx, speed_correction=speed_correction(device.name))
     # The preset as it would run: --ctx replaces its context (0 = the trained one, as llama.cpp does).
     problems = preset_problems(dataclasses.replace(preset, ctx_size=ledger.ctx_size), info) + tuple(
         Problem(level, message, fix) for level, message, fix in offload_problems(preset, device))

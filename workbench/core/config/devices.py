@@ -8,6 +8,7 @@ from typing import Any
 
 from workbench.core import paths
 from workbench.core.config.device_accelerator import accelerator_fields
+from workbench.core.config.device_speed import SPEED_KEYS, speed_fields
 from workbench.core.config.host import detect_host
 from workbench.core.config.preset import DeviceProfile
 from workbench.core.config.toml_checks import (
@@ -30,9 +31,9 @@ from workbench.core.errors import PresetError
 HOST = "host"
 DEVICE_KEYS = ("name", "description", "ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores",
                "reserves_mb", "notes", "accelerator", "vram_mb", "vram_bandwidth_gbs", "battery_wh",
-               "accelerator_slower_than_cpu")
+               "accelerator_slower_than_cpu") + SPEED_KEYS
 FIGURE_KEYS = ("ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores", "accelerator", "vram_mb",
-               "vram_bandwidth_gbs", "battery_wh", "accelerator_slower_than_cpu")
+               "vram_bandwidth_gbs", "battery_wh", "accelerator_slower_than_cpu") + SPEED_KEYS
 _RESERVE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 
 
@@ -116,6 +117,7 @@ def _device_from_source(data: dict[str, Any], source: TomlSource, default_name: 
         notes=_notes(data, reserves, source),
         source=source.label if source.text else "",
         **accelerator_fields(data, source),
+        **speed_fields(data, source),
     )
 
 

@@ -35,6 +35,21 @@ class Preset:
 
 
 @dataclass(frozen=True)
+class ThreadRates:
+    """What one thread count achieves on a device, as `workbench devices probe` measured it with llama.cpp."""
+
+    threads: int
+    token_us: float  # decode: fixed cost of one token (graph build, sync, logits out), microseconds
+    layer_us: float  # decode: fixed cost per layer per token
+    read_gbs: tuple[tuple[str, float], ...]  # decode: weight bytes read per second, by ggml type
+    kv_read_gbs: float | None  # decode: KV cache bytes the attention reads per second
+    prefill_token_us: float  # prefill: fixed cost per prompt token
+    prefill_layer_us: float  # prefill: fixed cost per layer per prompt token
+    prefill_gflops: tuple[tuple[str, float], ...]  # prefill: matrix FLOPs per second, by ggml type
+    prefill_attn_gflops: float | None  # prefill: attention FLOPs per second
+
+
+@dataclass(frozen=True)
 class DeviceProfile:
     """A device's memory budget and limits."""
 
@@ -52,6 +67,10 @@ class DeviceProfile:
     vram_mb: int | None = None  # the accelerator's own memory; None = unified (it uses the RAM above)
     vram_bandwidth_gbs: float = 0.0  # bandwidth of that own memory (unified: mem_bandwidth_gbs)
     accelerator_slower_than_cpu: bool = False  # published runs on this board: offloading to it is slower
+    effective_bandwidth_gbs: float | None = None  # read rate decode reaches (published runs), not the peak
+    effective_gflops: float | None = None  # matrix FLOPs per second prefill reaches (published runs)
+    effective_backend: str = "cpu"  # the backend those published runs used: "cpu", "cuda" or "vulkan"
+    thread_rates: tuple[ThreadRates, ...] = ()  # measured by `workbench devices probe`, by thread count
 
     @property
     def unified_memory(self) -> bool:

@@ -17,6 +17,7 @@ from workbench.core.engine.measured import (
     WALL_CLOCK,
     EngineFacts,
     PerplexityMeasured,
+    RatesMeasured,
     SpeedMeasured,
 )
 
@@ -265,6 +266,60 @@ def measure_speed(llama: Any, n_prompt: int = 256, n_gen: int = 128, seed: int =
     )
 
 
+def measure_rates(llama: Any, threads: int, depth: int = 0, n_prompt: int = 512, n_gen: int = 32,
+                  repeats: int = 2, seed: int = 0) -> RatesMeasured:
+    """Prefill `n_prompt` tokens and decode `n_gen` after `depth` cached ones, at `threads` threads.
+
+    The depth is filled untimed; the prompt is timed `repeats` times (its cells removed between
+    them) and the best counts; the decodes are timed one by one and the median counts, so a
+    burst of another process on a small machine moves neither much.
+    """
+    import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
+
+    ctx = llama.ctx
+    if depth < 0 or n_prompt < 1 or n_gen < 1 or not 1 <= threads <= 4096 or not 1 <= repeats <= 10:
+        raise ValueError("depth >= 0, n_prompt >= 1, n_gen >= 1, 1 <= threads <= 4096, 1 <= repeats <= 10")
+    if depth + max(n_prompt, n_gen) > llama_cpp.llama_n_ctx(ctx):
+        raise ValueError(f"depth + the timed tokens do not fit the context of {llama_cpp.llama_n_ctx(ctx)}")
+    n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(llama.model))
+    n_batch = llama_cpp.llama_n_batch(ctx)
+    rng = random.Random(seed)
+    memory = llama_cpp.llama_get_memory(ctx)
+    llama_cpp.llama_set_n_threads(ctx, threads, threads)
+    clear_kv_cache(llama)
+    batch = llama_cpp.llama_batch_init(max(n_batch, 1), 0, 1)
+
+    def run(first_pos: int, count: int) -> None:
+        for first in range(0, count, n_batch):
+            chunk = [rng.randrange(n_vocab) for _ in range(min(n_batch, count - first))]
+            _fill_batch(batch, chunk, first_pos + first, [i == len(chunk) - 1 for i in range(len(chunk))])
+            _decode(ctx, batch)
+
+    try:
+        started_at = time.monotonic()
+        run(0, depth)
+        prefill = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            run(depth, n_prompt)
+            prefill.append(time.perf_counter() - t0)
+            llama_cpp.llama_memory_seq_rm(memory, 0, depth, -1)
+        per_token = []
+        for i in range(n_gen):
+            t0 = time.perf_counter()
+            run(depth + i, 1)
+            per_token.append(time.perf_counter() - t0)
+        finished_at = time.monotonic()
+    finally:
+        llama_cpp.llama_batch_free(batch)
+        clear_kv_cache(llama)
+        llama_cpp.llama_set_n_threads(ctx, llama.n_threads, llama.n_threads_batch)
+    per_token.sort()
+    return RatesMeasured(threads=threads, depth=depth, n_prompt=n_prompt, prefill_seconds=min(prefill), n_gen=n_gen,
+                         decode_seconds_per_token=per_token[len(per_token) // 2], started_at=started_at,
+                         finished_at=finished_at)
+
+
 def engine_facts(llama: Any) -> EngineFacts:
     """The llama.cpp build and its view of the loaded model (for machine records and bench rows)."""
     import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries
@@ -306,6 +361,7 @@ def _decode(ctx: Any, batch: Any) -> None:
 OPS: dict[str, Callable[..., Any]] = {
     "perplexity": measure_perplexity,
     "bench": measure_speed,
+    "rates": measure_rates,
     "system_info": engine_facts,
     "kld_reference": kld_reference,
     "kld": measure_kld,

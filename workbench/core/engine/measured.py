@@ -37,6 +37,20 @@ class SpeedMeasured:
 
 
 @dataclass(frozen=True)
+class RatesMeasured:
+    """Prefill and decode at one thread count and context depth, llama-bench's -d style (a device probe's unit)."""
+
+    threads: int
+    depth: int  # tokens in the context before the timed prompt and the timed decodes
+    n_prompt: int
+    prefill_seconds: float  # the best of the repeats
+    n_gen: int
+    decode_seconds_per_token: float  # the median over the decoded tokens: robust to another process's burst
+    started_at: float  # time.monotonic() in the engine
+    finished_at: float
+
+
+@dataclass(frozen=True)
 class EngineFacts:
     """llama.cpp's build and what it says about the loaded model and context."""
 

@@ -17,6 +17,7 @@ from workbench.core.ledger.experts import expert_counts
 from workbench.core.ledger.fixes import propose_fixes
 from workbench.core.ledger.kv_layers import CTX_PAD, predicted_kv_layers, preset_n_ubatch, sliding_window
 from workbench.core.ledger.llama_build import VERIFIED_LLAMA_CPP, unverified_reason
+from workbench.core.ledger.speed import SpeedCorrection, predict_speed
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT, KVSplit, Ledger, ResidentMemory
 from workbench.core.ledger.weights import requantized_weights_bytes
 from workbench.core.units import MIB
@@ -152,8 +153,12 @@ def _mb(n_bytes: int) -> str:
     return f"{n_bytes / MIB:,.0f} MB"
 
 
-def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, ctx_size: int | None = None) -> Ledger:
-    """Predict what `model` run with `preset` costs on `device`, line by line, and whether it fits."""
+def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, ctx_size: int | None = None,
+                   speed_correction: SpeedCorrection | None = None) -> Ledger:
+    """Predict what `model` run with `preset` costs on `device`, line by line, and whether it fits.
+
+    `speed_correction` is the device's bench history (ledger/speed_history.py), applied to the speed model.
+    """
     check_ledger_model(model)  # per-layer sizes are lists: bounded before anything builds them
     if model.n_layer <= 0 or model.n_embd <= 0:
         raise WorkbenchError(
@@ -237,6 +242,7 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
         fixes=fixes,
         verified_on=f"llama.cpp {VERIFIED_LLAMA_CPP}",
         unverified=unverified_reason(),
+        speed=predict_speed(model, preset, device, n_ctx=n_ctx, correction=speed_correction),
     )
 
 

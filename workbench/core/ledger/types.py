@@ -37,6 +37,7 @@ class Ledger:
     fixes: tuple["LedgerFix", ...] = ()  # cheapest first; empty when it fits
     verified_on: str = ""  # the llama.cpp build the compute and overhead lines were checked against
     unverified: str = ""  # why the installed llama.cpp build is not the verified one ("" when it is)
+    speed: "SpeedPrediction | None" = None  # the speed model's prediction (ledger/speed.py)
 
 
 @dataclass(frozen=True)
@@ -84,3 +85,19 @@ class LedgerFix:
     saved_bytes: int
     cost: str  # the known price, one sentence
     fits: bool  # this change alone makes it fit
+
+
+@dataclass(frozen=True)
+class SpeedPrediction:
+    """Predicted decode and prefill rates for a preset's threads and backend, with their basis and error band."""
+
+    decode_tps_empty: float | None  # None: no figure to predict it from (the basis says which)
+    decode_tps_full: float | None  # at the preset's full context
+    prefill_tps: float | None  # a 512-token prompt at empty context, as llama-bench's pp512
+    ttft_ms: float | None  # time to the first token of a 512-token prompt
+    basis: str  # what the figures rest on, with sources
+    band: tuple[float, float]  # the true rate is expected within prediction x (low, high)
+    method: str  # "measured" (device probe), "published" (cited runs), "bound" (bandwidth only)
+    threads: int
+    backend: str  # "CPU", "CUDA" or "Vulkan"
+    correction: float | None = None  # measured/predicted from this device's bench history, applied

@@ -1,0 +1,101 @@
+"""The speed model against llama.cpp: predicted vs measured decode and prefill, side by side in one run.
+
+Run: python benchmarks/speed_prediction.py [--device NAME] [--threads 1,2] [--repeat 1]
+
+Models: the bundled SmolLM2-135M (llama) and two other architectures written as tiny random-weight
+GGUFs the way the tests write them (tests/arch_models.py): gemma3 (sliding-window layers, a
+262,144-token tied vocabulary) and olmoe (mixture of experts, 2 of 8 used). Each is measured at 1
+and 2 threads, at empty context and after 1,024 cached tokens: decode = the median of 32 single-token
+decodes, prefill = the best of 2 prompts of 512 tokens (pp512), through the engine's "rates" op.
+
+The prediction comes from the device's measured figures (fixed costs per token and per layer, read
+rate and FLOP/s per weight type, attention), never from these rows: by default the run starts with
+`workbench devices probe`'s measurement on its own generated models (it writes no profile); with
+--device it uses that profile's [speed] tables instead. Target (issue 20): every row within +-15%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from arch_models import ARCH_MODELS, write_arch_gguf  # noqa: E402
+
+from workbench.core.bench.device_probe import probe_device  # noqa: E402
+from workbench.core.config.devices import load_device  # noqa: E402
+from workbench.core.config.host import detect_host  # noqa: E402
+from workbench.core.config.preset import Preset  # noqa: E402
+from workbench.core.engine.client import EngineClient  # noqa: E402
+from workbench.core.gguf.reader import read_gguf  # noqa: E402
+from workbench.core.ledger.speed import speed_model  # noqa: E402
+from workbench.core.paths import bundled_model_path  # noqa: E402
+
+DEPTHS = (0, 1024)
+N_PROMPT = 512
+N_GEN = 32
+TARGET = 0.15
+ARCHES = ("gemma3", "olmoe")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="", help="a probed device profile (default: probe now, in this run)")
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--repeat", type=int, default=1, help="measure each row this many times (the median counts)")
+    args = parser.parse_args()
+    threads = tuple(int(part) for part in args.threads.split(","))
+    if args.device:
+        device = load_device(args.device)
+        print(f"device figures: {args.device} ({dict(device.notes).get('speed', 'no source given')})")
+    else:
+        probe = probe_device(threads, progress=lambda line: None)
+        device = dataclasses.replace(detect_host(), thread_rates=probe.rates, notes=(("speed", probe.method),))
+        print(f"device figures: {probe.method}")
+    with tempfile.TemporaryDirectory(prefix="speed-prediction-") as folder:
+        models = [("bundled (llama)", bundled_model_path())]
+        models += [(arch, write_arch_gguf(Path(folder) / f"{arch}.gguf", ARCH_MODELS[arch])) for arch in ARCHES]
+        rows = measure(models, threads, device, max(1, args.repeat))
+    header = (f"{'model':<16} {'thr':>3} {'depth':>5}  {'decode pred':>11} {'meas':>9} {'ratio':>6} {'ok':>3}"
+              f"  {'prefill pred':>12} {'meas':>9} {'ratio':>6} {'ok':>3}")
+    print(header)
+    print("-" * len(header))
+    within = 0
+    for name, count, depth, decode_pred, decode_meas, prefill_pred, prefill_meas in rows:
+        decode_ratio, prefill_ratio = decode_meas / decode_pred, prefill_meas / prefill_pred
+        ok_decode, ok_prefill = abs(decode_ratio - 1) <= TARGET, abs(prefill_ratio - 1) <= TARGET
+        within += ok_decode + ok_prefill
+        print(f"{name:<16} {count:>3} {depth:>5}  {decode_pred:>11,.1f} {decode_meas:>9,.1f} {decode_ratio:>6.2f} "
+              f"{'yes' if ok_decode else 'NO':>3}  {prefill_pred:>12,.1f} {prefill_meas:>9,.1f} {prefill_ratio:>6.2f} "
+              f"{'yes' if ok_prefill else 'NO':>3}")
+    print(f"\nratio = measured / predicted (tok/s); target: every figure within +-{TARGET:.0%}: "
+          f"{within} of {2 * len(rows)} are{' (met)' if within == 2 * len(rows) else ' (not met)'}")
+
+
+def measure(models, threads, device, repeat):
+    rows = []
+    with EngineClient() as engine:
+        for name, path in models:
+            info = read_gguf(path)
+            engine.load_blocking(path, Preset(name="bench", ctx_size=2048, threads=max(threads)),
+                                 allow_overbudget=True)
+            for count in threads:
+                speed, _basis = speed_model(info, Preset(name="bench", ctx_size=2048, threads=count), device,
+                                            threads=count)
+                for depth in DEPTHS:
+                    runs = [engine.run_op("rates", threads=count, depth=depth, n_prompt=N_PROMPT, n_gen=N_GEN)
+                            for _ in range(repeat)]
+                    decode = sorted(1 / run.decode_seconds_per_token for run in runs)[len(runs) // 2]
+                    prefill = sorted(N_PROMPT / run.prefill_seconds for run in runs)[len(runs) // 2]
+                    rows.append((name, count, depth, speed.decode_tps(depth + N_GEN / 2), decode,
+                                 speed.prefill_tps(N_PROMPT, depth), prefill))
+            engine.unload()
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""The speed model: profile speed figures checked with file:line errors, costs per token, the three methods, the probe's solve, bench history."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from arch_models import ARCH_MODELS, write_arch_gguf
+from gguf_factory import TinyModel, write_tiny_gguf
+from workbench.core.bench.device_probe import DEPTH, DeviceProbe, _solve, probed_profile, write_probed_profile
+from workbench.core.config.devices import load_device
+from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
+from workbench.core.engine.measured import RatesMeasured
+from workbench.core.errors import PresetError
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.speed import SpeedCorrection, predict_speed, speed_model
+from workbench.core.ledger.speed_costs import model_costs
+from workbench.core.ledger.speed_history import MAX_FILE_BYTES, read_history, record_run, speed_correction
+
+PROFILE_HEAD = 'name = "board"\nram_total_mb = 4096\nmem_bandwidth_gbs = 20\ncores = 4\n'
+GOOD_SPEED = "[speed.t1]\ntoken_us = 100\nlayer_us = 10\nread_gbs = { Q8_0 = 10 }\n"
+
+
+def _profile(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "board.toml"
+    path.write_text(PROFILE_HEAD + body, encoding="utf-8")
+    return path
+
+
+def test_profile_speed_tables_load(tmp_path: Path):
+    device = load_device(str(_profile(tmp_path, 'effective_bandwidth_gbs = 9.5\neffective_backend = "cuda"\n'
+                                                "[speed.t2]\ntoken_us = 80\nlayer_us = 12\nread_gbs = { Q4_K = 9 }\n"
+                                                + GOOD_SPEED)))
+    assert device.effective_bandwidth_gbs == 9.5 and device.effective_backend == "cuda"
+    assert [r.threads for r in device.thread_rates] == [1, 2]  # sorted by thread count
+    assert device.thread_rates[0].read_gbs == (("Q8_0", 10.0),) and device.thread_rates[0].kv_read_gbs is None
+
+
+@pytest.mark.parametrize(("body", "message", "line"), [
+    ("[speed.t1]\ntoken_us = -5\nread_gbs = { Q8_0 = 10 }\n", "token_us = -5 is out of range", 6),
+    ("[speed.t1]\ntoken_us = nan\nread_gbs = { Q8_0 = 10 }\n", "token_us = nan is out of range", 6),
+    ("[speed.t1]\ntokens_us = 5\nread_gbs = { Q8_0 = 10 }\n", 'unknown key "tokens_us"', 6),
+    ("[speed.fast]\ntoken_us = 5\n", "[speed.fast] is not a thread count", 5),
+    ("[speed.t1]\ntoken_us = 5\nread_gbs = { Q9_9 = 10 }\n", 'names "Q9_9"', 7),
+    ("[speed.t1]\ntoken_us = 5\nread_gbs = { Q8_0 = 1e9 }\n", "Q8_0 = 1000000000.0 is out of range", 7),
+    ("[speed.t1]\ntoken_us = 5\n[speed.t1.read_gbs]\nQ8_0 = -1\n", "Q8_0 = -1 is out of range", 8),
+    ("[speed.t1]\ntoken_us = 5\n", "has no read_gbs", 5),
+    ('effective_backend = "metal"\n', 'effective_backend = "metal"', 5),
+    ("effective_bandwidth_gbs = 0\n", "effective_bandwidth_gbs = 0 is out of range", 5),
+])
+def test_bad_speed_figures_name_file_and_line(tmp_path: Path, body: str, message: str, line: int):
+    path = _profile(tmp_path, body)
+    with pytest.raises(PresetError) as error:
+        load_device(str(path))
+    assert message in str(error.value)
+    assert error.value.where == f"{path}:{line}"
+
+
+def test_too_many_thread_tables_are_refused(tmp_path: Path):
+    body = "".join(f"[speed.t{n}]\ntoken_us = 1\nread_gbs = {{ Q8_0 = 1 }}\n" for n in range(1, 66))
+    with pytest.raises(PresetError, match="65 thread tables"):
+        load_device(str(_profile(tmp_path, body)))
+
+
+def test_decode_reads_one_embedding_row_unless_tied(tmp_path: Path):
+    untied = read_gguf(write_tiny_gguf(tmp_path / "untied.gguf", TinyModel(n_vocab=4096)))
+    tied = read_gguf(write_tiny_gguf(tmp_path / "tied.gguf", TinyModel(n_vocab=4096, output_type=None)))
+    embd = next(t for t in untied.tensors if t.name == "token_embd.weight")
+    output = next(t for t in untied.tensors if t.name == "output.weight")
+    untied_costs, tied_costs = model_costs(untied), model_costs(tied)
+    # One Q8_0 row of 256 values is 8 blocks of 34 bytes; the rest of the file is read whole.
+    assert untied_costs.decode_bytes_total == untied.weights_bytes - embd.n_bytes + 8 * 34
+    assert tied_costs.decode_bytes_total == tied.weights_bytes  # the table is the output layer too
+    assert dict(untied_costs.output_bytes) == {"F16": output.n_bytes}
+
+
+def test_moe_reads_only_the_used_experts(tmp_path: Path):
+    info = read_gguf(write_arch_gguf(tmp_path / "olmoe.gguf", ARCH_MODELS["olmoe"]))
+    experts = sum(t.n_bytes for t in info.tensors if "_exps." in t.name)
+    embd = next(t for t in info.tensors if t.name == "token_embd.weight")
+    costs = model_costs(info)
+    row = embd.n_bytes // info.n_vocab
+    assert costs.decode_bytes_total == info.weights_bytes - embd.n_bytes + row - experts + experts * 2 // 8
+    assert costs.expert_note == "2 of 8 experts per token"
+
+
+def test_sliding_window_layers_stop_growing_at_their_window(tmp_path: Path):
+    info = read_gguf(write_arch_gguf(tmp_path / "gemma3.gguf", replace(ARCH_MODELS["gemma3"], n_vocab=4096)))
+    costs = model_costs(info)
+    # 8 layers, 1 KV head of 64 (f16 K and V: 256 bytes a position); Gemma 3's pattern of 6 makes
+    # layer 5 the one global layer, the other 7 keep a 512-token window.
+    assert costs.kv_bytes(100) == 8 * 256 * 100
+    assert costs.kv_bytes(4096) == (1 * 4096 + 7 * 512) * 256
+
+
+def _tiny(tmp_path: Path):
+    return read_gguf(write_tiny_gguf(tmp_path / "t.gguf", TinyModel(n_vocab=4096, output_type="Q8_0",
+                                                                    layer_types={"attn_q": "Q8_0"})))
+
+
+RATES = ThreadRates(threads=1, token_us=100, layer_us=10, read_gbs=(("Q8_0", 10.0),), kv_read_gbs=None,
+                    prefill_token_us=1, prefill_layer_us=0, prefill_gflops=(("Q8_0", 50.0),), prefill_attn_gflops=None)
+
+
+def test_measured_method_adds_fixed_costs_to_the_reads(tmp_path: Path):
+    info = _tiny(tmp_path)
+    device = DeviceProfile(name="b", ram_total_mb=4096, mem_bandwidth_gbs=20, thread_rates=(RATES,),
+                           notes=(("speed", "probe of the test"),))
+    speed, basis = speed_model(info, Preset(name="p", threads=1), device)
+    read = speed.costs.decode_bytes_total
+    # 100 us + 2 layers x 10 us + the bytes at 10 GB/s (F32 norms take the nearest measured type's rate)
+    assert speed.decode_seconds(0) == pytest.approx(120e-6 + read / 10e9)
+    assert "probe of the test" in basis and "measured: 100 us per token + 2 layers x 10.0 us" in basis
+    prediction = predict_speed(info, Preset(name="p", threads=1), device, n_ctx=1024)
+    assert prediction.method == "measured" and prediction.band == (0.85, 1.15)
+    assert prediction.ttft_ms == pytest.approx(1000 * 512 / prediction.prefill_tps)
+
+
+def test_other_thread_count_uses_the_nearest_below_and_says_so(tmp_path: Path):
+    device = DeviceProfile(name="b", ram_total_mb=4096, thread_rates=(RATES, replace(RATES, threads=4)))
+    _, basis = speed_model(_tiny(tmp_path), Preset(name="p", threads=3), device)
+    assert "measured at 1 threads; the preset runs 3" in basis
+
+
+def test_published_and_bound_methods(tmp_path: Path):
+    info = _tiny(tmp_path)
+    published = DeviceProfile(name="b", ram_total_mb=4096, mem_bandwidth_gbs=40, effective_bandwidth_gbs=10,
+                              notes=(("effective_bandwidth_gbs", "a cited run"),))
+    speed, basis = speed_model(info, Preset(name="p", threads=2), published)
+    assert speed.decode_tps(0) == pytest.approx(10e9 / speed.costs.decode_bytes_total)
+    assert speed.prefill_tps(512) is None and "a cited run" in basis and "prefill: unavailable" in basis
+    # The published figure is for the CPU; a preset that offloads to the GPU falls back to the bound.
+    offload = replace(published, accelerator="cuda")
+    speed, basis = speed_model(info, Preset(name="p", threads=2, gpu_layers=-1), offload)
+    assert speed.method == "bound" and "published figures are for CPU, this preset runs CUDA" in basis
+    assert speed.decode_tps(0) == pytest.approx(40e9 / speed.costs.decode_bytes_total)
+    prediction = predict_speed(info, Preset(name="p", threads=2), replace(published, effective_bandwidth_gbs=None),
+                               n_ctx=512)
+    assert prediction.method == "bound" and prediction.prefill_tps is None and prediction.ttft_ms is None
+
+
+def test_correction_scales_and_is_named(tmp_path: Path):
+    device = DeviceProfile(name="b", ram_total_mb=4096, thread_rates=(RATES,))
+    plain = predict_speed(_tiny(tmp_path), Preset(name="p", threads=1), device, n_ctx=512)
+    corrected = predict_speed(_tiny(tmp_path), Preset(name="p", threads=1), device, n_ctx=512,
+                              correction=SpeedCorrection(0.5, 2.0, 3, "history.json"))
+    assert corrected.decode_tps_empty == pytest.approx(plain.decode_tps_empty * 0.5)
+    assert corrected.prefill_tps == pytest.approx(plain.prefill_tps * 2.0)
+    assert "bench history (3 runs, decode x0.50, prefill x2.00, history.json)" in corrected.basis
+
+
+def _run(threads: int, depth: int, decode_s: float, prefill_s: float, n_prompt: int = 256) -> RatesMeasured:
+    return RatesMeasured(threads=threads, depth=depth, n_prompt=n_prompt, prefill_seconds=prefill_s, n_gen=24,
+                         decode_seconds_per_token=decode_s, started_at=0.0, finished_at=1.0)
+
+
+def test_probe_solve_recovers_known_rates(tmp_path: Path):
+    from workbench.core.bench.probe_models import FIXED_COST_MODELS, RATE_MODELS, write_probe_model
+
+    small, deep = (model_costs(read_gguf(write_probe_model(tmp_path / f"{m.name}.gguf", m))) for m in FIXED_COST_MODELS)
+    wide = model_costs(read_gguf(write_probe_model(tmp_path / "w.gguf", RATE_MODELS[0])))
+    # Runs made from chosen truths: 50 us a token, 5 us a layer, 20 GB/s, 100 GFLOP/s, KV at 8 GB/s.
+    fixed_runs = [_run(1, 0, 50e-6 + c.n_layer * 5e-6, 256 * (2e-6 + c.n_layer * 1e-6)) for c in (small, deep)]
+    own = wide.decode_bytes_total
+    decode0 = 50e-6 + 8 * 5e-6 + own / 20e9 + wide.kv_bytes(1) / 8e9
+    decode_deep = decode0 + (wide.kv_bytes(DEPTH + 1) - wide.kv_bytes(1)) / 8e9
+    flops = sum(n for _, n in wide.prefill_flops) * 256
+    prefill0 = 256 * (2e-6 + 8e-6) + flops / 100e9 + wide.attn_flops(256) * 256 / 40e9
+    prefill_deep = prefill0 + (wide.attn_flops(DEPTH + 256) - wide.attn_flops(256)) * 256 / 40e9
+    rates = _solve(1, list(zip((small, deep), fixed_runs)),
+                   [("Q8_0", wide, _run(1, 0, decode0, prefill0), _run(1, DEPTH, decode_deep, prefill_deep))])
+    assert rates.token_us == pytest.approx(50, rel=0.01) and rates.layer_us == pytest.approx(5, rel=0.01)
+    assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(20, rel=0.01)
+    assert rates.kv_read_gbs == pytest.approx(8, rel=0.01)
+    assert dict(rates.prefill_gflops)["Q8_0"] == pytest.approx(100, rel=0.01)
+    assert rates.prefill_attn_gflops == pytest.approx(40, rel=0.01)
+
+
+def test_probed_profile_loads_back(tmp_path: Path):
+    host = DeviceProfile(name="host", ram_total_mb=8192, reserves_mb=(("os", 500),), mem_bandwidth_gbs=30, cores=4,
+                         notes=(("ram_total_mb", "psutil"), ("power_limit_w", "not detected")))
+    probe = DeviceProbe(rates=(RATES,), runs=(), llama_cpp="0.3.36", measured_at="2026-12-02T00:00:00+00:00",
+                        seconds=20.0)
+    assert probed_profile(probe, host, "my-box")["speed"]["t1"]["read_gbs"] == {"Q8_0": 10.0}
+    device = load_device(str(write_probed_profile(probe, host, "my-box", tmp_path)))
+    assert device.name == "my-box" and device.thread_rates == (RATES,)
+    assert "measured by `workbench devices probe`" in dict(device.notes)["speed"]
+
+
+def test_bench_history_is_bounded_and_validated(tmp_path: Path):
+    path = tmp_path / "speed_history.json"
+    assert speed_correction("board", path) is None  # no file: no correction
+    for ratio in (0.8, 0.9, 1.0):
+        record_run("board", ratio, None, path)
+    record_run("board", 99.0, None, path)  # out of bounds: not kept
+    correction = speed_correction("board", path)
+    assert correction.decode_ratio == pytest.approx(0.9) and correction.prefill_ratio is None
+    assert correction.runs == 3 and correction.source == str(path)
+    path.write_text(json.dumps({"devices": {"board": {"decode": [0.5, "x", True, 1e9, float("nan")]},
+                                            "other": "not a table"}}), encoding="utf-8")
+    assert read_history(path) == {"board": {"decode": [0.5], "prefill": []}}
+    path.write_text("{not json", encoding="utf-8")
+    assert read_history(path) == {}
+    path.write_bytes(b" " * (MAX_FILE_BYTES + 1))
+    assert read_history(path) == {}
+
+
+def test_ledger_json_has_the_speed_keys_for_every_device(cli):
+    from workbench.core.config.devices import device_catalog
+
+    for device in [d.name for d in device_catalog().entries] + ["host"]:
+        code, out, err = cli("ledger", "bundled", "--preset", "as-is", "--device", device, "--json")
+        assert code == 0, err
+        data = json.loads(out)
+        assert set(data["predicted_decode_tps"]) == {"empty_context", "full_context"}
+        assert data["predicted_decode_tps"]["empty_context"] > 0
+        assert "predicted_prefill_tps" in data and "predicted_ttft_ms" in data
+        assert data["speed_basis"]
+    code, out, _ = cli("ledger", "bundled", "--preset", "as-is", "--device", "raspberry-pi-5-8gb")
+    assert "predicted (published" in out and "geerlingguy/ai-benchmarks" in out

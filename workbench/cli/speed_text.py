@@ -1,0 +1,48 @@
+"""The speed model's prediction as text and JSON: the same figures for `ledger`, `files --preview` and `bench`."""
+
+from __future__ import annotations
+
+from workbench.core.ledger.types import SpeedPrediction
+
+UNAVAILABLE = "unavailable"
+
+
+def _rate(value: float | None, unit: str = "tok/s") -> str:
+    return f"{value:,.1f} {unit}" if value else UNAVAILABLE
+
+
+def speed_line(speed: SpeedPrediction) -> str:
+    """One line: decode at empty and full context, pp512 and its TTFT, the band."""
+    ttft = f"{speed.ttft_ms:,.0f} ms" if speed.ttft_ms else UNAVAILABLE
+    threads = f"{speed.threads} thread" + ("" if speed.threads == 1 else "s")
+    return (f"predicted ({speed.method}, {threads}, {speed.backend}): decode "
+            f"{_rate(speed.decode_tps_empty)} at empty context, {_rate(speed.decode_tps_full)} at full context; "
+            f"prefill {_rate(speed.prefill_tps)} (512-token prompt), time to first token {ttft}; "
+            f"band x{speed.band[0]:.2f}-x{speed.band[1]:.2f}")
+
+
+def short_speed(speed: SpeedPrediction | None) -> str:
+    """Decode and prefill in a table cell: "117 / 215" (tok/s), "-" where unavailable."""
+    if speed is None:
+        return "-"
+    decode = f"{speed.decode_tps_empty:,.0f}" if speed.decode_tps_empty else "-"
+    prefill = f"{speed.prefill_tps:,.0f}" if speed.prefill_tps else "-"
+    return f"{decode} / {prefill}"
+
+
+def _rounded(value: float | None) -> float | None:
+    return round(value, 2) if value else None  # unavailable is null, never 0
+
+
+def speed_json(speed: SpeedPrediction | None) -> dict:
+    """The four keys of `ledger --json`: predicted_decode_tps, predicted_prefill_tps, predicted_ttft_ms, speed_basis."""
+    if speed is None:
+        return {"predicted_decode_tps": {"empty_context": None, "full_context": None}, "predicted_prefill_tps": None,
+                "predicted_ttft_ms": None, "speed_basis": "unavailable: no speed prediction was made"}
+    return {
+        "predicted_decode_tps": {"empty_context": _rounded(speed.decode_tps_empty),
+                                 "full_context": _rounded(speed.decode_tps_full)},
+        "predicted_prefill_tps": _rounded(speed.prefill_tps),
+        "predicted_ttft_ms": _rounded(speed.ttft_ms),
+        "speed_basis": speed.basis,
+    }

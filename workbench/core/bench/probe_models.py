@@ -1,0 +1,102 @@
+"""Random-weight llama GGUFs the device probe times: tiny ones for the fixed costs, wide ones for each weight type's rates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+N_VOCAB = 512  # SentencePiece: <unk> <s> </s>, 256 byte tokens, filler pieces
+HEAD_DIM = 64
+
+
+@dataclass(frozen=True)
+class ProbeModel:
+    """One probe model's shape: every matrix of one weight type."""
+
+    name: str
+    n_layer: int
+    n_embd: int
+    n_ff: int
+    weight_type: str
+
+    @property
+    def n_head(self) -> int:
+        return max(1, self.n_embd // HEAD_DIM)
+
+
+# Two tiny models that differ only in depth: their difference is the cost of a layer, the rest
+# is the cost of a token. Their weights are a few kB, so neither reads memory to speak of.
+FIXED_COST_MODELS = (ProbeModel("probe-fixed-2", 2, 64, 128, "Q8_0"), ProbeModel("probe-fixed-16", 16, 64, 128, "Q8_0"))
+# Wide models, one per weight type that real files are made of: 8 layers of 512 x 2048 (33.6M weights,
+# 19-36 MB), larger than the last-level cache of the boards this is for.
+RATE_TYPES = ("Q8_0", "Q4_1", "Q4_K", "Q6_K")
+RATE_MODELS = tuple(ProbeModel(f"probe-rate-{kind.lower()}", 8, 512, 2048, kind) for kind in RATE_TYPES)
+
+
+def _tensor(writer, name: str, kind: str, shape: tuple[int, ...], rng) -> None:
+    import gguf  # deferred: importing gguf loads numpy
+    import numpy as np  # deferred: importing numpy costs start-up time
+
+    numpy_shape = tuple(reversed(shape))
+    if kind == "F32":
+        writer.add_tensor(name, rng.standard_normal(numpy_shape, dtype=np.float32))
+        return
+    qtype = gguf.GGMLQuantizationType[kind]
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    blocks = rng.integers(0, 256, size=(shape[0] // block * int(np.prod(shape[1:])), size), dtype=np.uint8)
+    # Random quants with small fp16 scales: finite activations, as in a real file.
+    scale = np.frombuffer(np.float16(0.01).tobytes(), dtype=np.uint8)
+    if kind == "Q6_K":
+        blocks[:, size - 2:] = scale
+    else:
+        blocks[:, 0:2] = scale
+        if kind in ("Q4_1", "Q4_K"):
+            blocks[:, 2:4] = scale
+    byte_shape = numpy_shape[:-1] + (numpy_shape[-1] // block * size,)
+    writer.add_tensor(name, blocks.reshape(byte_shape), raw_dtype=qtype)
+
+
+def write_probe_model(path: Path, model: ProbeModel, *, seed: int = 0) -> Path:
+    """Write `model` as a llama GGUF that llama.cpp loads (the text it makes is noise) and return the path."""
+    import gguf  # deferred: importing gguf loads numpy
+    import numpy as np  # deferred: importing numpy costs start-up time
+
+    rng = np.random.default_rng(seed)
+    writer = gguf.GGUFWriter(str(path), arch="llama")
+    writer.add_name(model.name)
+    writer.add_block_count(model.n_layer)
+    writer.add_embedding_length(model.n_embd)
+    writer.add_feed_forward_length(model.n_ff)
+    writer.add_head_count(model.n_head)
+    writer.add_head_count_kv(model.n_head)
+    writer.add_rope_dimension_count(HEAD_DIM)
+    writer.add_context_length(4096)
+    writer.add_layer_norm_rms_eps(1e-5)
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{byte:02X}>" for byte in range(256)]
+    tokens += [f"\u2581p{i}" for i in range(N_VOCAB - len(tokens))]
+    types = [2, 3, 3] + [6] * 256 + [1] * (N_VOCAB - 259)  # unknown, control, byte, normal
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores([0.0] * len(tokens))
+    writer.add_token_types(types)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_unk_token_id(0)
+    kind, embd, ff = model.weight_type, model.n_embd, model.n_ff
+    _tensor(writer, "token_embd.weight", "Q8_0", (embd, N_VOCAB), rng)
+    for layer in range(model.n_layer):
+        prefix = f"blk.{layer}."
+        _tensor(writer, prefix + "attn_norm.weight", "F32", (embd,), rng)
+        for role in ("attn_q", "attn_k", "attn_v", "attn_output"):
+            _tensor(writer, prefix + role + ".weight", kind, (embd, embd), rng)
+        _tensor(writer, prefix + "ffn_norm.weight", "F32", (embd,), rng)
+        _tensor(writer, prefix + "ffn_gate.weight", kind, (embd, ff), rng)
+        _tensor(writer, prefix + "ffn_up.weight", kind, (embd, ff), rng)
+        _tensor(writer, prefix + "ffn_down.weight", kind, (ff, embd), rng)
+    _tensor(writer, "output_norm.weight", "F32", (embd,), rng)
+    _tensor(writer, "output.weight", "Q8_0", (embd, N_VOCAB), rng)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

@@ -1,0 +1,199 @@
+"""The speed model: predicted decode and prefill rates from the device's measured or published figures and the model's costs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
+from workbench.core.config.presets import resolve_threads
+from workbench.core.gguf.ggml_types import GGML_TYPES_BY_NAME
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.speed_costs import ModelCosts, model_costs
+from workbench.core.ledger.types import SpeedPrediction
+from workbench.core.units import MIB
+
+PROMPT_TOKENS = 512  # llama-bench's pp512: the prompt the prefill and TTFT figures are for
+MEASURED_BAND = (0.85, 1.15)  # what benchmarks/speed_prediction.py holds the measured model to
+# Published figures come from models of 1-4 GB: a smaller model sits further below them (fixed
+# costs per token: RK3588 runs are 2.2x off the bound at 3.8B, 3.5x at 0.6B), a larger one a bit above.
+PUBLISHED_BAND = (0.4, 1.3)
+# The bandwidth bound is an upper bound: published runs on Pi 5, RK3588 and Orin Nano sit 1.4-16x below it.
+BOUND_BAND = (1 / 16, 1.0)
+
+
+@dataclass(frozen=True)
+class SpeedCorrection:
+    """measured / predicted from this device's bench history, applied to later predictions."""
+
+    decode_ratio: float | None
+    prefill_ratio: float | None
+    runs: int
+    source: str  # the history file
+
+
+@dataclass(frozen=True)
+class SpeedModel:
+    """One model on one device at one thread count and backend: rates at any context position."""
+
+    costs: ModelCosts
+    rates: ThreadRates | None  # probe-measured (method "measured")
+    bandwidth_gbs: float  # method "published" or "bound": the read rate decode is sized by
+    gflops: float | None  # method "published": prefill throughput; None = no source
+    flash_attn: bool
+    method: str
+    decode_factor: float = 1.0  # the bench-history correction
+    prefill_factor: float = 1.0
+
+    def decode_seconds(self, position: float) -> float | None:
+        """Seconds for one decoded token with `position` tokens already in the context."""
+        if self.rates is None:
+            if self.bandwidth_gbs <= 0 or self.costs.decode_bytes_total <= 0:
+                return None
+            read = self.costs.decode_bytes_total + self.costs.kv_bytes(position)
+            return read / (self.bandwidth_gbs * 1e9) / self.decode_factor
+        rates = self.rates
+        seconds = (rates.token_us + self.costs.n_layer * rates.layer_us) / 1e6
+        seconds += sum(n / (_rate(rates.read_gbs, kind)[0] * 1e9) for kind, n in self.costs.decode_bytes)
+        if rates.kv_read_gbs:
+            seconds += self.costs.kv_bytes(position + 1) / (rates.kv_read_gbs * 1e9)
+        return seconds / self.decode_factor
+
+    def prefill_seconds(self, n_prompt: int, depth: int = 0) -> float | None:
+        """Seconds to prefill `n_prompt` tokens after `depth` cached ones (one logits row at the end)."""
+        # Without flash attention llama.cpp multiplies each query with every cell of the batch's
+        # KV view and masks afterwards; the flash-attention kernel skips masked cells.
+        mean_positions = depth + (n_prompt + 1) / 2 if self.flash_attn else depth + n_prompt
+        total_flops = sum(n for _, n in self.costs.prefill_flops) * n_prompt
+        if self.rates is None:
+            if not self.gflops:
+                return None
+            total_flops += self.costs.attn_flops(mean_positions) * n_prompt
+            return total_flops / (self.gflops * 1e9) / self.prefill_factor
+        rates = self.rates
+        seconds = n_prompt * (rates.prefill_token_us + self.costs.n_layer * rates.prefill_layer_us) / 1e6
+        table = rates.prefill_gflops or rates.read_gbs
+        seconds += sum(n * n_prompt / (_rate(table, kind)[0] * 1e9) for kind, n in self.costs.prefill_flops)
+        if rates.prefill_attn_gflops:
+            seconds += self.costs.attn_flops(mean_positions) * n_prompt / (rates.prefill_attn_gflops * 1e9)
+        seconds += sum(n / (_rate(rates.read_gbs, kind)[0] * 1e9) for kind, n in self.costs.output_bytes)
+        return seconds / self.prefill_factor
+
+    def decode_tps(self, position: float) -> float | None:
+        seconds = self.decode_seconds(position)
+        return 1 / seconds if seconds else None
+
+    def prefill_tps(self, n_prompt: int, depth: int = 0) -> float | None:
+        seconds = self.prefill_seconds(n_prompt, depth)
+        return n_prompt / seconds if seconds else None
+
+
+def _rate(table: tuple[tuple[str, float], ...], kind: str) -> tuple[float, str]:
+    """The rate measured for `kind`, or for the measured type nearest in bits per weight (named)."""
+    for name, rate in table:
+        if name == kind:
+            return rate, name
+    bits = GGML_TYPES_BY_NAME[kind].bits_per_weight if kind in GGML_TYPES_BY_NAME else 8.0
+    name, rate = min(table, key=lambda item: abs(GGML_TYPES_BY_NAME[item[0]].bits_per_weight - bits))
+    return rate, name
+
+
+def backend_of(preset: Preset, device: DeviceProfile) -> str:
+    """Where the layers run: the profile's accelerator when the preset offloads any, else the CPU."""
+    if device.accelerator != "none" and preset.gpu_layers not in (None, 0):
+        return "CUDA" if device.accelerator == "cuda" else "Vulkan"
+    return "CPU"
+
+
+def _thread_rates(device: DeviceProfile, threads: int) -> tuple[ThreadRates | None, str]:
+    if not device.thread_rates:
+        return None, ""
+    exact = [rates for rates in device.thread_rates if rates.threads == threads]
+    if exact:
+        return exact[0], ""
+    below = [rates for rates in device.thread_rates if rates.threads < threads]
+    chosen = below[-1] if below else device.thread_rates[0]
+    return chosen, f" (measured at {chosen.threads} threads; the preset runs {threads})"
+
+
+def _threads(count: int) -> str:
+    return f"{count} thread" if count == 1 else f"{count} threads"
+
+
+def device_threads(preset: Preset, device: DeviceProfile) -> int:
+    """The preset's threads; 0 means this machine's rule (resolve_threads) for a measured or detected
+    device, and the board's cores minus one for a profile of another board."""
+    if preset.threads > 0:
+        return preset.threads
+    if device.thread_rates or device.source == "detected":
+        return resolve_threads(preset)
+    return max(1, device.cores - 1)
+
+
+def _note(device: DeviceProfile, key: str) -> str:
+    return next((text for figure, text in device.notes if figure == key), "no source given")
+
+
+def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
+                threads: int | None = None, correction: SpeedCorrection | None = None) -> tuple[SpeedModel, str]:
+    """The speed model for this model, preset and device, and the sentence saying what it rests on."""
+    threads = threads or device_threads(preset, device)
+    backend = backend_of(preset, device)
+    costs = model_costs(model, preset.weights, preset.cache_type_k, preset.cache_type_v)
+    read_mb = costs.decode_bytes_total / MIB
+    rates, rates_note = _thread_rates(device, threads) if backend == "CPU" else (None, "")
+    if rates is not None:
+        method = "measured"
+        read = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.read_gbs)
+        basis = (f"measured: {rates.token_us:.0f} us per token + {costs.n_layer} layers x {rates.layer_us:.1f} us + "
+                 f"{read_mb:.1f} MB read at {read} GB/s effective of {device.mem_bandwidth_gbs:g} GB/s; prefill "
+                 f"compute-bound; {_threads(threads)}, {backend}{rates_note}; source: {_note(device, 'speed')}")
+        bandwidth, gflops = 0.0, None
+    elif device.effective_bandwidth_gbs and backend.lower() == device.effective_backend:
+        method = "published"
+        bandwidth, gflops = device.effective_bandwidth_gbs or 0.0, device.effective_gflops
+        prefill = (f"prefill compute-bound at {gflops:g} GFLOP/s ({_note(device, 'effective_gflops')})" if gflops
+                   else "prefill: unavailable (no published prefill throughput for this device)")
+        basis = (f"memory-bound: {read_mb:.1f} MB per token at {bandwidth:g} GB/s effective of "
+                 f"{device.mem_bandwidth_gbs:g} GB/s ({_note(device, 'effective_bandwidth_gbs')}); {prefill}; "
+                 f"no fixed per-token costs known: small models run slower; the published run's threads, {backend}")
+    else:
+        method = "bound"
+        bandwidth, gflops = device.mem_bandwidth_gbs, None
+        published = (f"; its published figures are for {device.effective_backend.upper()}, this preset runs "
+                     f"{backend}" if device.effective_bandwidth_gbs else "")
+        basis = (f"upper bound only: {read_mb:.1f} MB per token at the {bandwidth:g} GB/s peak (no effective "
+                 f"figures for {device.name} on {backend}{published}: run `workbench devices probe` on it); "
+                 f"prefill: unavailable; {_threads(threads)}, {backend}")
+    if costs.expert_note:
+        basis += f"; {costs.expert_note}"
+    decode_factor = prefill_factor = 1.0
+    if correction is not None:
+        decode_factor = correction.decode_ratio or 1.0
+        prefill_factor = correction.prefill_ratio or 1.0
+        basis += (f"; corrected by this device's bench history ({correction.runs} runs, decode x{decode_factor:.2f}, "
+                  f"prefill x{prefill_factor:.2f}, {correction.source})")
+    return SpeedModel(costs=costs, rates=rates, bandwidth_gbs=bandwidth, gflops=gflops,
+                      flash_attn=preset.flash_attn, method=method,
+                      decode_factor=decode_factor, prefill_factor=prefill_factor), basis
+
+
+def predict_speed(model: ModelInfo, preset: Preset, device: DeviceProfile, *, n_ctx: int,
+                  threads: int | None = None, correction: SpeedCorrection | None = None) -> SpeedPrediction:
+    """Decode at empty and full context, pp512 and the TTFT of a 512-token prompt, with basis and band."""
+    threads = threads or device_threads(preset, device)
+    speed, basis = speed_model(model, preset, device, threads=threads,
+                               correction=correction)
+    band = {"measured": MEASURED_BAND, "published": PUBLISHED_BAND}.get(speed.method, BOUND_BAND)
+    prefill_seconds = speed.prefill_seconds(PROMPT_TOKENS)
+    return SpeedPrediction(
+        decode_tps_empty=speed.decode_tps(0),
+        decode_tps_full=speed.decode_tps(max(0, n_ctx - 1)),
+        prefill_tps=speed.prefill_tps(PROMPT_TOKENS),
+        ttft_ms=prefill_seconds * 1000 if prefill_seconds else None,
+        basis=basis + f"; band x{band[0]:.2f}-x{band[1]:.2f}",
+        band=band,
+        method=speed.method,
+        threads=threads,
+        backend=backend_of(preset, device),
+        correction=speed.decode_factor if correction is not None else None,
+    )

@@ -1,0 +1,100 @@
+"""What one token costs a model, from its header: weight bytes read per decoded token and FLOPs per prompt token, by ggml type."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from workbench.core.gguf.ggml_types import cache_type, tensor_bytes
+from workbench.core.gguf.model_info import ModelInfo, TensorInfo
+from workbench.core.ledger.experts import expert_counts
+from workbench.core.ledger.kv_layers import sliding_window
+from workbench.core.ledger.weights import planned_tensor_types
+
+_ROUTED = "_exps."  # routed-expert tensors (experts.py): a token reads used/total of them
+
+
+@dataclass(frozen=True)
+class ModelCosts:
+    """The model's side of the speed model; every figure follows from the GGUF header and the preset's weights."""
+
+    n_layer: int
+    decode_bytes: tuple[tuple[str, int], ...]  # weight bytes one decoded token reads, by type (largest first)
+    prefill_flops: tuple[tuple[str, int], ...]  # matrix FLOPs per prompt token, by weight type (no output layer)
+    output_bytes: tuple[tuple[str, int], ...]  # the output layer, read once per prompt for the last token's logits
+    attn_flops_per_position: tuple[tuple[int, int], ...]  # (window or 0 = whole context, FLOPs per cached position)
+    kv_bytes_per_position: tuple[tuple[int, float], ...]  # (window or 0, KV bytes one cached position holds)
+    expert_note: str  # "" for a dense model
+
+    @property
+    def decode_bytes_total(self) -> int:
+        return sum(n for _, n in self.decode_bytes)
+
+    def attn_flops(self, positions: float) -> float:
+        """Attention FLOPs of one query token over `positions` cached tokens (QK^T and the V sum)."""
+        return sum(per * (min(positions, window) if window else positions)
+                   for window, per in self.attn_flops_per_position)
+
+    def kv_bytes(self, positions: float) -> float:
+        """KV cache bytes one decoded token's attention reads over `positions` cached tokens."""
+        return sum(per * (min(positions, window) if window else positions)
+                   for window, per in self.kv_bytes_per_position)
+
+
+def _planned(model: ModelInfo, weights: str) -> list[tuple[TensorInfo, str, int]]:
+    if weights.lower() == "keep" or (model.file_type is not None and weights.upper() == model.file_type):
+        return [(t, t.ggml_type, t.n_bytes) for t in model.tensors]
+    return [(t, kind, t.n_bytes if kind == t.ggml_type else tensor_bytes(kind, t.shape))
+            for t, kind in planned_tensor_types(model, weights)]
+
+
+def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", type_v: str = "f16") -> ModelCosts:
+    """Bytes and FLOPs per token as llama.cpp's graph spends them.
+
+    Decode reads every weight once per token, except the token embedding (get_rows reads one
+    row of it, unless the same table is also the output layer) and the unused routed experts
+    (used/total of them). A prompt multiplies every layer weight with every prompt token
+    (2 FLOPs per weight), the routed experts used/total of the time; the output layer runs for
+    the last token only (llama.cpp computes logits where the batch asks for them).
+    """
+    experts = expert_counts(model, weights)
+    used_share = (experts.used, experts.total) if experts else (1, 1)
+    tied = not any(t.name == "output.weight" for t in model.tensors)
+    decode: Counter[str] = Counter()
+    flops: Counter[str] = Counter()
+    output: Counter[str] = Counter()
+    for tensor, kind, n_bytes in _planned(model, weights):
+        if tensor.name == "token_embd.weight":
+            rows = tensor.shape[-1] if len(tensor.shape) > 1 and tensor.shape[-1] > 0 else 1
+            decode[kind] += n_bytes if tied else -(-n_bytes // rows)
+            if tied:
+                output[kind] += n_bytes
+            continue
+        if tensor.name == "output.weight":
+            decode[kind] += n_bytes
+            output[kind] += n_bytes
+            continue
+        share = used_share if _ROUTED in tensor.name else (1, 1)
+        decode[kind] += n_bytes * share[0] // share[1]
+        if len(tensor.shape) > 1:
+            flops[kind] += 2 * tensor.n_elements * share[0] // share[1]
+    window = sliding_window(model)
+    per_layer = 2 * model.n_head * (model.head_dim_k + model.head_dim_v)
+    bpe_k, bpe_v = cache_type(type_k).bytes_per_element, cache_type(type_v).bytes_per_element
+    attn: Counter[int] = Counter()
+    kv: Counter[int] = Counter()
+    for layer in range(model.n_layer):
+        swa = window is not None and layer < len(window.is_swa) and window.is_swa[layer]
+        key = window.n_swa if swa and window else 0
+        attn[key] += per_layer
+        kv[key] += float(model.kv_heads(layer) * (model.head_dim_k * bpe_k + model.head_dim_v * bpe_v))
+    note = f"{experts.used} of {experts.total} experts per token" if experts else ""
+    return ModelCosts(
+        n_layer=model.n_layer,
+        decode_bytes=tuple(decode.most_common()),
+        prefill_flops=tuple(flops.most_common()),
+        output_bytes=tuple(output.most_common()),
+        attn_flops_per_position=tuple(sorted(attn.items())),
+        kv_bytes_per_position=tuple(sorted(kv.items())),
+        expert_note=note,
+    )
