@@ -116,7 +116,7 @@ def test_the_older_hand_written_trees_without_cpu_folders_read_from_their_polici
 
 # --- hostile files ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text", ["99999", "-5", "0", "fast", "", "1e3", "9" * 40])
+@pytest.mark.parametrize("text", ["99999", "-5", "0", "fast", "", "1e3", "9" * 40, "²", "٥١٢"])
 def test_an_absurd_capacity_is_ignored_and_named(tmp_path, text):
     root = _copy(RK3588, tmp_path)
     (root / CPU / "cpu0/cpu_capacity").write_text(text + "\n")
@@ -156,6 +156,15 @@ def test_an_unreadable_file_is_named_not_raised():
     assert topology.fast == (4, 5, 6, 7)
 
 
+def test_an_unknown_cluster_is_none_on_old_and_new_kernels(tmp_path):
+    root = _copy(RK3588, tmp_path)
+    (root / CPU / "cpu0/topology/cluster_id").write_text("-1\n")
+    (root / CPU / "cpu1/topology/cluster_id").write_text("65535\n")
+    topology = read_cpu_topology(root)
+    assert topology.cpus[0].cluster is None and topology.cpus[1].cluster is None and topology.cpus[4].cluster == 1
+    assert topology.problems == ()
+
+
 def test_a_garbled_midr_names_no_core_type(tmp_path):
     root = _copy(RK3588, tmp_path)
     (root / CPU / "cpu0/regs/identification/midr_el1").write_text("0xzz\n")
@@ -168,7 +177,7 @@ def test_cpu_lists_parse(text, cpus):
     assert parse_cpu_list(text) == cpus
 
 
-@pytest.mark.parametrize("text", ["7-4", "a", "4-", "-4", "0-512", "1.5", "0-3;6", "1" * 5000])
+@pytest.mark.parametrize("text", ["7-4", "a", "4-", "-4", "0-512", "1.5", "0-3;6", "1" * 5000, "²", "٤-٧"])
 def test_malformed_cpu_lists_are_refused(text):
     with pytest.raises(ValueError):
         parse_cpu_list(text)

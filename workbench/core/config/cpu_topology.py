@@ -35,6 +35,7 @@ _ARM_PARTS = {
 }
 _ARM_IMPLEMENTER = 0x41
 _MIDR = re.compile(r"^0x[0-9a-fA-F]{1,16}$")
+_NUMBER = re.compile(r"^[0-9]{1,12}$")  # ASCII digits only: str.isdigit() also takes "²", which int() refuses
 
 Reader = Callable[[Path], str]  # a path's text, or OSError; tests pass one that fails as they need
 
@@ -61,7 +62,7 @@ def parse_cpu_list(text: str) -> tuple[int, ...]:
     cpus: set[int] = set()
     for part in text.replace(",", " ").split():
         first, dash, last = part.partition("-")
-        if not first.isdigit() or (dash and not last.isdigit()):
+        if not _NUMBER.match(first) or (dash and not _NUMBER.match(last)):
             raise ValueError(f'"{part}" is neither a CPU number nor a range like 4-7')
         low, high = int(first), int(last) if dash else int(first)
         if low > high:
@@ -142,7 +143,7 @@ class _Reads:
         text = self.text(relative)
         if text is None:
             return None
-        if not text.isdigit() or len(text) > 12 or not low <= int(text) <= high:
+        if not _NUMBER.match(text) or not low <= int(text) <= high:
             self.problems.append(f"{self.base / relative}: {text[:24]!r} is not a value from {low} to {high}")
             return None
         return int(text)
@@ -171,7 +172,7 @@ def read_cpu_topology(root: Path | str = "/", *, reader: Reader = read_small) ->
 
 def _listed_cpus(base: Path) -> tuple[int, ...]:
     try:
-        names = [entry.name for entry in os.scandir(base) if re.fullmatch(r"cpu\d{1,4}", entry.name)]
+        names = [entry.name for entry in os.scandir(base) if re.fullmatch(r"cpu[0-9]{1,4}", entry.name)]
     except OSError:
         return ()
     return tuple(sorted(cpu for cpu in (int(name[3:]) for name in names) if cpu < MAX_CPUS))
@@ -182,7 +183,7 @@ def _policy_max_freqs(reads: _Reads) -> dict[int, int]:
     freqs: dict[int, int] = {}
     try:
         policies = sorted(entry.name for entry in os.scandir(reads.base / "cpufreq")
-                          if re.fullmatch(r"policy\d{1,4}", entry.name))[:MAX_CPUS]
+                          if re.fullmatch(r"policy[0-9]{1,4}", entry.name))[:MAX_CPUS]
     except OSError:
         return freqs
     for policy in policies:
@@ -198,7 +199,9 @@ def _cpu_info(reads: _Reads, cpu: int, policy_khz: int | None) -> CpuInfo:
     khz = policy_khz
     if khz is None:
         khz = reads.number(f"{own}/cpufreq/cpuinfo_max_freq", _MIN_KHZ, _MAX_KHZ)
-    cluster = reads.number(f"{own}/topology/cluster_id", 0, _NO_ID)
+    # No cluster reads 65535 (-1 as u16) on current kernels and -1 on older ones: both are "unknown".
+    cluster = None if reads.text(f"{own}/topology/cluster_id") == "-1" else reads.number(
+        f"{own}/topology/cluster_id", 0, _NO_ID)
     siblings = reads.cpus(f"{own}/topology/thread_siblings_list") or ()
     return CpuInfo(
         cpu=cpu,
