@@ -163,3 +163,28 @@ def test_ci_runs_the_readmes_install_command():
     install_block = readme.split("## Install", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0].strip()
     assert install_block == "python install.py"
     assert install_block in (REPO / ".ci/run").read_text().splitlines()
+
+
+def test_render_nodes_are_bounded_and_odd_uevents_ignored(tmp_path):
+    drm = tmp_path / "sys/class/drm"
+    for number in range(128, 128 + 40):
+        (drm / f"renderD{number}/device").mkdir(parents=True)
+        (drm / f"renderD{number}/device/uevent").write_text("DRIVER=panthor\nOF_COMPATIBLE_0=rockchip,rk3588-mali\n")
+    (drm / "renderD128/device/uevent").write_text("DRIVER=evil driver; rm -rf /\n" + "X" * 10000)
+    (drm / "card0").mkdir()  # not a render node
+    nodes = detect_gpus(tmp_path, "").render_nodes
+    assert len(nodes) == 15  # 16 looked at, the first has no driver we can read
+    assert {node.kind for node in nodes} == {"Arm Mali (panthor)"}
+    assert "llama.cpp/issues/17783" in nodes[0].vulkan_note
+
+
+def test_a_driver_without_nvidia_smi_builds_for_the_native_architecture(tmp_path):
+    card = tmp_path / "proc/driver/nvidia/gpus/0000:01:00.0"
+    card.mkdir(parents=True)
+    # the Model: line of the driver's information file (other lines left out)
+    (card / "information").write_text("Model: \t\t NVIDIA GeForce RTX 3060\nIRQ:   \t\t 139\n")
+    nvcc = _fake_tool(tmp_path / "bin", "nvcc")
+    gpus = detect_gpus(tmp_path, str(tmp_path / "bin"))
+    assert [gpu.name for gpu in gpus.nvidia] == ["NVIDIA GeForce RTX 3060"]
+    choice = choose_build(gpus, nvcc, {})
+    assert choice.cmake_args[-1] == "-DCMAKE_CUDA_ARCHITECTURES=native"
