@@ -49,7 +49,7 @@ from workbench.core.units import mib
 from workbench.ui.messages import PresetChecked
 from workbench.ui.screens.confirm_modal import ConfirmModal
 from workbench.ui.selection import Selection, unsaved_label
-from workbench.ui.widgets.verdict_line import verdict_class, verdict_mark
+from workbench.ui.widgets.verdict_line import Prediction, VerdictLine, describe_in_figures
 
 WIDE_MIN_SIZE = (120, 34)  # below this the form is one column of borderless fields
 CHECK_DELAY_S = 0.25  # the ledger is predicted once typing pauses this long, not at every key
@@ -114,6 +114,8 @@ class PresetScreen(Screen[str | UnsavedPreset | None]):
         self.edited: Preset | None = None  # the form's preset when it passes the checks
         self.highlighted: Preset | None = None  # the list's preset the form was filled from
         self._check_timer: Timer | None = None  # the pending check after a change
+        self.verdict_line = VerdictLine(describe=describe_in_figures, verdict_id="preset-verdict", placeholder="",
+                                        load_progress=False, id="preset-verdict-line")
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -137,7 +139,7 @@ class PresetScreen(Screen[str | UnsavedPreset | None]):
                     yield Static("", id="server-command")
                 # always on screen, however small: what the form predicts and what can be done with it
                 with Vertical(id="preset-actions"):
-                    yield Static("", id="preset-verdict", markup=False)
+                    yield self.verdict_line
                     with Horizontal(id="preset-buttons"):
                         yield Button("Use", id="use-preset", variant="primary")
                         yield Button("Save", id="save-preset")
@@ -210,7 +212,6 @@ class PresetScreen(Screen[str | UnsavedPreset | None]):
         """Check the form as a preset file is checked and show its llama-server command (both quick); the
         model and device checks and the ledger follow from a worker, `delay_s` after the last change."""
         problems = self.query_one("#preset-problems", Static)
-        verdict = self.query_one("#preset-verdict", Static)
         data = form_mapping(
             {name: self.query_one(f"#field-{name}", Input).value for name in TEXT_FIELDS + INT_FIELDS},
             {name: self.query_one(f"#field-{name}", Switch).value for name in BOOL_FIELDS},
@@ -225,8 +226,7 @@ class PresetScreen(Screen[str | UnsavedPreset | None]):
         except Exception as error:
             self.edited = None
             problems.update(Text(f"✘ {error}", style=f"bold {self.app.theme_variables['text-error']}"))
-            verdict.update(f"✘ {error}")
-            verdict.set_classes("-nofit")
+            self.verdict_line.prediction = Prediction(None, None, failure=str(error))
             self._set_actions_enabled(False)
             return
         self.edited = preset
@@ -246,7 +246,6 @@ class PresetScreen(Screen[str | UnsavedPreset | None]):
             return  # the form changed since: its own check follows
         colours = self.app.theme_variables  # the theme's, so every theme restyles the checks
         error_style, warning_style = f"bold {colours['text-error']}", colours["text-warning"]
-        verdict = self.query_one("#preset-verdict", Static)
         lines = Text()
         for problem in message.problems:
             mark = "✘" if problem.level == "error" else "⚠"
@@ -254,12 +253,10 @@ class PresetScreen(Screen[str | UnsavedPreset | None]):
                          style=error_style if problem.level == "error" else warning_style)
         if message.ledger is not None:
             self.query_one("#preset-ledger", Static).update(ledger_table(message.ledger))
-            verdict.update(verdict_text(message.ledger, self._edit_state()))
-            verdict.set_classes(verdict_class(message.ledger.verdict))
         else:
             lines.append(f"✘ {message.failure}\n", style=error_style)
-            verdict.update(f"✘ {message.failure}")
-            verdict.set_classes("-nofit")
+        self.verdict_line.prediction = Prediction(None, message.ledger, message.problems, message.failure,
+                                                  note=self._edit_state())
         self.query_one("#preset-problems", Static).update(lines or Text("✔ valid preset", style=colours["text-success"]))
 
     def _edit_state(self) -> str:
@@ -364,11 +361,3 @@ def check_preset(selection: Selection, model_path: Path, device_name: str, prese
         post(PresetChecked(preset, failure=f"cannot predict for {model_path.name}: {error}"))
         return
     post(PresetChecked(preset, problems, ledger))
-
-
-def verdict_text(ledger, edit_state: str) -> str:
-    """One line under the form: the verdict in the ledger's own figures, and whether the form is saved."""
-    mark = verdict_mark(ledger.verdict)
-    state = f"  ·  {edit_state}" if edit_state else ""
-    return (f"{mark} {ledger.verdict.upper()}: {mib(ledger.total_bytes)} of {mib(ledger.budget_bytes)}"
-            f" on {ledger.device}{state}")
