@@ -8,13 +8,14 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from workbench.core.ledger.split import SplitLedger
 from workbench.core.engine.events import Loaded
-from workbench.core.rpc.node_memory import LocalNodeMemory
+from workbench.core.ledger.split_types import SplitLedger
 from workbench.core.ledger.types import DOES_NOT_FIT, TIGHT, Ledger
+from workbench.core.rpc.node_memory import LocalNodeMemory
 from workbench.core.telemetry.sample import TelemetrySample
 from workbench.core.units import UNAVAILABLE, mib, mib_number, size
-from workbench.ui.widgets.colours import legend as swatch_legend, theme_colour
+from workbench.ui.widgets.colours import legend as swatch_legend
+from workbench.ui.widgets.colours import theme_colour
 
 CATEGORIES = (("weights", "weights"), ("kv", "KV cache"), ("compute", "compute"), ("overhead", "overhead"))
 
