@@ -47,3 +47,13 @@ def test_offline_cluster_is_left_out(tmp_path):
     sampler = CpufreqSampler(tmp_path / "orin")
     (tmp_path / "orin/sys/devices/system/cpu/cpufreq/policy4/scaling_cur_freq").unlink()
     assert [clock.policy for clock in sampler.read()] == ["policy0"]
+
+
+def test_an_absurd_cpu_range_is_no_list(tmp_path):
+    """A forged related_cpus of a billion CPUs would be a billion-entry list: it is refused, the clocks stay."""
+    import shutil
+
+    shutil.copytree(TREES / "rk3588", tmp_path / "rk")
+    (tmp_path / "rk/sys/devices/system/cpu/cpufreq/policy4/related_cpus").write_text("0-999999999\n")
+    clocks = CpufreqSampler(tmp_path / "rk").read()
+    assert [(clock.policy, clock.cpus) for clock in clocks] == [("policy0", "0-3"), ("policy4", ""), ("policy6", "6-7")]

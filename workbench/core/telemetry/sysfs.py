@@ -5,8 +5,10 @@ from __future__ import annotations
 import errno
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
+
+from workbench.core.config.cpu_topology import format_cpu_list, parse_cpu_list
 
 # A reader takes a path and returns the file's text stripped of whitespace and NULs, or
 # raises OSError. Samplers take one so tests can inject PermissionError: the tests run as
@@ -101,31 +103,8 @@ def under(root: Path, absolute: str) -> Path:
 
 
 def cpu_list(text: str) -> str:
-    """"0 1 2 3 6" (sysfs related_cpus) or "0-3,6" -> "0-3,6"."""
-    numbers: list[int] = []
-    for part in text.replace(",", " ").split():
-        if "-" in part:
-            first, last = part.split("-", 1)
-            numbers.extend(range(int(first), int(last) + 1))
-        elif part.isdigit():
-            numbers.append(int(part))
-    return _compress(sorted(set(numbers)))
-
-
-def _compress(numbers: Iterable[int]) -> str:
-    ranges: list[str] = []
-    run: list[int] = []
-    for number in numbers:
-        if run and number == run[-1] + 1:
-            run.append(number)
-            continue
-        if run:
-            ranges.append(_run_text(run))
-        run = [number]
-    if run:
-        ranges.append(_run_text(run))
-    return ",".join(ranges)
-
-
-def _run_text(run: list[int]) -> str:
-    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
+    """"0 1 2 3 6" (sysfs related_cpus) or "0-3,6" -> "0-3,6"; "" for a list that is malformed or absurd."""
+    try:
+        return format_cpu_list(parse_cpu_list(text))
+    except ValueError:
+        return ""
