@@ -12,12 +12,14 @@ script's CPU-side parts can be checked on a machine without a GPU.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workbench.cli.cmd_ledger import ledger_json  # noqa: E402 - the checkout's package
+from workbench.core.config.devices import load_device  # noqa: E402
 from workbench.core.config.preset import DeviceProfile, Preset  # noqa: E402
 from workbench.core.config.preset_split import ALL_LAYERS  # noqa: E402
 from workbench.core.engine.backends import loaded_backends  # noqa: E402
@@ -39,13 +41,16 @@ def _ratio(predicted: float | None, measured: float | None) -> str:
 
 
 def _profile(gpu: bool, vram_bandwidth_gbs: float | None) -> DeviceProfile:
-    """A roomy host (the check is about bytes, not fit) with the CUDA device llama.cpp reports."""
+    """This machine's profile (its measured bandwidth and rates), made roomy (the check is about bytes, not fit),
+    with the CUDA device llama.cpp reports; on the GPU the weights are read from its memory, so the speed
+    model's bandwidth is the GPU's (--vram-bandwidth-gbs) or unknown."""
+    host = dataclasses.replace(load_device("host"), ram_total_mb=1 << 20, reserves_mb=())
     if not gpu:
-        return DeviceProfile(name="gpu-check-cpu", ram_total_mb=1 << 20, cores=2)
+        return host
     cuda = next(d for d in loaded_backends().gpu_devices if d.name == "CUDA0")
-    return DeviceProfile(name="gpu-check", ram_total_mb=1 << 20, cores=2, accelerator="cuda",
-                         vram_mb=(cuda.total_bytes or 0) // MIB or None, vram_bandwidth_gbs=vram_bandwidth_gbs or 0.0,
-                         description=f"CUDA0: {cuda.description}")
+    return dataclasses.replace(host, name="gpu-check", accelerator="cuda", vram_mb=(cuda.total_bytes or 0) // MIB or None,
+                               vram_bandwidth_gbs=vram_bandwidth_gbs or 0.0, mem_bandwidth_gbs=vram_bandwidth_gbs or 0.0,
+                               description=f"CUDA0: {cuda.description}")
 
 
 def main() -> int:
@@ -77,7 +82,7 @@ def main() -> int:
         speed = client.run_op("bench", n_prompt=512, n_gen=128)
     reported = {device.name: device for device in loaded.devices}
     print(f"\nmodel {info.name or model_path}, ctx {loaded.n_ctx}, gpu_layers {'all' if gpu else 0}")
-    print(f"{'device':8} {'line':8} {'ledger MiB':>11} {'llama.cpp MiB':>14} {'ratio':>7}")
+    print(f"{'device':8} {'line':8} {'ledger MiB':>11} {'llama.cpp MiB':>14} {'ledger/llama.cpp':>17}")
     worst = 0.0
     for device in split.devices:
         buffers = reported.get(device.name)
@@ -90,16 +95,16 @@ def main() -> int:
                 if predicted and measured:
                     worst = max(worst, abs(predicted / measured - 1))
                 print(f"{device.name:8} {line:8} {predicted / MIB:11.2f} "
-                      f"{(measured / MIB if measured is not None else float('nan')):14.2f} {_ratio(predicted, measured):>7}")
+                      f"{(measured / MIB if measured is not None else float('nan')):14.2f} {_ratio(predicted, measured):>17}")
     for name in sorted(set(reported) - {device.name for device in split.devices}):
         print(f"{name:8} buffers llama.cpp reported that the ledger has no device for: {reported[name].total_bytes / MIB:.2f} MiB")
     print(f"worst |ratio - 1|: {worst:.2%} (target within {TARGET:.0%}): {'met' if worst <= TARGET else 'NOT met'}")
     data = ledger_json(predict_ledger(info, preset, profile, ctx_size=args.ctx))
     decode = data.get("predicted_decode_tps") or {}
     print(f"\nprefill pp512: measured {speed.prefill_tps:.1f} tok/s, predicted "
-          f"{data.get('predicted_prefill_tps') or 'unavailable'}; ratio {_ratio(data.get('predicted_prefill_tps'), speed.prefill_tps)}")
+          f"{data.get('predicted_prefill_tps') or 'unavailable'}; predicted/measured {_ratio(data.get('predicted_prefill_tps'), speed.prefill_tps)}")
     print(f"decode tg128: measured {speed.decode_tps:.1f} tok/s, predicted (empty context) "
-          f"{decode.get('empty_context') or 'unavailable'}; ratio {_ratio(decode.get('empty_context'), speed.decode_tps)}")
+          f"{decode.get('empty_context') or 'unavailable'}; predicted/measured {_ratio(decode.get('empty_context'), speed.decode_tps)}")
     print(f"speed basis: {data.get('speed_basis') or 'unavailable in this checkout'}")
     return 0 if worst <= TARGET else 1
 
