@@ -318,12 +318,9 @@ def test_engine_killed_mid_answer_gives_503_then_the_server_recovers(server):
     assert again.choices[0].message.content
 
 
-def test_bench_serve_measures_each_concurrency_level_against_the_server(server):
-    result = subprocess.run(
-        [sys.executable, "-m", "workbench", "bench", "serve", "--url", server.url + "/v1", "--clients", "1,2",
-         "-n", "8", "--requests", "1", "--api-key", KEY, "--json"],
-        capture_output=True, text=True, timeout=600,
-    )
+def test_bench_serve_measures_each_concurrency_level_against_the_server(server, cli):
+    result = cli("bench", "serve", "--url", server.url + "/v1", "--clients", "1,2", "-n", "8", "--requests", "1",
+                 "--api-key", KEY, "--json")
     assert result.returncode == 0, result.stderr
     import json
 

@@ -44,13 +44,12 @@ def test_served_command_runs_this_interpreter_with_the_app_arguments():
     assert command.endswith("-m workbench --model 'my model.gguf'")
 
 
-def test_busy_port_is_one_line_not_a_traceback():
+def test_busy_port_is_one_line_not_a_traceback(cli):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = subprocess.run([sys.executable, "-m", "workbench", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                                capture_output=True, text=True, timeout=60)
+        result = cli("serve", "--host", "127.0.0.1", "--port", str(port))
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
@@ -58,9 +57,8 @@ def test_busy_port_is_one_line_not_a_traceback():
         f"e.g. --port {port + 1}"]
 
 
-def test_port_out_of_range_is_refused():
-    result = subprocess.run([sys.executable, "-m", "workbench", "serve", "--port", "99999"],
-                            capture_output=True, text=True, timeout=60)
+def test_port_out_of_range_is_refused(cli):
+    result = cli("serve", "--port", "99999")
     assert result.returncode == 2
     assert result.stderr.strip() == "workbench: --port 99999 is not a TCP port. Give a port from 1 to 65535, e.g. --port 8000"
 
@@ -168,11 +166,10 @@ async def test_sessions_beyond_the_limit_get_a_clear_page_not_another_app():
         _stop(server)
 
 
-def test_a_non_loopback_address_needs_allow_remote_and_warns():
+def test_a_non_loopback_address_needs_allow_remote_and_warns(cli):
     from workbench.cli.cmd_serve import check_host
 
-    refused = subprocess.run([sys.executable, "-m", "workbench", "serve", "--host", "0.0.0.0", "--port", "8000"],
-                             capture_output=True, text=True, timeout=60)
+    refused = cli("serve", "--host", "0.0.0.0", "--port", "8000")
     assert refused.returncode == 2
     assert refused.stderr.strip() == (
         "workbench: --host 0.0.0.0 is not a loopback address: anyone who can reach it could drive the app "

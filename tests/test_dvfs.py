@@ -162,10 +162,9 @@ def test_hostile_state_file_is_refused_and_kept(tmp_path, document):
     assert attr(root, "policy4", "scaling_max_freq") == "1800000"  # nothing written
 
 
-def test_cli_task_sweep_per_clock_cap_then_restored_with_power_cap_choice(tmp_path):
+def test_cli_task_sweep_per_clock_cap_then_restored_with_power_cap_choice(tmp_path, cli):
     """End to end on a copy of the recorded Jetson tree: the real engine answers at each cap, the tree is restored."""
     import json
-    import os
 
     root = tree(tmp_path, "jetson-orin-nano")
     state = tmp_path / "state.json"
@@ -173,13 +172,9 @@ def test_cli_task_sweep_per_clock_cap_then_restored_with_power_cap_choice(tmp_pa
     device = tmp_path / "orin-on-battery.toml"
     device.write_text('name = "orin-on-battery"\nram_total_mb = 8192\nmem_bandwidth_gbs = 68\ncores = 6\n'
                       'battery_wh = 50\n')
-    done = subprocess.run(
-        [sys.executable, "-m", "workbench", "bench", "--task", "add-small", "--samples", "1", "--limit", "1",
-         "--device", str(device),
-         "--presets", "as-is", "--cpu-max-freq", "729.6,max", "--governor", "powersave", "--power-cap", "10",
-         "--sysfs-root", str(root), "--dvfs-state", str(state), "--output", "json", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "WORKBENCH_CACHE_DIR": str(tmp_path / "c")},
-    )
+    done = cli("bench", "--task", "add-small", "--samples", "1", "--limit", "1", "--device", str(device),
+               "--presets", "as-is", "--cpu-max-freq", "729.6,max", "--governor", "powersave", "--power-cap", "10",
+               "--sysfs-root", str(root), "--dvfs-state", str(state), "--output", "json", "--out", str(out))
     assert done.returncode == 0, done.stderr
     rows = json.loads(out.read_text())["rows"]
     assert [r["cpu_max_khz"] for r in rows] == [729_600, None] and {r["governor"] for r in rows} == {"powersave"}
@@ -198,21 +193,15 @@ def test_cli_task_sweep_per_clock_cap_then_restored_with_power_cap_choice(tmp_pa
     assert not state.exists()
 
 
-def test_cli_speed_sweep_per_clock_cap_then_restored(tmp_path):
+def test_cli_speed_sweep_per_clock_cap_then_restored(tmp_path, cli):
     """The plain speed bench at each cap on a copy of the recorded RK3588 tree: a table per setting, then restored."""
-    import os
-
     root = tree(tmp_path, "rk3588")
     state = tmp_path / "state.json"
     text = tmp_path / "eval.txt"
     text.write_text("A short text for the perplexity step of this test, long enough to score. " * 4)
-    done = subprocess.run(
-        [sys.executable, "-m", "workbench", "bench", "--presets", "as-is", "-p", "8", "-n", "4", "-r", "1",
-         "--eval-text", str(text), "--ppl-ctx", "64", "--cpu-max-freq", "1008,max",
-         "--sysfs-root", str(root), "--dvfs-state", str(state), "--out", str(tmp_path / "speed.json"),
-         "--output", "json"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "WORKBENCH_CACHE_DIR": str(tmp_path / "c")},
-    )
+    done = cli("bench", "--presets", "as-is", "-p", "8", "-n", "4", "-r", "1", "--eval-text", str(text),
+               "--ppl-ctx", "64", "--cpu-max-freq", "1008,max", "--sysfs-root", str(root), "--dvfs-state", str(state),
+               "--out", str(tmp_path / "speed.json"), "--output", "json")
     assert done.returncode == 0, done.stderr
     assert "CPU limits: 1008 MHz" in done.stderr and "CPU limits: as set" in done.stderr
     assert (tmp_path / "speed-1008MHz.json").is_file() and (tmp_path / "speed-max.json").is_file()
