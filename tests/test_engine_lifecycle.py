@@ -32,9 +32,18 @@ HELLO = [ChatMessage("user", "Tell me a story about a lighthouse keeper.")]
 
 @pytest.fixture
 def client():
+    """A client of its own, for a test that kills its engine or needs one not yet started."""
     engine = EngineClient()
     yield engine
     engine.close()
+
+
+@pytest.fixture(scope="module")
+def engine():
+    """One engine for the tests that only load, fail to load, chat and unload: each loads what it needs."""
+    shared = EngineClient()
+    yield shared
+    shared.close()
 
 
 def final(events):
@@ -76,67 +85,67 @@ def test_a_truncated_gguf_is_refused_by_the_reader_before_llama_cpp_sees_it(clie
     assert client.pid is None  # no engine process was needed to say no
 
 
-def test_a_gguf_llama_cpp_rejects_fails_cleanly_with_llama_cpp_s_own_words(client, tmp_path):
+def test_a_gguf_llama_cpp_rejects_fails_cleanly_with_llama_cpp_s_own_words(engine, tmp_path):
     # A valid header whose metadata contradicts the tensors: a feed-forward width of 1024,
     # but ffn_gate is shaped for SmolLM2's 1536. The header reader checks the attention
     # shapes the ledger sizes the KV cache by (a wrong head_count_kv is refused before the
     # engine sees it), not this one; llama.cpp checks every shape.
     broken = copy_with_u32_field(bundled_model_path(), "llama.feed_forward_length", 1024, tmp_path / "wrong-shape.gguf")
-    failed = final(client.load(broken, PRESET, device=ROOMY))
+    failed = final(engine.load(broken, PRESET, device=ROOMY))
     assert isinstance(failed, EngineFailed) and failed.kind == "load"
     assert "wrong shape" in failed.message and "ffn_gate" in failed.message
     assert any("wrong shape" in line for line in failed.log_tail)
     # the engine survived its failed load and loads a good model next
-    assert client.alive
-    assert isinstance(final(client.load(bundled_model_path(), PRESET, device=ROOMY)), Loaded)
+    assert engine.alive
+    assert isinstance(final(engine.load(bundled_model_path(), PRESET, device=ROOMY)), Loaded)
 
 
-def test_a_preset_the_model_cannot_run_is_refused_before_loading(client):
+def test_a_preset_the_model_cannot_run_is_refused_before_loading(engine):
     bad = Preset(name="bad-v-cache", ctx_size=256, cache_type_v="q8_0", flash_attn=False)
-    failed = final(client.load(bundled_model_path(), bad, device=ROOMY))
+    failed = final(engine.load(bundled_model_path(), bad, device=ROOMY))
     assert isinstance(failed, EngineFailed) and failed.kind == "refused"
     assert "bad-v-cache" in failed.message and "flash_attn" in failed.message
     with pytest.raises(EngineError, match="flash_attn"):
-        client.load_blocking(bundled_model_path(), bad, device=ROOMY)
+        engine.load_blocking(bundled_model_path(), bad, device=ROOMY)
 
 
-def test_a_preset_over_the_device_budget_is_refused_unless_overridden(client):
+def test_a_preset_over_the_device_budget_is_refused_unless_overridden(engine):
     tiny = DeviceProfile(name="test-tiny", ram_total_mb=96, reserves_mb=(("os", 32),))
-    failed = final(client.load(bundled_model_path(), PRESET, device=tiny))
+    failed = final(engine.load(bundled_model_path(), PRESET, device=tiny))
     assert isinstance(failed, EngineFailed) and failed.kind == "refused"
     assert "does not fit test-tiny" in failed.message and "weights" in failed.message and "KV" in failed.message
-    loaded = client.load_blocking(bundled_model_path(), PRESET, device=tiny, allow_overbudget=True)
+    loaded = engine.load_blocking(bundled_model_path(), PRESET, device=tiny, allow_overbudget=True)
     assert "does not fit" in loaded.prediction
 
 
-def test_prompt_lookup_drafting_reports_proposed_and_accepted_tokens(client):
+def test_prompt_lookup_drafting_reports_proposed_and_accepted_tokens(engine):
     drafting = Preset(name="test-draft", ctx_size=512, batch_size=128, ubatch_size=128, threads=1,
                       draft_prompt_lookup=4)
-    loaded = client.load_blocking(bundled_model_path(), drafting, device=ROOMY)
+    loaded = engine.load_blocking(bundled_model_path(), drafting, device=ROOMY)
     assert any("logits" in warning for warning in loaded.warnings)
     text = "one two three four five six seven eight nine ten"
     messages = [ChatMessage("user", f"Repeat exactly: {text}. Again: {text}. Again:")]
-    finished = final(client.chat(messages, Sampling(temperature=0.0, max_tokens=24)))
+    finished = final(engine.chat(messages, Sampling(temperature=0.0, max_tokens=24)))
     assert isinstance(finished, TurnFinished)
     assert finished.draft_proposed > 0
     assert 0 <= finished.draft_accepted <= min(finished.draft_proposed, finished.generated_tokens)
 
 
-def test_twenty_load_unload_cycles_keep_the_client_s_memory_flat_and_return_the_engine_s(client):
+def test_twenty_load_unload_cycles_keep_the_client_s_memory_flat_and_return_the_engine_s(engine):
     me = psutil.Process()
     for cycle in range(20):
-        loaded = client.load_blocking(bundled_model_path(), PRESET, device=ROOMY)
-        assert final(client.chat(HELLO, Sampling(temperature=0.0, max_tokens=1))).generated_tokens == 1
-        client.unload()
-        assert client.loaded is None
+        loaded = engine.load_blocking(bundled_model_path(), PRESET, device=ROOMY)
+        assert final(engine.chat(HELLO, Sampling(temperature=0.0, max_tokens=1))).generated_tokens == 1
+        engine.unload()
+        assert engine.loaded is None
         if cycle == 2:
             warmed_up = me.memory_info().rss
     grown = me.memory_info().rss - warmed_up
     assert grown < 8 * 1024 * 1024, f"client RSS grew {grown / 2**20:.1f} MiB over 17 cycles"
     # the engine process gave the model back: its ~92 MiB of mapped weights are gone
-    engine_now = psutil.Process(client.pid).memory_info().rss
+    engine_now = psutil.Process(engine.pid).memory_info().rss
     assert engine_now < loaded.rss_bytes - 50 * 1024 * 1024
-    assert isinstance(final(client.chat(HELLO, Sampling(max_tokens=1))), EngineFailed)
+    assert isinstance(final(engine.chat(HELLO, Sampling(max_tokens=1))), EngineFailed)
 
 
 def test_an_engine_killed_while_re_quantizing_is_a_load_failure_that_leaves_no_partial_file(client, tmp_path,
