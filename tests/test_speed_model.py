@@ -152,31 +152,63 @@ def test_correction_scales_and_is_named(tmp_path: Path):
     assert "bench history (3 runs, decode x0.50, prefill x2.00, history.json)" in corrected.basis
 
 
-def _run(threads: int, depth: int, decode_s: float, prefill_s: float, n_prompt: int = 256) -> RatesMeasured:
-    return RatesMeasured(threads=threads, depth=depth, n_prompt=n_prompt, prefill_seconds=prefill_s, n_gen=24,
+def _run(depth: int, decode_s: float, prefill_s: float, n_prompt: int = 256) -> RatesMeasured:
+    return RatesMeasured(threads=1, depth=depth, n_prompt=n_prompt, prefill_seconds=prefill_s, n_gen=24,
                          decode_seconds_per_token=decode_s, started_at=0.0, finished_at=1.0)
 
 
 def test_probe_solve_recovers_known_rates(tmp_path: Path):
-    from workbench.core.bench.probe_models import FIXED_COST_MODELS, RATE_MODELS, write_probe_model
+    from workbench.core.bench.device_probe import ProbeRun
+    from workbench.core.bench.probe_models import CACHED_MODEL, FIXED_COST_MODELS, RATE_MODELS, write_probe_model
 
-    small, deep = (model_costs(read_gguf(write_probe_model(tmp_path / f"{m.name}.gguf", m))) for m in FIXED_COST_MODELS)
-    wide = model_costs(read_gguf(write_probe_model(tmp_path / "w.gguf", RATE_MODELS[0])))
-    # Runs made from chosen truths: 50 us a token, 5 us a layer, 20 GB/s, 100 GFLOP/s, KV at 8 GB/s.
-    fixed_runs = [_run(1, 0, 50e-6 + c.n_layer * 5e-6, 256 * (2e-6 + c.n_layer * 1e-6)) for c in (small, deep)]
-    own = wide.decode_bytes_total
-    decode0 = 50e-6 + 8 * 5e-6 + own / 20e9 + wide.kv_bytes(1) / 8e9
-    decode_deep = decode0 + (wide.kv_bytes(DEPTH + 1) - wide.kv_bytes(1)) / 8e9
-    flops = sum(n for _, n in wide.prefill_flops) * 256
-    prefill0 = 256 * (2e-6 + 8e-6) + flops / 100e9 + wide.attn_flops(256) * 256 / 40e9
-    prefill_deep = prefill0 + (wide.attn_flops(DEPTH + 256) - wide.attn_flops(256)) * 256 / 40e9
-    rates = _solve(1, list(zip((small, deep), fixed_runs)),
-                   [("Q8_0", wide, _run(1, 0, decode0, prefill0), _run(1, DEPTH, decode_deep, prefill_deep))])
-    assert rates.token_us == pytest.approx(50, rel=0.01) and rates.layer_us == pytest.approx(5, rel=0.01)
-    assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(20, rel=0.01)
-    assert rates.kv_read_gbs == pytest.approx(8, rel=0.01)
-    assert dict(rates.prefill_gflops)["Q8_0"] == pytest.approx(100, rel=0.01)
-    assert rates.prefill_attn_gflops == pytest.approx(40, rel=0.01)
+    def costs(model):
+        return model_costs(read_gguf(write_probe_model(tmp_path / f"{model.name}.gguf", model)))
+
+    # Runs made from chosen truths: 50 us a token, 5 us a layer, Q8_0 at 20 GB/s from memory and 40 GB/s
+    # from the cache, 30 ns per layer and cached position plus the KV at 8 GB/s; prefill 2 us a token,
+    # 1 us a layer, 100 GFLOP/s, 5 ns per layer and (query, cell) pair plus attention at 40 GFLOP/s.
+    def decode(c, position, gbs):
+        return (50e-6 + c.n_layer * 5e-6 + c.decode_bytes_total / gbs + c.layer_positions(position) * 30e-9
+                + c.kv_bytes(position) / 8e9)
+
+    def prefill(c, depth, n=256):
+        cells = depth + n
+        return (n * (2e-6 + c.n_layer * 1e-6) + sum(f for _, f in c.prefill_flops) * n / 100e9
+                + (c.layer_positions(cells) * 5e-9 + c.attn_flops(cells) / 40e9) * n
+                + sum(b for _, b in c.output_bytes) / 20e9)
+
+    small, deep = (costs(m) for m in FIXED_COST_MODELS)
+    wide, cached = costs(RATE_MODELS[0]), costs(CACHED_MODEL)
+    fixed = [ProbeRun(small, _run(0, decode(small, 1, 40e9), prefill(small, 0))),
+             ProbeRun(deep, _run(0, decode(deep, 1, 40e9), prefill(deep, 0)),
+                      _run(DEPTH, decode(deep, DEPTH + 1, 40e9), prefill(deep, DEPTH)))]
+    wide_run = ProbeRun(wide, _run(0, decode(wide, 1, 20e9), prefill(wide, 0)),
+                        _run(DEPTH, decode(wide, DEPTH + 1, 20e9), prefill(wide, DEPTH)))
+    cached_run = ProbeRun(cached, _run(0, decode(cached, 1, 40e9), prefill(cached, 0)))
+    rates = _solve(1, fixed, [("Q8_0", wide_run)], cached_run, 32.0)
+    assert rates.token_us == pytest.approx(50, rel=0.02) and rates.layer_us == pytest.approx(5, rel=0.02)
+    assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(20, rel=0.02)
+    assert dict(rates.cached_read_gbs)["Q8_0"] == pytest.approx(40, rel=0.02) and rates.cache_mb == 32.0
+    assert rates.attn_position_ns == pytest.approx(30, rel=0.02) and rates.kv_read_gbs == pytest.approx(8, rel=0.02)
+    assert rates.prefill_token_us == pytest.approx(2, rel=0.02)
+    assert rates.prefill_layer_us == pytest.approx(1, rel=0.02)
+    assert dict(rates.prefill_gflops)["Q8_0"] == pytest.approx(100, rel=0.02)
+    assert rates.prefill_pair_ns == pytest.approx(5, rel=0.02)
+    assert rates.prefill_attn_gflops == pytest.approx(40, rel=0.02)
+
+
+def test_last_level_cache_is_read_from_sysfs_and_bounded(tmp_path: Path):
+    from workbench.core.bench.device_probe import last_level_cache_mb
+
+    base = tmp_path / "sys/devices/system/cpu/cpu0/cache"
+    for index, (level, size) in enumerate(((1, "64K"), (2, "512K"), (3, "3072K"))):
+        (base / f"index{index}").mkdir(parents=True)
+        (base / f"index{index}" / "level").write_text(f"{level}\n")
+        (base / f"index{index}" / "size").write_text(f"{size}\n")
+    assert last_level_cache_mb(str(tmp_path)) == pytest.approx(3072 * 1024 / 1e6)
+    (base / "index2" / "size").write_text("99999999M\n")  # absurd: not a cache any CPU has
+    assert last_level_cache_mb(str(tmp_path)) == 0.0
+    assert last_level_cache_mb(str(tmp_path / "nothing")) == 0.0
 
 
 def test_probed_profile_loads_back(tmp_path: Path):
@@ -221,3 +253,34 @@ def test_ledger_json_has_the_speed_keys_for_every_device(cli):
         assert data["speed_basis"]
     code, out, _ = cli("ledger", "bundled", "--preset", "as-is", "--device", "raspberry-pi-5-8gb")
     assert "predicted (published" in out and "geerlingguy/ai-benchmarks" in out
+
+
+def test_bench_rows_carry_predicted_beside_measured_and_feed_the_history(tmp_path: Path):
+    from test_bench_report import _row
+
+    from workbench.core.bench.report import render
+    from workbench.core.bench.speed_rows import with_speed_prediction
+
+    info = _tiny(tmp_path)
+    device = DeviceProfile(name="pi5", ram_total_mb=8192, thread_rates=(replace(RATES, threads=3),))
+    speed, _ = speed_model(info, Preset(name="p", threads=3), device)
+    expected = speed.decode_tps(256 + 64)  # the row's test: pp256, then tg128 over a growing cache
+    row = with_speed_prediction(_row("q8", 100, expected * 0.8, None), info, Preset(name="p"), device)
+    assert row.predicted_decode_tps == pytest.approx(expected)
+    assert row.decode_vs_predicted == pytest.approx(0.8)
+    assert row.prefill_vs_predicted == pytest.approx(900.0 / row.predicted_prefill_tps)
+    assert speed_correction("pi5").decode_ratio == pytest.approx(0.8)
+    # The next prediction for this device is corrected by its history, and says so.
+    again = with_speed_prediction(_row("q8", 100, expected * 0.8, None), info, Preset(name="p"), device,
+                                  remember=False)
+    assert again.decode_vs_predicted == pytest.approx(1.0) and "bench history (1 runs" in again.speed_basis
+    table = render(_results_with(row), "md")
+    assert "decode meas/pred" in table and "0.80" in table
+
+
+def _results_with(row):
+    from test_bench_report import _machine
+
+    from workbench.core.bench.report import BenchResults
+
+    return BenchResults(_machine("pi (pi5)"), (row,))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import tomli_w
 
-from workbench.core.bench.probe_models import FIXED_COST_MODELS, RATE_MODELS, ProbeModel, write_probe_model
+from workbench.core.bench.probe_models import CACHED_MODEL, FIXED_COST_MODELS, RATE_MODELS, ProbeModel, write_probe_model
 from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.measured import RatesMeasured
@@ -39,56 +39,138 @@ class DeviceProbe:
         fixed = " and ".join(m.name for m in FIXED_COST_MODELS)
         wide = ", ".join(m.weight_type for m in RATE_MODELS)
         return (f"measured by `workbench devices probe` at {self.measured_at} with llama-cpp-python {self.llama_cpp} "
-                f"in {self.seconds:.0f} s: fixed costs per token and per layer from {fixed} (2 vs 16 layers of "
-                f"64 wide), read rate and prefill FLOP/s per weight type from 8 x 512 x 2048 random-weight "
-                f"models ({wide}), attention from the Q8_0 one at depth {DEPTH} vs 0; decode = median of "
-                f"{N_GEN} tokens, prefill = best of 2 x {PROMPT} tokens")
+                f"in {self.seconds:.0f} s on random-weight models it wrote: fixed costs per token and per layer from "
+                f"{fixed} (2 vs 16 layers, 64 wide), read rate and prefill FLOP/s per weight type from 8 x 512 x "
+                f"2048 models ({wide}), the read rate of a model the last-level cache holds from "
+                f"{CACHED_MODEL.name} (4 MB), attention from {FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 "
+                f"one (8 heads) at depth {DEPTH} vs 0; decode = median of {N_GEN} tokens, prefill = best of "
+                f"2 x {PROMPT} tokens")
 
 
 def _positive(value: float) -> float | None:
     return value if value > 0 else None
 
 
-def _solve(threads: int, fixed: Sequence[tuple[ModelCosts, RatesMeasured]],
-           wide: Sequence[tuple[str, ModelCosts, RatesMeasured, RatesMeasured | None]]) -> ThreadRates:
-    """Fixed costs from the two tiny models, then each type's rates from its wide model after those."""
-    (small, small_run), (deep, deep_run) = fixed
-    layers = deep.n_layer - small.n_layer
-    layer_s = max(0.0, (deep_run.decode_seconds_per_token - small_run.decode_seconds_per_token) / layers)
-    token_s = max(0.0, small_run.decode_seconds_per_token - small.n_layer * layer_s)
-    p_small, p_deep = small_run.prefill_seconds / small_run.n_prompt, deep_run.prefill_seconds / deep_run.n_prompt
-    p_layer_s = max(0.0, (p_deep - p_small) / layers)
-    p_token_s = max(0.0, p_small - small.n_layer * p_layer_s)
-    kv_read = prefill_attn = None
-    for _kind, costs, run, deep_run_at in wide:
-        if deep_run_at is None:
-            continue
-        # A decoded token's attention reads the cached K and V (memory-bound); a prompt's is compute.
-        extra = deep_run_at.decode_seconds_per_token - run.decode_seconds_per_token
-        added = costs.kv_bytes(DEPTH + 1) - costs.kv_bytes(1)
-        kv_read = _positive(added / extra / 1e9) if extra > 0 else None
-        # Without flash attention a prompt's queries meet every cell of the KV view (speed.py).
-        p_extra = deep_run_at.prefill_seconds - run.prefill_seconds
-        p_added = (costs.attn_flops(DEPTH + run.n_prompt) - costs.attn_flops(run.n_prompt)) * run.n_prompt
-        prefill_attn = _positive(p_added / p_extra / 1e9) if p_extra > 0 else None
-    read: dict[str, float] = {}
-    gflops: dict[str, float] = {}
-    for kind, costs, run, _deep in wide:
-        own = dict(costs.decode_bytes).get(kind, 0)
-        other = costs.decode_bytes_total - own  # the Q8_0 embedding row and output layer, the F32 norms
-        spent = run.decode_seconds_per_token - token_s - costs.n_layer * layer_s
-        spent -= costs.kv_bytes(1) / (kv_read * 1e9) if kv_read else 0
-        spent -= other / (read["Q8_0"] * 1e9) if "Q8_0" in read else 0
-        read[kind] = own / (spent if spent > 0 else run.decode_seconds_per_token) / 1e9
-        flops = dict(costs.prefill_flops).get(kind, 0) * run.n_prompt
-        p_spent = run.prefill_seconds - run.n_prompt * (p_token_s + costs.n_layer * p_layer_s)
-        p_spent -= costs.attn_flops(run.n_prompt) * run.n_prompt / (prefill_attn * 1e9) if prefill_attn else 0
-        gflops[kind] = flops / (p_spent if p_spent > 0 else run.prefill_seconds) / 1e9
+def _pair(a1: float, b1: float, d1: float, a2: float, b2: float, d2: float) -> tuple[float, float]:
+    """x, y >= 0 of a1 x + b1 y = d1 and a2 x + b2 y = d2; a negative one is taken as 0 and the other refitted."""
+    det = a1 * b2 - a2 * b1
+    x, y = ((d1 * b2 - d2 * b1) / det, (a1 * d2 - a2 * d1) / det) if det else (-1.0, -1.0)
+    if x >= 0 and y >= 0:
+        return x, y
+    if x < 0 and y < 0:
+        return 0.0, 0.0
+    if x < 0:
+        return 0.0, max(0.0, (b1 * d1 + b2 * d2) / (b1 * b1 + b2 * b2))
+    return max(0.0, (a1 * d1 + a2 * d2) / (a1 * a1 + a2 * a2)), 0.0
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    """One probe model's costs and its runs at one thread count: at depth 0 and, for some, at DEPTH."""
+
+    costs: ModelCosts
+    flat: RatesMeasured
+    deep: RatesMeasured | None = None
+
+
+def _attention(deep: tuple[ProbeRun, ProbeRun]) -> tuple[float, float, float, float]:
+    """Decode: seconds per layer-position and per KV byte; prefill: seconds per layer-pair and per FLOP.
+
+    Two models that differ in heads per layer (the 1-head tiny one and the 8-head wide one), each at
+    depth 0 and DEPTH: what the depth added, split into a per-position part and a per-byte (decode)
+    or per-FLOP (prefill) part.
+    """
+    rows, prefill_rows = [], []
+    for run in deep:
+        costs, flat, at_depth = run.costs, run.flat, run.deep
+        n = flat.n_prompt
+        rows.append((costs.layer_positions(DEPTH + 1) - costs.layer_positions(1),
+                     costs.kv_bytes(DEPTH + 1) - costs.kv_bytes(1),
+                     at_depth.decode_seconds_per_token - flat.decode_seconds_per_token))
+        # Without flash attention every query meets every cell of the view: depth + n of them.
+        prefill_rows.append(((costs.layer_positions(DEPTH + n) - costs.layer_positions(n)) * n,
+                             (costs.attn_flops(DEPTH + n) - costs.attn_flops(n)) * n,
+                             at_depth.prefill_seconds - flat.prefill_seconds))
+    per_position, per_byte = _pair(*rows[0], *rows[1])
+    per_pair, per_flop = _pair(*prefill_rows[0], *prefill_rows[1])
+    return per_position, per_byte, per_pair, per_flop
+
+
+def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, ProbeRun]],
+           cached: ProbeRun | None, cache_mb: float) -> ThreadRates:
+    """Attention from the depth pairs, then the fixed costs from the tiny models, then each type's rates."""
+    per_position, per_byte, per_pair, per_flop = _attention((fixed[-1], wide[0][1]))
+
+    def decode_attention(costs: ModelCosts, position: float) -> float:
+        return costs.layer_positions(position) * per_position + costs.kv_bytes(position) * per_byte
+
+    def prefill_attention(costs: ModelCosts, n: int) -> float:
+        return (costs.layer_positions(n) * per_pair + costs.attn_flops(n) * per_flop) * n
+
+    # The tiny models' own few weights and FLOPs, once rates for them are known.
+    read_s_per_byte = flop_s = 0.0
+    for _ in range(4):  # each pass refines that rate; the fixed costs settle within 0.1% by the fourth
+        (small, deep) = fixed
+        dec = [r.flat.decode_seconds_per_token - decode_attention(r.costs, 1)
+               - r.costs.decode_bytes_total * read_s_per_byte for r in fixed]
+        pre = [(r.flat.prefill_seconds - prefill_attention(r.costs, r.flat.n_prompt)
+                - sum(f for _, f in r.costs.prefill_flops) * r.flat.n_prompt * flop_s
+                - sum(b for _, b in r.costs.output_bytes) * read_s_per_byte) / r.flat.n_prompt for r in fixed]
+        layers = deep.costs.n_layer - small.costs.n_layer
+        layer_s = max(0.0, (dec[1] - dec[0]) / layers)
+        token_s = max(0.0, dec[0] - small.costs.n_layer * layer_s)
+        p_layer_s = max(0.0, (pre[1] - pre[0]) / layers)
+        p_token_s = max(0.0, pre[0] - small.costs.n_layer * p_layer_s)
+
+        def spent(run: ProbeRun) -> float:
+            return (run.flat.decode_seconds_per_token - token_s - run.costs.n_layer * layer_s
+                    - decode_attention(run.costs, 1))
+
+        read: dict[str, float] = {}
+        gflops: dict[str, float] = {}
+        for kind, run in wide:
+            own = dict(run.costs.decode_bytes).get(kind, 0)
+            other = run.costs.decode_bytes_total - own  # the Q8_0 embedding row and output layer, the F32 norms
+            left = spent(run) - (other / (read["Q8_0"] * 1e9) if "Q8_0" in read else 0)
+            read[kind] = own / (left if left > 0 else run.flat.decode_seconds_per_token) / 1e9
+            n = run.flat.n_prompt
+            p_left = (run.flat.prefill_seconds - n * (p_token_s + run.costs.n_layer * p_layer_s)
+                      - prefill_attention(run.costs, n))
+            p_left -= sum(b for _, b in run.costs.output_bytes) / (read["Q8_0"] * 1e9)
+            flops = dict(run.costs.prefill_flops).get(kind, 0) * n
+            gflops[kind] = flops / (p_left if p_left > 0 else run.flat.prefill_seconds) / 1e9
+        cached_gbs = None
+        if cached is not None:
+            left = spent(cached)
+            cached_gbs = cached.costs.decode_bytes_total / (left if left > 0 else cached.flat.decode_seconds_per_token) / 1e9
+        read_s_per_byte = 1 / ((cached_gbs or read["Q8_0"]) * 1e9)
+        flop_s = 1 / (gflops["Q8_0"] * 1e9)
     return ThreadRates(threads=threads, token_us=token_s * 1e6, layer_us=layer_s * 1e6,
-                       read_gbs=tuple((k, round(v, 3)) for k, v in read.items()), kv_read_gbs=kv_read,
+                       read_gbs=tuple((k, round(v, 3)) for k, v in read.items()),
+                       kv_read_gbs=_positive(round(1 / per_byte / 1e9, 3)) if per_byte else None,
                        prefill_token_us=p_token_s * 1e6, prefill_layer_us=p_layer_s * 1e6,
                        prefill_gflops=tuple((k, round(v, 3)) for k, v in gflops.items()),
-                       prefill_attn_gflops=prefill_attn)
+                       prefill_attn_gflops=_positive(round(1 / per_flop / 1e9, 3)) if per_flop else None,
+                       attn_position_ns=per_position * 1e9, prefill_pair_ns=per_pair * 1e9,
+                       cached_read_gbs=(("Q8_0", round(cached_gbs, 3)),) if cached_gbs else (),
+                       cache_mb=cache_mb if cached_gbs else 0.0)
+
+
+def last_level_cache_mb(root: str = "/") -> float:
+    """The largest CPU cache sysfs lists for cpu0 (its highest level), in MB; 0 when unreadable."""
+    base = Path(root) / "sys/devices/system/cpu/cpu0/cache"
+    best = (0, 0.0)
+    for index in sorted(base.glob("index[0-9]*"))[:16]:
+        try:
+            level = int((index / "level").read_text()[:8])
+            size = (index / "size").read_text(encoding="ascii", errors="replace")[:16].strip()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 1024, "M": 1024 * 1024}.get(size[-1:], 1)
+        digits = size.rstrip("KM")
+        if digits.isdigit() and 0 <= level <= 8:
+            best = max(best, (level, int(digits) * scale / 1e6))
+    return best[1] if best[1] <= 4096 else 0.0
 
 
 def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = lambda _line: None,
@@ -97,31 +179,35 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
     import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries (only for its version)
 
     started = time.perf_counter()
+    cache_mb = last_level_cache_mb()
+    models = FIXED_COST_MODELS + RATE_MODELS
+    deep_models = {FIXED_COST_MODELS[-1].name, RATE_MODELS[0].name}
     runs: list[tuple[str, RatesMeasured]] = []
-    measured: dict[tuple[str, int, int], RatesMeasured] = {}
-    costs: dict[str, ModelCosts] = {}
+    measured: dict[tuple[str, int], ProbeRun] = {}
     with tempfile.TemporaryDirectory(prefix="workbench-probe-", dir=workdir) as folder, EngineClient() as engine:
-        for model in FIXED_COST_MODELS + RATE_MODELS:
+        for model in models + (CACHED_MODEL,):
             path = write_probe_model(Path(folder) / f"{model.name}.gguf", model)
-            costs[model.name] = model_costs(read_gguf(path))
-            depths = (0, DEPTH) if model is RATE_MODELS[0] else (0,)
-            preset = Preset(name="probe", ctx_size=DEPTH + PROMPT + 256, threads=max(threads))
-            engine.load_blocking(path, preset, allow_overbudget=True)
+            costs = model_costs(read_gguf(path))
+            if model is CACHED_MODEL and costs.decode_bytes_total * 2 > cache_mb * 1e6:
+                continue  # no cache that holds it twice over: every model reads from memory here
+            engine.load_blocking(path, Preset(name="probe", ctx_size=DEPTH + PROMPT + 256, threads=max(threads)),
+                                 allow_overbudget=True)
             for count in threads:
-                for depth in depths:
-                    run = engine.run_op("rates", threads=count, depth=depth, n_prompt=PROMPT, n_gen=N_GEN)
-                    measured[(model.name, count, depth)] = run
+                timed = {}
+                for depth in (0, DEPTH) if model.name in deep_models else (0,):
+                    run = timed[depth] = engine.run_op("rates", threads=count, depth=depth, n_prompt=PROMPT,
+                                                       n_gen=N_GEN)
                     runs.append((model.name, run))
                     progress(f"{model.name}: {count} threads, depth {depth}: decode "
                              f"{1 / run.decode_seconds_per_token:,.0f} tok/s, prefill "
                              f"{run.n_prompt / run.prefill_seconds:,.0f} tok/s")
+                measured[(model.name, count)] = ProbeRun(costs, timed[0], timed.get(DEPTH))
             engine.unload()
     rates = []
     for count in threads:
-        fixed = [(costs[m.name], measured[(m.name, count, 0)]) for m in FIXED_COST_MODELS]
-        wide = [(m.weight_type, costs[m.name], measured[(m.name, count, 0)], measured.get((m.name, count, DEPTH)))
-                for m in RATE_MODELS]
-        rates.append(_solve(count, fixed, wide))
+        wide = [(m.weight_type, measured[(m.name, count)]) for m in RATE_MODELS]
+        rates.append(_solve(count, [measured[(m.name, count)] for m in FIXED_COST_MODELS], wide,
+                            measured.get((CACHED_MODEL.name, count)), cache_mb))
     return DeviceProbe(rates=tuple(rates), runs=tuple(runs), llama_cpp=str(llama_cpp.__version__),
                        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        seconds=time.perf_counter() - started)
@@ -146,6 +232,9 @@ def _rates_table(rates: ThreadRates) -> dict:
                   "prefill_layer_us": round(rates.prefill_layer_us, 3), "prefill_gflops": dict(rates.prefill_gflops)})
     if rates.prefill_attn_gflops:
         table["prefill_attn_gflops"] = round(rates.prefill_attn_gflops, 3)
+    table.update({"attn_position_ns": round(rates.attn_position_ns, 4), "prefill_pair_ns": round(rates.prefill_pair_ns, 4)})
+    if rates.cached_read_gbs:
+        table.update({"cached_read_gbs": dict(rates.cached_read_gbs), "cache_mb": round(rates.cache_mb, 3)})
     return table
 
 

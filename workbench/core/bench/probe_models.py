@@ -31,6 +31,8 @@ FIXED_COST_MODELS = (ProbeModel("probe-fixed-2", 2, 64, 128, "Q8_0"), ProbeModel
 # 19-36 MB), larger than the last-level cache of the boards this is for.
 RATE_TYPES = ("Q8_0", "Q4_1", "Q4_K", "Q6_K")
 RATE_MODELS = tuple(ProbeModel(f"probe-rate-{kind.lower()}", 8, 512, 2048, kind) for kind in RATE_TYPES)
+# A Q8_0 model of 4 MB: where the last-level cache holds it, decode reads it from there (small models do).
+CACHED_MODEL = ProbeModel("probe-cached-q8_0", 8, 256, 256, "Q8_0")
 
 
 def _tensor(writer, name: str, kind: str, shape: tuple[int, ...], rng) -> None:

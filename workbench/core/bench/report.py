@@ -115,6 +115,10 @@ MD_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("ppl", "ppl", lambda v: f"{v:.3f}"),
     ("Δppl", "ppl_delta", lambda v: f"{v:+.3f}"),
     ("speedup", "speedup", lambda v: f"{v:.2f}×"),
+    ("decode pred t/s", "predicted_decode_tps", lambda v: f"{v:.2f}"),
+    ("decode meas/pred", "decode_vs_predicted", lambda v: f"{v:.2f}"),
+    ("prefill pred t/s", "predicted_prefill_tps", lambda v: f"{v:.1f}"),
+    ("prefill meas/pred", "prefill_vs_predicted", lambda v: f"{v:.2f}"),
 )
 
 

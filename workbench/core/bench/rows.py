@@ -68,6 +68,12 @@ class BenchRow:
     tensor_split: str = ""  # "0.00" when not split, as llama-bench prints it
     use_mmap: bool | None = None
     test_time: str = ""  # UTC, "2025-04-24T11:58:50Z", when the timed runs started
+    # The speed model's figures for this row's test (ledger/speed.py) and measured / predicted.
+    predicted_decode_tps: float | None = None
+    predicted_prefill_tps: float | None = None
+    decode_vs_predicted: float | None = None
+    prefill_vs_predicted: float | None = None
+    speed_basis: str = ""
 
     def why_unavailable(self, field_name: str) -> str:
         return dict(self.unavailable).get(field_name, "")

@@ -13,6 +13,7 @@ from workbench.core.bench.llama_bench import preset_placement, utc_at_monotonic
 from workbench.core.bench.machine import describe_machine
 from workbench.core.bench.report import BenchResults
 from workbench.core.bench.rows import BenchRow, with_references
+from workbench.core.bench.speed_rows import with_speed_prediction
 from workbench.core.bench.split_rows import split_row_fields
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.engine.client import EngineClient
@@ -127,7 +128,8 @@ def run_sweep(config: SweepConfig, cancel: threading.Event | None = None) -> Ite
             if cancel.is_set():
                 break
             ledger, ledger_error = _predict(model_info, preset, config.device)
-            row = build_row(config, preset, run, ledger, ledger_error)
+            row = with_speed_prediction(build_row(config, preset, run, ledger, ledger_error), model_info, preset,
+                                        config.device)
             machine_facts = machine_facts or run.facts
             rows.append(row)
             yield PresetMeasured(row)

@@ -14,7 +14,8 @@ from workbench.core.gguf.ggml_types import GGML_TYPES_BY_NAME
 SPEED_KEYS = ("effective_bandwidth_gbs", "effective_gflops", "effective_backend", "speed")
 BACKENDS = ("cpu", "cuda", "vulkan")  # where the published runs behind the effective figures ran
 THREAD_KEYS = ("token_us", "layer_us", "read_gbs", "kv_read_gbs", "prefill_token_us", "prefill_layer_us",
-               "prefill_gflops", "prefill_attn_gflops")
+               "prefill_gflops", "prefill_attn_gflops", "attn_position_ns", "prefill_pair_ns", "cached_read_gbs",
+               "cache_mb")
 _THREAD_TABLE = re.compile(r"^t([1-9][0-9]{0,3})$")  # [speed.t4]: the rates at 4 threads
 MAX_THREAD_TABLES = 64
 # Bounds: a fixed cost above a second per token, or a rate beyond any memory system or chip made,
@@ -63,7 +64,8 @@ def _thread_rates(name: str, table: Any, source: TomlSource) -> ThreadRates:
     check_known_keys(table, THREAD_KEYS, source, "device profile", table=where_table)
     us = {key: _number(table, key, source, where_table, minimum=0, maximum=_MAX_US, example=f"{key} = 120",
                        strict_minimum=False) if key in table else 0.0
-          for key in ("token_us", "layer_us", "prefill_token_us", "prefill_layer_us")}
+          for key in ("token_us", "layer_us", "prefill_token_us", "prefill_layer_us", "attn_position_ns",
+                      "prefill_pair_ns", "cache_mb")}
     rates = {key: _number(table, key, source, where_table, minimum=0, maximum=maximum, example=f"{key} = 40")
              if key in table else None for key, maximum in (("kv_read_gbs", _MAX_GBS), ("prefill_attn_gflops", _MAX_GFLOPS))}
     read = _per_type(table, "read_gbs", source, where_table, _MAX_GBS, "read_gbs = { Q8_0 = 12.5 }")
@@ -77,6 +79,10 @@ def _thread_rates(name: str, table: Any, source: TomlSource) -> ThreadRates:
         prefill_gflops=_per_type(table, "prefill_gflops", source, where_table, _MAX_GFLOPS,
                                  "prefill_gflops = { Q8_0 = 80 }"),
         prefill_attn_gflops=rates["prefill_attn_gflops"],
+        attn_position_ns=us["attn_position_ns"], prefill_pair_ns=us["prefill_pair_ns"],
+        cached_read_gbs=_per_type(table, "cached_read_gbs", source, where_table, _MAX_GBS,
+                                  "cached_read_gbs = { Q8_0 = 25 }"),
+        cache_mb=us["cache_mb"],
     )
 
 

@@ -47,6 +47,10 @@ class ThreadRates:
     prefill_layer_us: float  # prefill: fixed cost per layer per prompt token
     prefill_gflops: tuple[tuple[str, float], ...]  # prefill: matrix FLOPs per second, by ggml type
     prefill_attn_gflops: float | None  # prefill: attention FLOPs per second
+    attn_position_ns: float = 0.0  # decode: attention's fixed cost per layer per cached position
+    prefill_pair_ns: float = 0.0  # prefill: attention's fixed cost per layer per (query, cached position) pair
+    cached_read_gbs: tuple[tuple[str, float], ...] = ()  # decode: read rate of weights that fit the cache
+    cache_mb: float = 0.0  # the last-level cache: a model reading less than this per token runs from it
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,11 @@ class SpeedModel:
             return read / (self.bandwidth_gbs * 1e9) / self.decode_factor
         rates = self.rates
         seconds = (rates.token_us + self.costs.n_layer * rates.layer_us) / 1e6
-        seconds += sum(n / (_rate(rates.read_gbs, kind)[0] * 1e9) for kind, n in self.costs.decode_bytes)
+        # Weights that fit the last-level cache are read from it, token after token.
+        cached = dict(rates.cached_read_gbs) if self.costs.decode_bytes_total <= rates.cache_mb * 1e6 else {}
+        seconds += sum(n / ((cached.get(kind) or _rate(rates.read_gbs, kind)[0]) * 1e9)
+                       for kind, n in self.costs.decode_bytes)
+        seconds += self.costs.layer_positions(position + 1) * rates.attn_position_ns / 1e9
         if rates.kv_read_gbs:
             seconds += self.costs.kv_bytes(position + 1) / (rates.kv_read_gbs * 1e9)
         return seconds / self.decode_factor
@@ -73,6 +77,7 @@ class SpeedModel:
         seconds = n_prompt * (rates.prefill_token_us + self.costs.n_layer * rates.prefill_layer_us) / 1e6
         table = rates.prefill_gflops or rates.read_gbs
         seconds += sum(n * n_prompt / (_rate(table, kind)[0] * 1e9) for kind, n in self.costs.prefill_flops)
+        seconds += self.costs.layer_positions(mean_positions) * n_prompt * rates.prefill_pair_ns / 1e9
         if rates.prefill_attn_gflops:
             seconds += self.costs.attn_flops(mean_positions) * n_prompt / (rates.prefill_attn_gflops * 1e9)
         seconds += sum(n / (_rate(rates.read_gbs, kind)[0] * 1e9) for kind, n in self.costs.output_bytes)

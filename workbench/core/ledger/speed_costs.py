@@ -24,6 +24,7 @@ class ModelCosts:
     output_bytes: tuple[tuple[str, int], ...]  # the output layer, read once per prompt for the last token's logits
     attn_flops_per_position: tuple[tuple[int, int], ...]  # (window or 0 = whole context, FLOPs per cached position)
     kv_bytes_per_position: tuple[tuple[int, float], ...]  # (window or 0, KV bytes one cached position holds)
+    attn_layers: tuple[tuple[int, int], ...]  # (window or 0, how many layers attend over it)
     expert_note: str  # "" for a dense model
 
     @property
@@ -34,6 +35,10 @@ class ModelCosts:
         """Attention FLOPs of one query token over `positions` cached tokens (QK^T and the V sum)."""
         return sum(per * (min(positions, window) if window else positions)
                    for window, per in self.attn_flops_per_position)
+
+    def layer_positions(self, positions: float) -> float:
+        """Cached positions summed over the layers, each sliding-window layer capped at its window."""
+        return sum(n * (min(positions, window) if window else positions) for window, n in self.attn_layers)
 
     def kv_bytes(self, positions: float) -> float:
         """KV cache bytes one decoded token's attention reads over `positions` cached tokens."""
@@ -83,10 +88,12 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
     bpe_k, bpe_v = cache_type(type_k).bytes_per_element, cache_type(type_v).bytes_per_element
     attn: Counter[int] = Counter()
     kv: Counter[int] = Counter()
+    layers: Counter[int] = Counter()
     for layer in range(model.n_layer):
         swa = window is not None and layer < len(window.is_swa) and window.is_swa[layer]
         key = window.n_swa if swa and window else 0
         attn[key] += per_layer
+        layers[key] += 1
         kv[key] += float(model.kv_heads(layer) * (model.head_dim_k * bpe_k + model.head_dim_v * bpe_v))
     note = f"{experts.used} of {experts.total} experts per token" if experts else ""
     return ModelCosts(
@@ -96,5 +103,6 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
         output_bytes=tuple(output.most_common()),
         attn_flops_per_position=tuple(sorted(attn.items())),
         kv_bytes_per_position=tuple(sorted(kv.items())),
+        attn_layers=tuple(sorted(layers.items())),
         expert_note=note,
     )
