@@ -241,3 +241,16 @@ def test_cli_preview_of_a_listing_of_thousands_previews_a_bounded_number(hub, tm
     assert "6 more file(s) not previewed (at most 64 a listing): preview one with --file NAME" in out
     resolved = {record.path.rsplit("/", 1)[-1] for record in hub.requests if "/resolve/" in record.path}
     assert resolved == set(names[:MAX_PREVIEWS])  # no request for the files past the bound
+
+
+def test_cli_files_preview_shows_the_predicted_speed(hub, bundled_repo, capsys, monkeypatch):
+    monkeypatch.setattr("workbench.cli.text_table.terminal_width", lambda: 200)
+    assert main(["files", REPO, "--preview", "--preset", "as-is", "--device", "raspberry-pi-5-8gb"]) == 0
+    out = capsys.readouterr().out
+    assert "TOK/S DECODE / PP512" in out and "speed: published, band x0.40-x1.30" in out
+    row = next(line for line in out.splitlines() if line.startswith(FILE))
+    assert " / -" in row  # decode predicted from the cited Pi 5 figure; no published prefill figure: "-"
+    assert main(["files", REPO, "--file", FILE, "--preview", "--device", "raspberry-pi-5-8gb", "--json"]) == 0
+    preview = json.loads(capsys.readouterr().out)["files"][0]["preview"]
+    assert preview["predicted_decode_tps"]["empty_context"] > 0 and preview["predicted_prefill_tps"] is None
+    assert "geerlingguy/ai-benchmarks" in preview["speed_basis"]

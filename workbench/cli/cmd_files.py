@@ -9,6 +9,7 @@ from dataclasses import asdict
 from workbench.cli import text_table
 from workbench.cli.cmd_ledger import ledger_text, mb_text
 from workbench.cli.json_output import write_json
+from workbench.cli.speed_text import short_speed, speed_json
 from workbench.cli.text_table import fitted_table, format_table, wrap_text
 from workbench.core.config.devices import load_device
 from workbench.core.config.presets import load_preset
@@ -109,24 +110,30 @@ def _table(listing, files, previews: dict, args) -> str:
     for f in files:
         preview = previews.get(f.name)
         if preview is None:
-            rows.append((f.name, f.quant or "?", size_text(f.size_bytes), "not previewed", "", ""))
+            rows.append((f.name, f.quant or "?", size_text(f.size_bytes), "not previewed", "", "", ""))
             continue
         if isinstance(preview, Exception):
             # A split file's error must say which part is broken: "where" ends with the part's name.
             part = preview.where.split(" (")[0].rsplit("/", 1)[-1] if len(f.parts) > 1 else ""
-            rows.append((f.name, f.quant or "?", size_text(f.size_bytes), "unreadable", "",
+            rows.append((f.name, f.quant or "?", size_text(f.size_bytes), "unreadable", "", "",
                          f"{part}: {preview.what}" if part else preview.what))
             continue
         header = preview.header
         fetched += header.bytes_fetched
         cached += header.from_cache
         rows.append((f.name, _quant_cell(header), size_text(f.size_bytes), preview.ledger.verdict,
-                     f"{preview.largest_ctx:,}", _ledger_cell(preview.ledger)))
+                     f"{preview.largest_ctx:,}", short_speed(preview.ledger.speed), _ledger_cell(preview.ledger)))
     first = next((p for p in previews.values() if not isinstance(p, Exception)), None)
     if first is not None:
-        lines.append(f"preset {first.preset} on {first.device}\n\n")
-    lines.append(fitted_table(("FILE", "QUANT", "SIZE", "FIT", "LARGEST CTX", "PREDICTED"), rows, width,
-                              right=(2, 4), details={5: "predicted "}))
+        lines.append(f"preset {first.preset} on {first.device}\n")
+        if first.ledger.speed is not None:  # one basis for the table: the same device and preset for every row
+            lines.append(wrap_text(f"speed: {first.ledger.speed.method}, band x{first.ledger.speed.band[0]:.2f}-"
+                                   f"x{first.ledger.speed.band[1]:.2f} (nothing measured before download; "
+                                   f"`workbench ledger` gives the basis)", width) + "\n")
+        lines.append("\n")
+    lines.append(fitted_table(("FILE", "QUANT", "SIZE", "FIT", "LARGEST CTX", "TOK/S DECODE / PP512", "PREDICTED"),
+                              rows, width, right=(2, 4, 5),
+                              details={6: "predicted ", 5: "speed, tok/s decode / pp512: "}))
     unreadable = sum(isinstance(preview, Exception) for preview in previews.values())
     # The bytes an unreadable file's preview fetched are not known here: say so rather than count them as 0.
     left_out = f" (not counting the {unreadable} unreadable)" if unreadable else ""
@@ -168,6 +175,7 @@ def _json(listing, files, previews: dict) -> dict:
                 "preset": preview.preset, "device": preview.device, "header_quant": header.header_quant,
                 "quant_confirmed": header.quant_confirmed, "header_bytes_fetched": header.bytes_fetched,
                 "from_header_cache": header.from_cache, "largest_ctx": preview.largest_ctx, "ledger": ledger,
+                **speed_json(preview.ledger.speed),
                 "model": {"architecture": header.model.architecture, "name": header.model.name,
                           "n_params": header.model.n_params, "n_layer": header.model.n_layer,
                           "n_ctx_train": header.model.n_ctx_train},
