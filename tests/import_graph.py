@@ -14,7 +14,7 @@ class Import:
     target: str  # dotted name: a workbench module, or an outside top-level package
     line: int
     local: bool  # inside a function body
-    source_line: str  # the statement's first line, with its comment
+    source: str  # the statement's lines, with their comments
     in_import_guard: bool  # inside a try that catches ImportError
 
 
@@ -54,7 +54,8 @@ def imports_of(module: str, path: Path, modules: Mapping[str, Path], internal: s
                          else [f"{child.module}.{alias.name}" for alias in child.names])
                 for name in names:
                     target = _known(name, modules) if name.startswith(internal) else name.split(".")[0]
-                    found.append(Import(module, target, child.lineno, in_function, lines[child.lineno - 1], in_guard))
+                    source = "\n".join(lines[child.lineno - 1:child.end_lineno])
+                    found.append(Import(module, target, child.lineno, in_function, source, in_guard))
             visit(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef),
                   in_guard or (isinstance(child, ast.Try) and _guards_import_error(child)))
 
