@@ -58,7 +58,9 @@ def run_probe(args: argparse.Namespace) -> int:
                                "read_gbs": dict(r.read_gbs), "kv_read_gbs": r.kv_read_gbs,
                                "prefill_token_us": r.prefill_token_us, "prefill_layer_us": r.prefill_layer_us,
                                "prefill_gflops": dict(r.prefill_gflops),
-                               "prefill_attn_gflops": r.prefill_attn_gflops} for r in probe.rates]})
+                               "attn_gflops": r.attn_gflops, "prefill_attn_points": r.prefill_attn_points,
+                               "cached_read_gbs": dict(r.cached_read_gbs), "cache_mb": r.cache_mb}
+                              for r in probe.rates]})
         return 0
     for rates in probe.rates:
         read = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.read_gbs)

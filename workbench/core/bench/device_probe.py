@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import tempfile
 import time
@@ -17,10 +18,11 @@ from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.measured import RatesMeasured
 from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.speed import prefill_attention_seconds
 from workbench.core.ledger.speed_costs import ModelCosts, model_costs
 
 DEPTH = 1024  # the attention terms: the same model at this depth and at 0
-PROMPT = 256  # prompt tokens per timed prefill: one ubatch, as a chat prompt is
+PROMPT = 512  # prompt tokens per timed prefill: one ubatch, as llama-bench's pp512
 N_GEN = 24  # decodes per run (the median counts)
 
 
@@ -43,8 +45,8 @@ class DeviceProbe:
                 f"{fixed} (2 vs 16 layers, 64 wide), read rate and prefill FLOP/s per weight type from 8 x 512 x "
                 f"2048 models ({wide}), the read rate of a model the last-level cache holds from "
                 f"{CACHED_MODEL.name} (4 MB), attention from {FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 "
-                f"one (8 heads) at depth {DEPTH} vs 0; decode = median of {N_GEN} tokens, prefill = best of "
-                f"2 x {PROMPT} tokens")
+                f"one (8 heads) at depth {DEPTH} vs 0; decode = the fastest of {N_GEN} tokens, prefill = the "
+                f"faster of 2 x {PROMPT} tokens")
 
 
 def _positive(value: float) -> float | None:
@@ -73,39 +75,53 @@ class ProbeRun:
     deep: RatesMeasured | None = None
 
 
-def _attention(deep: tuple[ProbeRun, ProbeRun]) -> tuple[float, float, float, float]:
-    """Decode: seconds per layer-position and per KV byte; prefill: seconds per layer-pair and per FLOP.
+def _attention(deep: tuple[ProbeRun, ProbeRun], cache_mb: float) -> tuple[float, float, tuple[tuple[float, float], ...]]:
+    """Decode: seconds per attention FLOP and per KV byte read from memory; prefill: the cost per (head,
+    query, cell) at two sizes of a layer's score matrix.
 
-    Two models that differ in heads per layer (the 1-head tiny one and the 8-head wide one), each at
-    depth 0 and DEPTH: what the depth added, split into a per-position part and a per-byte (decode)
-    or per-FLOP (prefill) part.
+    Two models, each at depth 0 and DEPTH: the 1-head tiny one, whose weights and cache the last-level
+    cache holds (its decode attention is compute), and the 8-head wide one, whose do not (its attention
+    also reads the cache from memory, and its scores outgrow the cache). What the depth added is split
+    between the two parts.
     """
-    rows, prefill_rows = [], []
+    small, wide = deep
+    rows, points = [], []
     for run in deep:
         costs, flat, at_depth = run.costs, run.flat, run.deep
-        n = flat.n_prompt
-        rows.append((costs.layer_positions(DEPTH + 1) - costs.layer_positions(1),
+        rows.append((costs.attn_flops(DEPTH + 1) - costs.attn_flops(1),
                      costs.kv_bytes(DEPTH + 1) - costs.kv_bytes(1),
                      at_depth.decode_seconds_per_token - flat.decode_seconds_per_token))
         # Without flash attention every query meets every cell of the view: depth + n of them.
-        prefill_rows.append(((costs.layer_positions(DEPTH + n) - costs.layer_positions(n)) * n,
-                             (costs.attn_flops(DEPTH + n) - costs.attn_flops(n)) * n,
-                             at_depth.prefill_seconds - flat.prefill_seconds))
-    per_position, per_byte = _pair(*rows[0], *rows[1])
-    per_pair, per_flop = _pair(*prefill_rows[0], *prefill_rows[1])
-    return per_position, per_byte, per_pair, per_flop
+        n = flat.n_prompt
+        head_cells = costs.layer_positions(1) * costs.n_head * n * DEPTH * costs.head_dims / 128
+        extra = at_depth.prefill_seconds - flat.prefill_seconds
+        if extra > 0 and head_cells > 0:
+            points.append((round(costs.score_mb(n, DEPTH + n), 3), round(extra / head_cells * 1e9, 4)))
+    small_cached = small.costs.decode_bytes_total + small.costs.kv_bytes(DEPTH + 1) <= cache_mb * 1e6
+    wide_cached = wide.costs.decode_bytes_total + wide.costs.kv_bytes(DEPTH + 1) <= cache_mb * 1e6
+    if small_cached and not wide_cached:
+        (flops_s, _, extra_s), (flops_w, bytes_w, extra_w) = rows
+        per_flop = max(0.0, extra_s / flops_s)
+        per_byte = max(0.0, (extra_w - flops_w * per_flop) / bytes_w)
+    elif small_cached:  # a cache that holds both: the memory part is not seen here
+        per_flop, per_byte = max(0.0, rows[1][2] / rows[1][0]), 0.0
+    else:  # a cache that holds neither: both parts in both runs
+        per_flop, per_byte = _pair(*rows[0], *rows[1])
+    return per_flop, per_byte, tuple(sorted(points))
 
 
 def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, ProbeRun]],
            cached: ProbeRun | None, cache_mb: float) -> ThreadRates:
     """Attention from the depth pairs, then the fixed costs from the tiny models, then each type's rates."""
-    per_position, per_byte, per_pair, per_flop = _attention((fixed[-1], wide[0][1]))
+    decode_flop, per_byte, points = _attention((fixed[-1], wide[0][1]), cache_mb)
 
     def decode_attention(costs: ModelCosts, position: float) -> float:
-        return costs.layer_positions(position) * per_position + costs.kv_bytes(position) * per_byte
+        kv_bytes = costs.kv_bytes(position)
+        from_memory = costs.decode_bytes_total + kv_bytes > cache_mb * 1e6
+        return costs.attn_flops(position) * decode_flop + (kv_bytes * per_byte if from_memory else 0.0)
 
     def prefill_attention(costs: ModelCosts, n: int) -> float:
-        return (costs.layer_positions(n) * per_pair + costs.attn_flops(n) * per_flop) * n
+        return prefill_attention_seconds(costs, points, n, n)
 
     # The tiny models' own few weights and FLOPs, once rates for them are known.
     read_s_per_byte = flop_s = 0.0
@@ -150,10 +166,10 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
                        kv_read_gbs=_positive(round(1 / per_byte / 1e9, 3)) if per_byte else None,
                        prefill_token_us=p_token_s * 1e6, prefill_layer_us=p_layer_s * 1e6,
                        prefill_gflops=tuple((k, round(v, 3)) for k, v in gflops.items()),
-                       prefill_attn_gflops=_positive(round(1 / per_flop / 1e9, 3)) if per_flop else None,
-                       attn_position_ns=per_position * 1e9, prefill_pair_ns=per_pair * 1e9,
+                       attn_gflops=_positive(round(1 / decode_flop / 1e9, 3)) if decode_flop else None,
+                       prefill_attn_points=points,
                        cached_read_gbs=(("Q8_0", round(cached_gbs, 3)),) if cached_gbs else (),
-                       cache_mb=cache_mb if cached_gbs else 0.0)
+                       cache_mb=cache_mb)
 
 
 def last_level_cache_mb(root: str = "/") -> float:
@@ -201,7 +217,10 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
                     progress(f"{model.name}: {count} threads, depth {depth}: decode "
                              f"{1 / run.decode_seconds_per_token:,.0f} tok/s, prefill "
                              f"{run.n_prompt / run.prefill_seconds:,.0f} tok/s")
-                measured[(model.name, count)] = ProbeRun(costs, timed[0], timed.get(DEPTH))
+                # The fastest token: what the machine does when nothing else runs on its cores.
+                best = {depth: dataclasses.replace(run, decode_seconds_per_token=run.decode_best_seconds_per_token)
+                        for depth, run in timed.items()}
+                measured[(model.name, count)] = ProbeRun(costs, best[0], best.get(DEPTH))
             engine.unload()
     rates = []
     for count in threads:
@@ -230,9 +249,10 @@ def _rates_table(rates: ThreadRates) -> dict:
         table["kv_read_gbs"] = round(rates.kv_read_gbs, 3)
     table.update({"prefill_token_us": round(rates.prefill_token_us, 3),
                   "prefill_layer_us": round(rates.prefill_layer_us, 3), "prefill_gflops": dict(rates.prefill_gflops)})
-    if rates.prefill_attn_gflops:
-        table["prefill_attn_gflops"] = round(rates.prefill_attn_gflops, 3)
-    table.update({"attn_position_ns": round(rates.attn_position_ns, 4), "prefill_pair_ns": round(rates.prefill_pair_ns, 4)})
+    if rates.attn_gflops:
+        table["attn_gflops"] = round(rates.attn_gflops, 3)
+    if rates.prefill_attn_points:
+        table["prefill_attn_points"] = [list(point) for point in rates.prefill_attn_points]
     if rates.cached_read_gbs:
         table.update({"cached_read_gbs": dict(rates.cached_read_gbs), "cache_mb": round(rates.cache_mb, 3)})
     return table

@@ -14,7 +14,7 @@ from workbench.core.gguf.ggml_types import GGML_TYPES_BY_NAME
 SPEED_KEYS = ("effective_bandwidth_gbs", "effective_gflops", "effective_backend", "speed")
 BACKENDS = ("cpu", "cuda", "vulkan")  # where the published runs behind the effective figures ran
 THREAD_KEYS = ("token_us", "layer_us", "read_gbs", "kv_read_gbs", "prefill_token_us", "prefill_layer_us",
-               "prefill_gflops", "prefill_attn_gflops", "attn_position_ns", "prefill_pair_ns", "cached_read_gbs",
+               "prefill_gflops", "attn_gflops", "prefill_attn_points", "cached_read_gbs",
                "cache_mb")
 _THREAD_TABLE = re.compile(r"^t([1-9][0-9]{0,3})$")  # [speed.t4]: the rates at 4 threads
 MAX_THREAD_TABLES = 64
@@ -57,6 +57,19 @@ def _per_type(table: dict[str, Any], key: str, source: TomlSource, where_table: 
     return tuple(rates)
 
 
+def _points(table: dict[str, Any], source: TomlSource, where_table: str) -> tuple[tuple[float, float], ...]:
+    """prefill_attn_points = [[score MB, ns], ...]: at most 8 pairs of positive numbers."""
+    value = table.get("prefill_attn_points", [])
+    example = "prefill_attn_points = [[1.3, 4.0], [10.5, 7.3]]"
+    if not isinstance(value, list) or len(value) > 8 or not all(
+            isinstance(pair, list) and len(pair) == 2 and all(
+                isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and 0 < x <= _MAX_US
+                for x in pair) for pair in value):
+        raise PresetError("prefill_attn_points is not a list of up to 8 [score MB, ns] pairs of positive numbers",
+                          where=source.where("prefill_attn_points", where_table), fix=f"Write it like {example}")
+    return tuple(sorted((float(mb), float(ns)) for mb, ns in value))
+
+
 def _thread_rates(name: str, table: Any, source: TomlSource) -> ThreadRates:
     where_table = f"speed.{name}"
     if not isinstance(table, dict):
@@ -64,10 +77,10 @@ def _thread_rates(name: str, table: Any, source: TomlSource) -> ThreadRates:
     check_known_keys(table, THREAD_KEYS, source, "device profile", table=where_table)
     us = {key: _number(table, key, source, where_table, minimum=0, maximum=_MAX_US, example=f"{key} = 120",
                        strict_minimum=False) if key in table else 0.0
-          for key in ("token_us", "layer_us", "prefill_token_us", "prefill_layer_us", "attn_position_ns",
-                      "prefill_pair_ns", "cache_mb")}
+          for key in ("token_us", "layer_us", "prefill_token_us", "prefill_layer_us", "cache_mb")}
     rates = {key: _number(table, key, source, where_table, minimum=0, maximum=maximum, example=f"{key} = 40")
-             if key in table else None for key, maximum in (("kv_read_gbs", _MAX_GBS), ("prefill_attn_gflops", _MAX_GFLOPS))}
+             if key in table else None
+             for key, maximum in (("kv_read_gbs", _MAX_GBS), ("attn_gflops", _MAX_GFLOPS))}
     read = _per_type(table, "read_gbs", source, where_table, _MAX_GBS, "read_gbs = { Q8_0 = 12.5 }")
     if not read:
         raise PresetError(f"[speed.{name}] has no read_gbs", where=source.where(where_table),
@@ -78,8 +91,7 @@ def _thread_rates(name: str, table: Any, source: TomlSource) -> ThreadRates:
         prefill_token_us=us["prefill_token_us"], prefill_layer_us=us["prefill_layer_us"],
         prefill_gflops=_per_type(table, "prefill_gflops", source, where_table, _MAX_GFLOPS,
                                  "prefill_gflops = { Q8_0 = 80 }"),
-        prefill_attn_gflops=rates["prefill_attn_gflops"],
-        attn_position_ns=us["attn_position_ns"], prefill_pair_ns=us["prefill_pair_ns"],
+        attn_gflops=rates["attn_gflops"], prefill_attn_points=_points(table, source, where_table),
         cached_read_gbs=_per_type(table, "cached_read_gbs", source, where_table, _MAX_GBS,
                                   "cached_read_gbs = { Q8_0 = 25 }"),
         cache_mb=us["cache_mb"],

@@ -46,9 +46,10 @@ class ThreadRates:
     prefill_token_us: float  # prefill: fixed cost per prompt token
     prefill_layer_us: float  # prefill: fixed cost per layer per prompt token
     prefill_gflops: tuple[tuple[str, float], ...]  # prefill: matrix FLOPs per second, by ggml type
-    prefill_attn_gflops: float | None  # prefill: attention FLOPs per second
-    attn_position_ns: float = 0.0  # decode: attention's fixed cost per layer per cached position
-    prefill_pair_ns: float = 0.0  # prefill: attention's fixed cost per layer per (query, cached position) pair
+    attn_gflops: float | None = None  # decode: attention FLOPs per second while the KV cache fits the cache
+    # prefill: attention's cost per (head, query, cell) at head dims 64 + 64, by the size of one layer's
+    # scores: (score MB, ns), measured at two sizes (a score matrix the cache holds and one it does not)
+    prefill_attn_points: tuple[tuple[float, float], ...] = ()
     cached_read_gbs: tuple[tuple[str, float], ...] = ()  # decode: read rate of weights that fit the cache
     cache_mb: float = 0.0  # the last-level cache: a model reading less than this per token runs from it
 

@@ -317,7 +317,7 @@ def measure_rates(llama: Any, threads: int, depth: int = 0, n_prompt: int = 512,
     per_token.sort()
     return RatesMeasured(threads=threads, depth=depth, n_prompt=n_prompt, prefill_seconds=min(prefill), n_gen=n_gen,
                          decode_seconds_per_token=per_token[len(per_token) // 2], started_at=started_at,
-                         finished_at=finished_at)
+                         finished_at=finished_at, decode_best_seconds_per_token=per_token[0])
 
 
 def engine_facts(llama: Any) -> EngineFacts:

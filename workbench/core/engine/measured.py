@@ -48,6 +48,7 @@ class RatesMeasured:
     decode_seconds_per_token: float  # the median over the decoded tokens: robust to another process's burst
     started_at: float  # time.monotonic() in the engine
     finished_at: float
+    decode_best_seconds_per_token: float = 0.0  # the fastest decoded token
 
 
 @dataclass(frozen=True)

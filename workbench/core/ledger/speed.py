@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
@@ -13,6 +14,7 @@ from workbench.core.ledger.types import SpeedPrediction
 from workbench.core.units import MIB
 
 PROMPT_TOKENS = 512  # llama-bench's pp512: the prompt the prefill and TTFT figures are for
+UBATCH = 512  # llama.cpp's default ubatch: the queries one graph attends with at once
 MEASURED_BAND = (0.85, 1.15)  # what benchmarks/speed_prediction.py holds the measured model to
 # Published figures come from models of 1-4 GB: a smaller model sits further below them (fixed
 # costs per token: RK3588 runs are 2.2x off the bound at 3.8B, 3.5x at 0.6B), a larger one a bit above.
@@ -57,9 +59,13 @@ class SpeedModel:
         cached = dict(rates.cached_read_gbs) if self.costs.decode_bytes_total <= rates.cache_mb * 1e6 else {}
         seconds += sum(n / ((cached.get(kind) or _rate(rates.read_gbs, kind)[0]) * 1e9)
                        for kind, n in self.costs.decode_bytes)
-        seconds += self.costs.layer_positions(position + 1) * rates.attn_position_ns / 1e9
-        if rates.kv_read_gbs:
-            seconds += self.costs.kv_bytes(position + 1) / (rates.kv_read_gbs * 1e9)
+        # Attention computes over the cached K and V; once weights and cache outgrow the last-level
+        # cache it also waits for the cache's bytes from memory.
+        if rates.attn_gflops:
+            seconds += self.costs.attn_flops(position + 1) / (rates.attn_gflops * 1e9)
+        kv_bytes = self.costs.kv_bytes(position + 1)
+        if rates.kv_read_gbs and self.costs.decode_bytes_total + kv_bytes > rates.cache_mb * 1e6:
+            seconds += kv_bytes / (rates.kv_read_gbs * 1e9)
         return seconds / self.decode_factor
 
     def prefill_seconds(self, n_prompt: int, depth: int = 0) -> float | None:
@@ -77,9 +83,7 @@ class SpeedModel:
         seconds = n_prompt * (rates.prefill_token_us + self.costs.n_layer * rates.prefill_layer_us) / 1e6
         table = rates.prefill_gflops or rates.read_gbs
         seconds += sum(n * n_prompt / (_rate(table, kind)[0] * 1e9) for kind, n in self.costs.prefill_flops)
-        seconds += self.costs.layer_positions(mean_positions) * n_prompt * rates.prefill_pair_ns / 1e9
-        if rates.prefill_attn_gflops:
-            seconds += self.costs.attn_flops(mean_positions) * n_prompt / (rates.prefill_attn_gflops * 1e9)
+        seconds += prefill_attention_seconds(self.costs, rates.prefill_attn_points, n_prompt, mean_positions)
         seconds += sum(n / (_rate(rates.read_gbs, kind)[0] * 1e9) for kind, n in self.costs.output_bytes)
         return seconds / self.prefill_factor
 
@@ -90,6 +94,30 @@ class SpeedModel:
     def prefill_tps(self, n_prompt: int, depth: int = 0) -> float | None:
         seconds = self.prefill_seconds(n_prompt, depth)
         return n_prompt / seconds if seconds else None
+
+
+def _interpolated(points: tuple[tuple[float, float], ...], x: float) -> float:
+    """y at x on the (x, y) points (sorted by x), linear in log x between them, flat beyond them."""
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x <= x1:
+            return y0 + (y1 - y0) * math.log(x / x0) / math.log(x1 / x0)
+    return points[-1][1]
+
+
+def prefill_attention_seconds(costs: ModelCosts, points: tuple[tuple[float, float], ...], n_prompt: int,
+                              positions: float) -> float:
+    """A prompt's attention: per (head, query, cell), at the cost the probe measured for a layer's score
+    matrix of that size (scores that outgrow the cache cost more per cell), scaled by the head dims."""
+    if not points:
+        return 0.0
+    seconds = 0.0
+    for window, n_layers in costs.attn_layers:
+        cells = min(positions, window + n_prompt) if window else positions
+        ns = _interpolated(points, costs.score_mb(min(n_prompt, UBATCH), cells))
+        seconds += n_layers * costs.n_head * n_prompt * cells * ns * costs.head_dims / 128 / 1e9
+    return seconds
 
 
 def _rate(table: tuple[tuple[str, float], ...], kind: str) -> tuple[float, str]:

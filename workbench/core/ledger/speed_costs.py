@@ -25,6 +25,8 @@ class ModelCosts:
     attn_flops_per_position: tuple[tuple[int, int], ...]  # (window or 0 = whole context, FLOPs per cached position)
     kv_bytes_per_position: tuple[tuple[int, float], ...]  # (window or 0, KV bytes one cached position holds)
     attn_layers: tuple[tuple[int, int], ...]  # (window or 0, how many layers attend over it)
+    n_head: int  # query heads per layer
+    head_dims: int  # head_dim_k + head_dim_v
     expert_note: str  # "" for a dense model
 
     @property
@@ -39,6 +41,10 @@ class ModelCosts:
     def layer_positions(self, positions: float) -> float:
         """Cached positions summed over the layers, each sliding-window layer capped at its window."""
         return sum(n * (min(positions, window) if window else positions) for window, n in self.attn_layers)
+
+    def score_mb(self, n_queries: int, positions: float) -> float:
+        """MB of one layer's attention scores (f32, every head) for `n_queries` over `positions` cells."""
+        return self.n_head * n_queries * positions * 4 / 1e6
 
     def kv_bytes(self, positions: float) -> float:
         """KV cache bytes one decoded token's attention reads over `positions` cached tokens."""
@@ -104,5 +110,7 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
         attn_flops_per_position=tuple(sorted(attn.items())),
         kv_bytes_per_position=tuple(sorted(kv.items())),
         attn_layers=tuple(sorted(layers.items())),
+        n_head=model.n_head,
+        head_dims=model.head_dim_k + model.head_dim_v,
         expert_note=note,
     )
