@@ -13,12 +13,12 @@ def _rate(value: float | None, unit: str = "tok/s") -> str:
 
 def speed_line(speed: SpeedPrediction) -> str:
     """One line: decode at empty and full context, pp512 and its TTFT, the band."""
-    ttft = f"{speed.ttft_ms:,.0f} ms" if speed.ttft_ms else UNAVAILABLE
+    prefill = (f"prefill {_rate(speed.prefill_tps)} for a 512-token prompt, first token after "
+               f"{speed.ttft_ms:,.0f} ms" if speed.prefill_tps and speed.ttft_ms else "prefill unavailable")
     threads = f"{speed.threads} thread" + ("" if speed.threads == 1 else "s")
     return (f"predicted ({speed.method}, {threads}, {speed.backend}): decode "
             f"{_rate(speed.decode_tps_empty)} at empty context, {_rate(speed.decode_tps_full)} at full context; "
-            f"prefill {_rate(speed.prefill_tps)} (512-token prompt), time to first token {ttft}; "
-            f"band x{speed.band[0]:.2f}-x{speed.band[1]:.2f}")
+            f"{prefill}; band x{speed.band[0]:.2f}-x{speed.band[1]:.2f}")
 
 
 def short_speed(speed: SpeedPrediction | None) -> str:

@@ -23,7 +23,8 @@ from workbench.core.ledger.speed_costs import ModelCosts, model_costs
 
 DEPTH = 1024  # the attention terms: the same model at this depth and at 0
 PROMPT = 512  # prompt tokens per timed prefill: one ubatch, as llama-bench's pp512
-N_GEN = 24  # decodes per run (the median counts)
+N_GEN = 32  # decodes per run (the fastest counts)
+REPEATS = 3  # timed prompts per run (the fastest counts)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class DeviceProbe:
                 f"2048 models ({wide}), the read rate of a model the last-level cache holds from "
                 f"{CACHED_MODEL.name} (4 MB), attention from {FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 "
                 f"one (8 heads) at depth {DEPTH} vs 0; decode = the fastest of {N_GEN} tokens, prefill = the "
-                f"faster of 2 x {PROMPT} tokens")
+                f"fastest of {REPEATS} x {PROMPT} tokens")
 
 
 def _positive(value: float) -> float | None:
@@ -212,7 +213,7 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
                 timed = {}
                 for depth in (0, DEPTH) if model.name in deep_models else (0,):
                     run = timed[depth] = engine.run_op("rates", threads=count, depth=depth, n_prompt=PROMPT,
-                                                       n_gen=N_GEN)
+                                                       n_gen=N_GEN, repeats=REPEATS)
                     runs.append((model.name, run))
                     progress(f"{model.name}: {count} threads, depth {depth}: decode "
                              f"{1 / run.decode_seconds_per_token:,.0f} tok/s, prefill "

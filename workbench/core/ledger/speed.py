@@ -177,9 +177,10 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
     if rates is not None:
         method = "measured"
         read = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.read_gbs)
+        flops = ", ".join(f"{kind} {gflops:.0f}" for kind, gflops in rates.prefill_gflops)
         basis = (f"measured: {rates.token_us:.0f} us per token + {costs.n_layer} layers x {rates.layer_us:.1f} us + "
                  f"{read_mb:.1f} MB read at {read} GB/s effective of {device.mem_bandwidth_gbs:g} GB/s; prefill "
-                 f"compute-bound; {_threads(threads)}, {backend}{rates_note}; source: {_note(device, 'speed')}")
+                 f"compute-bound at {flops or 'unmeasured'} GFLOP/s; {_threads(threads)}, {backend}{rates_note}; source: {_note(device, 'speed')}")
         bandwidth, gflops = 0.0, None
     elif device.effective_bandwidth_gbs and backend.lower() == device.effective_backend:
         method = "published"
