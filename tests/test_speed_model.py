@@ -284,3 +284,20 @@ def _results_with(row):
     from workbench.core.bench.report import BenchResults
 
     return BenchResults(_machine("pi (pi5)"), (row,))
+
+
+def test_devices_probe_refuses_bad_arguments_before_measuring(cli):
+    code, _, err = cli("devices", "probe", "--threads", "1,x")
+    assert code == 2 and "--threads '1,x' is not a list of numbers" in err
+    code, _, err = cli("devices", "probe", "--threads", "0")
+    assert code == 2 and "use 1 to 16 counts from 1 to 4096" in err
+    code, _, err = cli("devices", "probe", "--name", "host")
+    assert code == 2 and "is not a profile name" in err
+
+
+def test_devices_show_gives_the_effective_figures_with_their_source(cli):
+    code, out, _ = cli("devices", "show", "rk3588-8gb")
+    assert code == 0 and "effective_bandwidth_gbs  14 GB/s (CPU)" in out and "llama.cpp/issues/7176" in out
+    code, out, _ = cli("devices", "show", "rk3588-8gb", "--json")
+    data = json.loads(out)
+    assert data["effective_bandwidth_gbs"] == 14 and data["effective_gflops"] is None and data["speed"] == {}

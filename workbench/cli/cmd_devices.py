@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from workbench.cli import text_table
@@ -51,6 +52,10 @@ def _record(device) -> dict:
         "mem_bandwidth_gbs": device.mem_bandwidth_gbs or None,  # unknown is null, never 0
         "power_limit_w": device.power_limit_w,
         "cores": device.cores,
+        "effective_bandwidth_gbs": device.effective_bandwidth_gbs,
+        "effective_gflops": device.effective_gflops,
+        "effective_backend": device.effective_backend,
+        "speed": {f"t{r.threads}": dataclasses.asdict(r) for r in device.thread_rates},
         "notes": dict(device.notes),
         "origin": device_origin(device),
         "source": device.source,
@@ -141,6 +146,12 @@ def run_show(args: argparse.Namespace) -> int:
         ("mem_bandwidth_gbs", _number(device.mem_bandwidth_gbs, "GB/s")),
         ("power_limit_w", _number(device.power_limit_w, "W")),
         ("cores", str(device.cores)),
+        ("effective_bandwidth_gbs", _number(device.effective_bandwidth_gbs, "GB/s")
+         + (f" ({device.effective_backend.upper()})" if device.effective_bandwidth_gbs else "")),
+        ("effective_gflops", _number(device.effective_gflops, "GFLOP/s")),
+        *(("speed", f"[speed.t{rates.threads}] decode {rates.token_us:.0f} us/token + {rates.layer_us:.1f} us/layer, "
+                    f"read GB/s {', '.join(f'{kind} {gbs:g}' for kind, gbs in rates.read_gbs)}")
+          for rates in device.thread_rates),
     ]
     origin = device_origin(device)
     where = f": {device.source}" if origin in ("shipped", "user", "file") else ""
