@@ -293,6 +293,8 @@ def test_devices_probe_refuses_bad_arguments_before_measuring(cli):
     assert code == 2 and "use 1 to 16 counts from 1 to 4096" in err
     code, _, err = cli("devices", "probe", "--name", "host")
     assert code == 2 and "is not a profile name" in err
+    code, _, err = cli("devices", "probe", "--cpu-cores", "7-4")
+    assert code == 2 and "--cpu-cores '7-4'" in err and "runs backwards" in err
 
 
 def test_devices_show_gives_the_effective_figures_with_their_source(cli):

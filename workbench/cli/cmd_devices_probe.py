@@ -9,6 +9,7 @@ import sys
 
 from workbench.cli.json_output import write_json
 from workbench.core.bench.device_probe import default_profile_name, probe_device, write_probed_profile
+from workbench.core.config.cpu_topology import parse_cpu_list
 from workbench.core.config.devices import user_devices_dir
 from workbench.core.config.host import detect_host
 from workbench.core.errors import WorkbenchError
@@ -25,6 +26,8 @@ def add_probe_parser(actions: argparse._SubParsersAction) -> None:
         "figures and how they were measured. `workbench ledger --device NAME` then predicts from them.")
     probe.add_argument("--threads", default="", help="thread counts to measure, e.g. 1,2,4 (default: 1 and all cores)")
     probe.add_argument("--name", default="", help="profile name (default: HOSTNAME-probed)")
+    probe.add_argument("--cpu-cores", default="", help="pin the engine to these CPUs, e.g. 4-7 (one probe per "
+                       "core type on a board whose cores differ, each with its own --name)")
     probe.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the rates as JSON")
     probe.set_defaults(func=run_probe)
 
@@ -48,9 +51,13 @@ def run_probe(args: argparse.Namespace) -> int:
         raise WorkbenchError(f"--name {name!r} is not a profile name",
                              fix="Use lowercase letters, digits, '.', '_' and '-' (not 'host'), e.g. --name my-board")
     threads = _thread_counts(args.threads)
+    try:
+        cpu_cores = parse_cpu_list(args.cpu_cores) if args.cpu_cores else ()
+    except ValueError as error:
+        raise WorkbenchError(f"--cpu-cores {args.cpu_cores!r}: {error}", fix="Write it like --cpu-cores 4-7") from None
     as_json = getattr(args, "json", False)
     progress = (lambda line: None) if as_json else (lambda line: sys.stderr.write(line + "\n"))
-    probe = probe_device(threads, progress=progress)
+    probe = probe_device(threads, progress=progress, cpu_cores=cpu_cores)
     path = write_probed_profile(probe, detect_host(), name, user_devices_dir())
     if as_json:
         write_json({"profile": name, "path": str(path), "seconds": round(probe.seconds, 1), "method": probe.method,

@@ -14,6 +14,7 @@ from pathlib import Path
 import tomli_w
 
 from workbench.core.bench.probe_models import CACHED_MODEL, FIXED_COST_MODELS, RATE_MODELS, ProbeModel, write_probe_model
+from workbench.core.config.cpu_topology import format_cpu_list
 from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.measured import RatesMeasured
@@ -36,18 +37,24 @@ class DeviceProbe:
     llama_cpp: str
     measured_at: str
     seconds: float
+    cpu_cores: tuple[int, ...] = ()  # the CPUs the engine was pinned to; () = not pinned
 
     @property
     def method(self) -> str:
         fixed = " and ".join(m.name for m in FIXED_COST_MODELS)
         wide = ", ".join(m.weight_type for m in RATE_MODELS)
         return (f"measured by `workbench devices probe` at {self.measured_at} with llama-cpp-python {self.llama_cpp} "
-                f"in {self.seconds:.0f} s on random-weight models it wrote: fixed costs per token and per layer from "
+                f"in {self.seconds:.0f} s{self.pinned} on random-weight models it wrote: fixed costs per token and per layer from "
                 f"{fixed} (2 vs 16 layers, 64 wide), read rate and prefill FLOP/s per weight type from 8 x 512 x "
                 f"2048 models ({wide}), the read rate of a model the last-level cache holds from "
                 f"{CACHED_MODEL.name} (4 MB), attention from {FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 "
                 f"one (8 heads) at depth {DEPTH} vs 0; decode = the fastest of {N_GEN} tokens, prefill = the "
                 f"fastest of {REPEATS} x {PROMPT} tokens")
+
+
+    @property
+    def pinned(self) -> str:
+        return f" with the engine pinned to CPUs {format_cpu_list(self.cpu_cores)}," if self.cpu_cores else ""
 
 
 def _positive(value: float) -> float | None:
@@ -191,8 +198,11 @@ def last_level_cache_mb(root: str = "/") -> float:
 
 
 def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = lambda _line: None,
-                 workdir: Path | None = None) -> DeviceProbe:
-    """Write the probe models, time each at every thread count in one engine, and solve for the rates."""
+                 workdir: Path | None = None, cpu_cores: tuple[int, ...] = ()) -> DeviceProbe:
+    """Write the probe models, time each at every thread count in one engine, and solve for the rates.
+
+    `cpu_cores` pins the engine (llama.cpp's --cpu-range): on a board whose cores differ, one probe per
+    core type, each written as its own profile, gives each type's figures."""
     import llama_cpp  # deferred: importing llama_cpp loads the llama.cpp libraries (only for its version)
 
     started = time.perf_counter()
@@ -207,8 +217,8 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
             costs = model_costs(read_gguf(path))
             if model is CACHED_MODEL and costs.decode_bytes_total * 2 > cache_mb * 1e6:
                 continue  # no cache that holds it twice over: every model reads from memory here
-            engine.load_blocking(path, Preset(name="probe", ctx_size=DEPTH + PROMPT + 256, threads=max(threads)),
-                                 allow_overbudget=True)
+            engine.load_blocking(path, Preset(name="probe", ctx_size=DEPTH + PROMPT + 256, threads=max(threads),
+                                              cpu_cores=cpu_cores), allow_overbudget=True)
             for count in threads:
                 timed = {}
                 for depth in (0, DEPTH) if model.name in deep_models else (0,):
@@ -230,7 +240,7 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
                             measured.get((CACHED_MODEL.name, count)), cache_mb))
     return DeviceProbe(rates=tuple(rates), runs=tuple(runs), llama_cpp=str(llama_cpp.__version__),
                        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       seconds=time.perf_counter() - started)
+                       seconds=time.perf_counter() - started, cpu_cores=tuple(cpu_cores))
 
 
 def probe_model_names() -> tuple[ProbeModel, ...]:
