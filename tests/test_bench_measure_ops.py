@@ -101,6 +101,20 @@ def test_speed_refuses_more_tokens_than_the_context(llama):
         OPS["bench"](llama, n_prompt=250, n_gen=10, seed=0)
 
 
+def test_rates_time_a_prompt_and_decodes_after_a_depth_and_leave_the_cache_empty(llama):
+    rates = OPS["rates"](llama, threads=1, depth=64, n_prompt=32, n_gen=5, repeats=2)
+    assert (rates.threads, rates.depth, rates.n_prompt, rates.n_gen) == (1, 64, 32, 5)
+    assert 0 < rates.decode_best_seconds_per_token <= rates.decode_seconds_per_token
+    assert rates.prefill_seconds > 0 and rates.finished_at > rates.started_at
+    memory = llama_cpp.llama_get_memory(llama.ctx)
+    assert llama_cpp.llama_memory_seq_pos_max(memory, 0) == -1  # the depth and the prompt are gone
+    assert llama_cpp.llama_n_threads(llama.ctx) == llama.n_threads  # the load's threads are back
+    with pytest.raises(ValueError, match="do not fit the context"):
+        OPS["rates"](llama, threads=1, depth=200, n_prompt=100, n_gen=2)
+    with pytest.raises(ValueError, match="1 <= threads"):
+        OPS["rates"](llama, threads=0)
+
+
 def test_engine_facts_agree_with_the_gguf_header(llama):
     facts = OPS["system_info"](llama)
     info = read_gguf(bundled_model_path())
