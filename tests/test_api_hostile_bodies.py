@@ -34,3 +34,15 @@ def test_a_negative_huge_seed_in_a_completion_is_a_400():
     with pytest.raises(ApiError) as caught:
         completion_request(parse_json_body(raw))
     assert caught.value.status == 400 and caught.value.param == "seed"
+
+
+def test_logit_bias_is_refused_with_a_400_not_silently_ignored():
+    # It was accepted and dropped: the answer was not biased the way the client asked.
+    raw = HI + b', "logit_bias": {"50256": -100}}'
+    with pytest.raises(ApiError) as caught:
+        chat_request(parse_json_body(raw))
+    assert caught.value.status == 400 and caught.value.param == "logit_bias" and "logit_bias" in caught.value.message
+    with pytest.raises(ApiError):
+        completion_request(parse_json_body(b'{"prompt": "hi", "logit_bias": {"1": 5}}'))
+    # an empty bias biases nothing: the same request as without one
+    assert chat_request(parse_json_body(HI + b', "logit_bias": {}}')).request.messages[0].content == "hi"

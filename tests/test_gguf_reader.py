@@ -185,6 +185,16 @@ def test_empty_file(tmp_path: Path):
     assert "empty" in message and str(path) in message
 
 
+def test_a_kernel_file_of_size_zero_is_named_as_such_not_a_failed_download():
+    # /proc/self/environ is a regular file whose stat size is 0 although reading it gives text;
+    # it was described as "the file is empty (0 bytes). The download failed".
+    path = Path("/proc/self/environ")
+    assert path.stat().st_size == 0 and path.read_bytes()
+    message = _error(path)
+    assert "special file of the kernel" in message and "/proc/self/environ" in message
+    assert "download" not in message and "empty" not in message
+
+
 def test_html_error_page(tmp_path: Path):
     path = tmp_path / "model.gguf"
     path.write_bytes(b"<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head></html>\n")

@@ -222,10 +222,24 @@ class _Parser:
         return tuple(self.string_value(field) for _ in range(length))
 
 
+def _fail_empty(stream: BinaryIO, name: str) -> NoReturn:
+    """A size of 0 is an empty file, or one the kernel writes as it is read (/proc, /sys): say which."""
+    try:
+        stream.seek(0)
+        generated = bool(stream.read(1))
+    except OSError:
+        generated = False
+    if generated:
+        raise GGUFError("is a special file of the kernel (its size reads 0 and its text is made as it is read, "
+                        "like the files under /proc and /sys), not a model", where=name,
+                        fix="Give the path of a .gguf model file")
+    raise GGUFError("the file is empty (0 bytes)", where=name, fix="The download failed: fetch it again")
+
+
 def _parse(stream: BinaryIO, name: str) -> ModelInfo:
     reader = HeaderStream(stream, name)
     if reader.file_size == 0:
-        raise GGUFError("the file is empty (0 bytes)", where=name, fix="The download failed: fetch it again")
+        _fail_empty(stream, name)
     head = reader.read(min(8, reader.file_size), "magic")
     if head[:4] != GGUF_MAGIC:
         _fail_magic(reader, head)

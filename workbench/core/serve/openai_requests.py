@@ -16,7 +16,7 @@ MAX_STOPS = 4  # OpenAI's limit
 MAX_STOP_CHARS = 200
 ROLES = ("system", "user", "assistant", "developer")
 # Accepted and ignored: they change nothing here, and clients send them by default.
-_IGNORED = {"model", "user", "stream_options", "logit_bias", "metadata", "store", "service_tier", "parallel_tool_calls"}
+_IGNORED = {"model", "user", "stream_options", "metadata", "store", "service_tier", "parallel_tool_calls"}
 # Refused with a clear message rather than silently ignored: the answer would not be what was asked.
 _UNSUPPORTED = {
     "tools": "tool calls are not supported by this server",
@@ -28,6 +28,7 @@ _UNSUPPORTED = {
     "suffix": "suffix (fill in the middle) is not supported by this server",
     "echo": "echo is not supported by this server",
     "best_of": "best_of is not supported by this server",
+    "logit_bias": "logit_bias is not supported by this server (the engine's sampler takes no per-token bias)",
 }
 
 
@@ -114,7 +115,8 @@ def _message(message: Any, index: int) -> ChatMessage:
 def _with_sampling(body: dict[str, Any], known: set[str], **what: Any) -> ApiRequest:
     for name, why in _UNSUPPORTED.items():
         value = body.get(name)
-        if value not in (None, False, 0, [], "none", "auto") and not (name == "response_format" and value == {"type": "text"}):
+        # An empty logit_bias ({}) biases nothing, so it is the same request without one.
+        if value not in (None, False, 0, [], {}, "none", "auto") and not (name == "response_format" and value == {"type": "text"}):
             raise ApiError(400, why, param=name, code="unsupported_parameter")
     _number(body, "n", int, 1, 1, 1, "this server answers one choice per request (n = 1)")
     defaults = Sampling()
