@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from workbench.core.config.toml_scan import MAX_KEY_PARTS, MAX_NESTING, shape_problem
 from workbench.core.errors import PresetError
 from workbench.core.files.model_ref import path_error_text, special_file_kind
 from workbench.core.units import MIB
 
 Entry = TypeVar("Entry")  # a Preset or a DeviceProfile
 MAX_TOML_BYTES = MIB  # presets and device profiles take a few hundred bytes
-MAX_NESTING = 32  # arrays/inline tables inside each other; presets need 2, tomllib recurses until it crashes
 _UTF8_BOM = b"\xef\xbb\xbf"
 _SYNTAX_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 _TABLE_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
@@ -81,11 +81,16 @@ def read_toml(path: Path, kind: str) -> tuple[dict[str, Any], TomlSource]:
         line = raw[:start].count(b"\n") + 1
         raise PresetError(f"not UTF-8 text (byte {start})", where=f"{label}:{line}",
                           fix=f"A {kind} is a TOML text file; save it as UTF-8") from None
-    too_deep = _nesting_too_deep(text)
-    if too_deep is not None:
+    problem = shape_problem(text)  # before tomllib: its cost on either grows faster than the text
+    if problem is not None and problem.kind == "nesting":
         raise PresetError(f"values nested more than {MAX_NESTING} levels deep (arrays or tables inside each other)",
-                          where=f"{label}:{too_deep}", fix=f"A {kind} holds plain values and flat lists: remove the "
-                                                           "extra brackets")
+                          where=f"{label}:{problem.line}", fix=f"A {kind} holds plain values and flat lists: remove the "
+                                                                "extra brackets")
+    if problem is not None:
+        raise PresetError(f"a key deeper than {MAX_KEY_PARTS} dotted parts (with its [table] header); the deepest "
+                          "key of presets and device profiles is speed.t2.read_gbs.Q8_0", where=f"{label}:{problem.line}",
+                          fix="Write the keys as the format has them: a preset's are flat, a device profile's deepest "
+                              "are [speed.t2] then read_gbs = { Q8_0 = 12.5 }")
     try:
         data = tomllib.loads(text)
     except RecursionError:  # nesting the scan above did not see (it never should)
@@ -120,43 +125,6 @@ def _read_small_file(path: Path, kind: str, label: str) -> bytes:
                               fix=f"Give the path of a {kind} .toml file")
         os.set_blocking(fd, True)
         return stream.read(MAX_TOML_BYTES + 1)[:MAX_TOML_BYTES]
-
-
-def _nesting_too_deep(text: str) -> int | None:
-    """The 1-based line where brackets or braces open past MAX_NESTING, None when they never do.
-
-    tomllib parses nested arrays and inline tables recursively: a few hundred levels raise
-    RecursionError, so the depth is counted first. Strings and comments are skipped; a
-    table header's brackets count too, which costs nothing (they close on their line).
-    """
-    depth, line, index, length = 0, 1, 0, len(text)
-    while index < length:
-        char = text[index]
-        if char == "\n":
-            line += 1
-        elif char == "#":
-            end = text.find("\n", index)
-            index = length if end < 0 else end
-            continue
-        elif char in "\"'":
-            quote = text[index : index + 3] if text[index : index + 3] in ('"""', "'''") else char
-            index += len(quote)
-            while index < length and not text.startswith(quote, index):
-                if text[index] == "\n":
-                    line += 1
-                elif text[index] == "\\" and quote[0] == '"':
-                    index += 1  # an escaped character, possibly a quote
-                index += 1
-            index += len(quote)
-            continue
-        elif char in "[{":
-            depth += 1
-            if depth > MAX_NESTING:
-                return line
-        elif char in "]}":
-            depth = max(0, depth - 1)
-        index += 1
-    return None
 
 
 def closest(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
