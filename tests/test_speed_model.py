@@ -303,3 +303,19 @@ def test_devices_show_gives_the_effective_figures_with_their_source(cli):
     code, out, _ = cli("devices", "show", "rk3588-8gb", "--json")
     data = json.loads(out)
     assert data["effective_bandwidth_gbs"] == 14 and data["effective_gflops"] is None and data["speed"] == {}
+
+
+def test_the_host_takes_this_machines_probed_figures():
+    from workbench.core.config.devices import user_devices_dir
+    from workbench.core.config.host import probed_profile_name
+
+    assert load_device("host").thread_rates == ()  # nothing probed yet: the bound, marked as such
+    host = DeviceProfile(name="host", ram_total_mb=8192, reserves_mb=(("os", 500),), mem_bandwidth_gbs=30, cores=4)
+    probe = DeviceProbe(rates=(RATES,), runs=(), llama_cpp="0.3.36", measured_at="2026-12-02T00:00:00+00:00",
+                        seconds=20.0)
+    write_probed_profile(probe, host, probed_profile_name(), user_devices_dir())
+    detected = load_device("host")
+    assert detected.thread_rates == (RATES,) and detected.name == "host"
+    assert "measured by `workbench devices probe`" in dict(detected.notes)["speed"]
+    (user_devices_dir() / f"{probed_profile_name()}.toml").write_text("name = 3\n", encoding="utf-8")
+    assert load_device("host").thread_rates == ()  # a broken probe file is left out, not fatal

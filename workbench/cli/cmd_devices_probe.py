@@ -8,10 +8,10 @@ import re
 import sys
 
 from workbench.cli.json_output import write_json
-from workbench.core.bench.device_probe import default_profile_name, probe_device, write_probed_profile
+from workbench.core.bench.device_probe import probe_device, write_probed_profile
 from workbench.core.config.cpu_topology import parse_cpu_list
 from workbench.core.config.devices import user_devices_dir
-from workbench.core.config.host import detect_host
+from workbench.core.config.host import detect_host, probed_profile_name
 from workbench.core.errors import WorkbenchError
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -46,7 +46,7 @@ def _thread_counts(text: str) -> tuple[int, ...]:
 
 
 def run_probe(args: argparse.Namespace) -> int:
-    name = args.name or default_profile_name()
+    name = args.name or probed_profile_name()
     if not _NAME.match(name) or name == "host":
         raise WorkbenchError(f"--name {name!r} is not a profile name",
                              fix="Use lowercase letters, digits, '.', '_' and '-' (not 'host'), e.g. --name my-board")
@@ -75,5 +75,7 @@ def run_probe(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{rates.threads} threads: decode {rates.token_us:.0f} us/token + {rates.layer_us:.1f} us/layer, "
                          f"read GB/s {read}; prefill GFLOP/s {flops}\n")
     sys.stdout.write(f"measured in {probe.seconds:.0f} s; wrote {path}\n"
-                     f"predict with it: workbench ledger MODEL --device {name}\n")
+                     f"predict with it: workbench ledger MODEL --device {name}"
+                     + (" (or --device host: the host takes this machine's probed figures)" if not args.name else "")
+                     + "\n")
     return 0

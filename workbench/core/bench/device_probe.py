@@ -247,10 +247,6 @@ def probe_model_names() -> tuple[ProbeModel, ...]:
     return FIXED_COST_MODELS + RATE_MODELS
 
 
-def default_profile_name() -> str:
-    """A user profile name for this machine: its host name, lowercased to the profile name's form."""
-    node = "".join(c if c.isalnum() else "-" for c in platform.node().lower()).strip("-") or "machine"
-    return f"{node[:40]}-probed"
 
 
 def _rates_table(rates: ThreadRates) -> dict:

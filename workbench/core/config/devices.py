@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from workbench.core import paths
 from workbench.core.config.device_accelerator import accelerator_fields
 from workbench.core.config.device_speed import SPEED_KEYS, speed_fields
-from workbench.core.config.host import detect_host
+from workbench.core.config.host import detect_host, probed_profile_name
 from workbench.core.config.preset import DeviceProfile
 from workbench.core.config.toml_checks import (
     Catalog,
@@ -129,10 +130,25 @@ def _catalog_files() -> dict[str, Path]:
     return catalog_files(shipped_devices_dir(), user_devices_dir())
 
 
+def _host() -> DeviceProfile:
+    """The detected host, with the speed figures of this machine's probed profile when there is one."""
+    host = detect_host()
+    path = _catalog_files().get(probed_profile_name())
+    if path is None:
+        return host
+    try:
+        probed = _load_device_file(path, catalog=True)
+    except PresetError:
+        return host  # `workbench devices` names the broken file
+    note = dict(probed.notes).get("speed", "no source given")
+    return dataclasses.replace(host, thread_rates=probed.thread_rates,
+                               notes=host.notes + (("speed", f"{note} (from {path})"),))
+
+
 def load_device(spec: str) -> DeviceProfile:
     """A device by name ("host" detects this machine) or by path to a TOML file."""
     if spec == HOST:
-        return detect_host()
+        return _host()
     if looks_like_path(spec):
         return _load_device_file(Path(spec).expanduser(), catalog=False)
     files = _catalog_files()
@@ -150,7 +166,7 @@ def list_devices(*, include_host: bool = True) -> tuple[DeviceProfile, ...]:
     """The devices of `device_catalog()` that load (a malformed file is left out), then the detected host."""
     devices = device_catalog().entries
     if include_host:
-        devices += (detect_host(),)
+        devices += (_host(),)
     return devices
 
 

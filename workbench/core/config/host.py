@@ -14,6 +14,12 @@ from workbench.core.config.preset import DeviceProfile
 from workbench.core.units import MIB
 
 
+def probed_profile_name() -> str:
+    """The user profile `workbench devices probe` writes for this machine: its host name, lowercased."""
+    node = "".join(c if c.isalnum() else "-" for c in platform.node().lower()).strip("-") or "machine"
+    return f"{node[:40]}-probed"
+
+
 def os_reserve_mb(total_bytes: int, available_bytes: int) -> int:
     """What the OS and everything already running hold: total minus available, rounded up to 10 MB.
 
