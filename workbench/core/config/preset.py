@@ -25,6 +25,9 @@ class Preset:
     draft_prompt_lookup: int = 0  # speculative decoding by prompt lookup: draft tokens, 0 = off
     swa_full: bool = False  # sliding-window layers keep the whole context (llama-server --swa-full)
     chat_template: str = ""  # "" = the model's own (or its family's); a llama.cpp built-in name; "completion"
+    # True: text in messages that spells a special token (<|im_start|>) becomes that control token, as
+    # llama-cpp-python and llama-server do; False: it stays text, so a message cannot open a turn
+    special_tokens_in_messages: bool = False
     source: str = ""  # file it was loaded from ("" when built in code)
     # Where layers go (workbench/core/config/preset_split.py): llama-server -ngl, -sm, -ts, -mg, --rpc.
     gpu_layers: int | None = None  # None = not set; -1 = "all" (every layer and the output layer)

@@ -49,7 +49,7 @@ from workbench.core.gguf.model_info import ModelInfo
 PRESET_KEYS = (
     "name", "description", "weights", "ctx_size", "batch_size", "ubatch_size", "threads",
     "cache_type_k", "cache_type_v", "flash_attn", "mlock", "mmap", "draft_prompt_lookup", "swa_full",
-    "chat_template",
+    "chat_template", "special_tokens_in_messages",
 )
 PRESET_KEYS += CORE_KEYS + SPLIT_KEYS
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -159,6 +159,7 @@ def _preset_from_source(data: dict[str, Any], source: TomlSource, default_name: 
         swa_full=get_bool(data, "swa_full", False, source),
         chat_template=_checked_chat_template(
             get_str(data, "chat_template", "", source, example='chat_template = "chatml"'), source),
+        special_tokens_in_messages=get_bool(data, "special_tokens_in_messages", False, source),
         source=source.label if source.text else "",
         cpu_cores=cpu_cores_field(data, source),
         **split_fields(data, source),

@@ -17,7 +17,7 @@ import psutil
 from workbench.core.config.preset import Preset
 from workbench.core.config.preset_split import llama_split_kwargs
 from workbench.core.config.presets import resolve_threads
-from workbench.core.engine.chat_template import ChatTemplate
+from workbench.core.engine.chat_template import ChatTemplate, ChatTemplateRefused, templates_left_uncompiled
 from workbench.core.engine.chat_turn import ChatTurn, clear_kv_cache
 from workbench.core.engine.context_fit import ConversationTooLong
 from workbench.core.engine.cpu_pinning import pin_engine
@@ -132,7 +132,8 @@ class ModelRunner:
             # verbose=True: with False, llama-cpp-python points fd 2 at /dev/null while loading,
             # which would hide ggml's assertion messages from the engine's log. Its own Python
             # prints (a metadata dump, the template) are silenced instead: they would bury the tail.
-            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()), \
+                    templates_left_uncompiled():
                 llama = Llama(model_path=str(path), draft_model=draft, verbose=True, **llama_kwargs(request.preset))
         except Exception as error:  # noqa: BLE001 - llama.cpp's own words go into the report
             captured = self._log.stop_capture()
@@ -153,7 +154,8 @@ class ModelRunner:
             draft.n_ctx = llama.n_ctx()
         self._llama, self._draft = llama, draft
         try:
-            self._template = ChatTemplate(llama, request.preset.chat_template)
+            self._template = ChatTemplate(llama, request.preset.chat_template, path.name,
+                                          request.preset.special_tokens_in_messages)
         except ValueError as error:
             llama.close()
             self._llama = self._draft = None
@@ -256,6 +258,8 @@ class ModelRunner:
             finished = turn.run(request, started_at)
             self._dropped = turn.dropped
             self._send(finished)
+        except ChatTemplateRefused as refused:  # rendered before any decode: the KV cache is as it was
+            self._send(EngineFailed("request", refused.message))
         except ConversationTooLong as too_long:
             self._send(EngineFailed(
                 "request",
