@@ -147,3 +147,50 @@ def test_message_text_cannot_forge_a_system_turn(tmp_path: Path):
         assert ChatTemplate(llama).tokenize(ordinary) == ChatTemplate(llama, special_in_messages=True).tokenize(ordinary)
     finally:
         llama.close()
+
+
+@pytest.fixture(scope="module")
+def trap_api(tmp_path_factory):
+    """`workbench api`'s app on a real serving engine whose model's template loops when a message says 'loop'."""
+    from workbench.core.config.web_boundary import WebBoundary
+    from workbench.core.serve.app import ServerConfig, create_app
+    from workbench.core.serve.engine_host import ServingEngine
+    from workbench.core.serve.listen import listen
+    from workbench.core.serve.server_thread import ApiServerThread
+
+    hostile = "{% if messages[-1].content == 'loop' %}" + NESTED_LOOP + "{% endif %}" + CHATML
+    path = write_arch_gguf(tmp_path_factory.mktemp("api") / "trap.gguf", arch_model("qwen2", chat_template=hostile))
+    engine = ServingEngine(path, PRESET, 2, device=ROOMY)
+    engine.start()
+    server = ApiServerThread(create_app(engine, ServerConfig("trap", None, 2, WebBoundary.serving("127.0.0.1"))),
+                             listen("127.0.0.1", 0))
+    server.start()
+    yield server.address.removesuffix("/v1")
+    server.stop()
+    engine.close()
+
+
+def test_a_looping_template_in_the_api_is_a_400_and_the_server_serves_the_next_request(trap_api):
+    import httpx
+
+    def chat(text: str) -> httpx.Response:
+        return httpx.post(trap_api + "/v1/chat/completions", timeout=120,
+                          json={"messages": [{"role": "user", "content": text}], "max_tokens": 2})
+
+    refused = chat("loop")
+    assert refused.status_code == 400, refused.text
+    assert "chat template of trap.gguf" in refused.json()["error"]["message"]
+    assert chat("hello").status_code == 200  # the slot and the engine are free again
+    assert httpx.get(trap_api + "/health", timeout=60).json()["status"] == "ok"
+
+
+def test_workbench_chat_says_chat_template_and_answers_the_next_question(cli, tmp_path: Path):
+    hostile = "{% if messages[-1].content == 'loop' %}" + NESTED_LOOP + "{% endif %}" + CHATML
+    path = write_arch_gguf(tmp_path / "trap.gguf", arch_model("qwen2", chat_template=hostile))
+    preset = tmp_path / "tiny.toml"
+    preset.write_text('name = "tiny"\nctx_size = 512\nbatch_size = 256\nubatch_size = 256\nthreads = 1\n')
+    done = cli("chat", str(path), "--preset", str(preset), "--device", "host", "--temp", "0", "--max-tokens", "2",
+               stdin="loop\nhello\n")
+    refusals = [line for line in done.stderr.splitlines() if "chat template of trap.gguf refused" in line]
+    assert len(refusals) == 1, done.stderr
+    assert sum(line.startswith("stop reason:") for line in done.stderr.splitlines()) == 1  # "hello" was answered
