@@ -24,8 +24,8 @@ from workbench.core.ledger.speed_costs import ModelCosts, model_costs
 
 DEPTH = 1024  # the attention terms: the same model at this depth and at 0
 PROMPT = 512  # prompt tokens per timed prefill: one ubatch, as llama-bench's pp512
-N_GEN = 32  # decodes per run (the fastest counts)
-REPEATS = 3  # timed prompts per run (the fastest counts)
+N_GEN = 48  # decodes per run (the fastest counts)
+REPEATS = 2  # timed prompts per run (the faster counts)
 
 
 @dataclass(frozen=True)
