@@ -1,6 +1,7 @@
 """Decode speed of the bundled model split over local llama.cpp RPC nodes, measured beside the predicted bound.
 
-Settings: 0, 1 and 2 nodes on 127.0.0.1, then one node behind a shaped link (a Python
+Settings: 0, 1 and 2 nodes on 127.0.0.1, one node reached on llama.cpp's own port behind its
+checks (what the node's guard costs), then one node behind a shaped link (a Python
 TCP relay on 127.0.0.1 with a bandwidth and a one-way delay: workbench/core/rpc/link_shaper.py).
 For each, the engine loads the model with every layer on the nodes, generates --n-gen
 tokens greedily, and the table prints llama.cpp's measured decode tok/s beside the
@@ -86,6 +87,8 @@ def main() -> int:
     try:
         settings = [("0 nodes", ())] + [(f"{n} node{'s' if n > 1 else ''} (loopback)", tuple(x.address for x in nodes[:n]))
                                          for n in range(1, len(nodes) + 1)]
+        if nodes[0].server_address:  # the same node's llama.cpp port, skipping the node's message checks
+            settings.append(("1 node, checks skipped", (nodes[0].server_address,)))
         for link in LINKS[-1:] if args.smallest else LINKS:
             shaper = LinkShaper("127.0.0.1", nodes[0].port, link)
             shapers.append(shaper)
@@ -127,6 +130,11 @@ def main() -> int:
         with_link = 1.0 / (local_s + network_ms / 1000)
         print(f"{label:<28} {measured:>9.1f} {predicted or 0:>8.1f} {ratio:>10} {with_link:>9.1f} "
               f"{measured / with_link:>9.2f} {network_ms:>10.3f}  {probe or '-':<18}  {dominant}")
+    by_label = {row[0]: row[1] for row in rows}
+    if "1 node, checks skipped" in by_label:
+        print(f"\nthe node's message checks (rpc.node_proxy): 1 node {by_label['1 node (loopback)']:.1f} tok/s, "
+              f"checks skipped {by_label['1 node, checks skipped']:.1f} tok/s: ratio "
+              f"{by_label['1 node (loopback)'] / by_label['1 node, checks skipped']:.3f}")
     print("\nThe bound is an upper limit from memory bandwidth and the link; on a CPU-only host decode is often "
           "compute-bound, so meas/bound well under 1 says how far from the bandwidth limit each setting runs.")
     return 0

@@ -11,7 +11,10 @@ from workbench.cli.json_output import write_json
 from workbench.core.config.rpc_endpoints import parse_endpoint
 from workbench.core.errors import WorkbenchError
 from workbench.core.rpc.keepalive import watch_client_connections
-from workbench.core.rpc.node_server import SECURITY_WARNING, check_listen_host, default_threads, start_node
+from workbench.core.rpc.library import require_rpc
+from workbench.core.rpc.node_proxy import DEFAULT_IDLE_TIMEOUT_S, NodeProxy, open_listener
+from workbench.core.rpc.node_server import SECURITY_WARNING, check_listen_host, default_threads
+from workbench.core.rpc.node_supervisor import SupervisedServer, node_budget_bytes
 from workbench.core.rpc.wire import probe_node
 from workbench.core.units import MIB
 
@@ -37,6 +40,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        "of the same model sends only hashes (llama.cpp's rpc-server -c)")
     serve.add_argument("--allow-remote", action="store_true",
                        help="allow --host to be a non-loopback address (anyone who reaches it can use the node)")
+    serve.add_argument("--max-memory", type=int, metavar="MIB", help="most memory a client may allocate here, "
+                       "in MiB (default: the memory available when the node starts); also bounds the server's "
+                       "address space")
+    serve.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT_S, metavar="S",
+                       help=f"drop a client that holds no buffer and sends no command for S seconds "
+                       f"(default: {DEFAULT_IDLE_TIMEOUT_S:g})")
     serve.set_defaults(func=run_serve)
     probe = commands.add_parser(
         "probe", help="is a node reachable; its memory, round-trip latency and link throughput",
@@ -55,24 +64,34 @@ def run_serve(args: argparse.Namespace) -> int:
     host = check_listen_host(args.host, allow_remote=args.allow_remote)
     if args.threads < 0:
         raise WorkbenchError(f"--threads {args.threads} is negative", fix="Give a thread count, or 0 for all cores")
+    if not 0 < args.idle_timeout <= 86400:
+        raise WorkbenchError(f"--idle-timeout {args.idle_timeout:g} is out of range", fix="Give 1 to 86400 seconds")
+    require_rpc()
     threads = args.threads or default_threads()
     cache = Path(args.cache).expanduser() if args.cache else None
-    node = start_node(host, args.port, threads, cache)
-    print(f"listening on {node.address}", flush=True)
-    # An engine host that goes silent (cable pulled) must not keep this node busy for ever.
-    watch_client_connections(node.port, lambda text: print(text, flush=True))
-    print(f"serving {', '.join(node.devices)} with {threads} threads; one client at a time", flush=True)
-    if host != "127.0.0.1":
-        print(SECURITY_WARNING.format(address=node.address), file=sys.stderr, flush=True)
-    # The server thread never returns while it serves; SIGTERM ends the process as Ctrl-C does.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    budget = node_budget_bytes(args.max_memory)
+    listener = open_listener(host, args.port)
+    say = lambda text: print(text, flush=True)  # noqa: E731 - the log is this process's stdout
+    # llama.cpp's server runs in a child on a private port; this process fronts it (see rpc.node_proxy).
+    server = SupervisedServer(threads, cache, budget, say)
     try:
-        while node.thread.is_alive():
-            node.thread.join(0.5)
+        server.start()
+        port = listener.getsockname()[1]
+        say(f"listening on {host}:{port}")
+        # An engine host that goes silent (cable pulled) must not keep this node busy for ever.
+        watch_client_connections(port, say)
+        say(f"serving {', '.join(server.devices)} with {threads} threads; one client at a time; clients may "
+            f"allocate up to {budget / MIB:,.0f} MiB")
+        if host != "127.0.0.1":
+            print(SECURITY_WARNING.format(address=f"{host}:{port}"), file=sys.stderr, flush=True)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # SIGTERM ends the node as Ctrl-C does
+        NodeProxy(listener, server.port, say, budget, args.idle_timeout).serve_forever()
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
         return 0
-    raise WorkbenchError(f"llama.cpp's RPC server on {node.address} stopped", fix="See its output above")
+    finally:
+        server.stop()
+        listener.close()
 
 
 def probe_text(report) -> str:

@@ -8,15 +8,17 @@ import subprocess
 import sys
 import threading
 
+from workbench.core.rpc.node_supervisor import SERVER_LINE
+
 _LISTENING = re.compile(r"^listening on (127\.0\.0\.1:\d+)$")
 
 
 class LocalNode:
     """One `workbench node serve --port 0` process; `address` once it listens. Stop it with stop()."""
 
-    def __init__(self, threads: int = 1, start_timeout_s: float = 180.0) -> None:
+    def __init__(self, threads: int = 1, start_timeout_s: float = 180.0, extra_args: tuple[str, ...] = ()) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "workbench", "node", "serve", "--port", "0", "--threads", str(threads)],
+            [sys.executable, "-m", "workbench", "node", "serve", "--port", "0", "--threads", str(threads), *extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         self.output: list[str] = []
@@ -39,6 +41,12 @@ class LocalNode:
         if not self.address:
             self.stop()
             raise RuntimeError("the RPC node did not start:\n" + "\n".join(self.output[-20:]))
+
+    @property
+    def server_address(self) -> str:
+        """llama.cpp's own port behind the node's checks (its private loopback address), "" if not logged."""
+        lines = [line for line in self.output if line.startswith(SERVER_LINE)]
+        return lines[-1][len(SERVER_LINE):].split()[0] if lines else ""
 
     @property
     def port(self) -> int:

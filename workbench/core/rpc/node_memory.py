@@ -8,7 +8,7 @@ from workbench.core.config.loopback import is_loopback_host
 
 
 class LocalNodeMemory:
-    """RSS of the process listening on a loopback node's port; None for a remote node or when not found.
+    """RSS of the process listening on a loopback node's port and its children; None for a remote node or when not found.
 
     The listening process is looked up once per endpoint (a scan of the system's sockets)
     and its PID kept; reading one process's RSS afterwards costs a single /proc read.
@@ -25,7 +25,9 @@ class LocalNodeMemory:
         if pid is None:
             return None
         try:
-            rss = psutil.Process(pid).memory_info().rss
+            process = psutil.Process(pid)
+            # `workbench node serve` fronts llama.cpp's server, which runs (and holds the buffers) in its child.
+            rss = process.memory_info().rss + sum(_child_rss(child) for child in process.children(recursive=True))
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             self._pids.pop(endpoint, None)
             return None
@@ -42,3 +44,10 @@ class LocalNodeMemory:
             if connection.status == psutil.CONN_LISTEN and connection.laddr and connection.laddr.port == port:
                 return connection.pid
         return None
+
+
+def _child_rss(child: psutil.Process) -> int:
+    try:
+        return child.memory_info().rss
+    except (psutil.NoSuchProcess, psutil.AccessDenied):  # a child restarting between the listing and the read
+        return 0
