@@ -193,7 +193,7 @@ def test_a_client_that_hangs_up_on_a_whole_answer_frees_its_slot(server):
     body = json.dumps({"messages": [{"role": "user", "content": "Write a long essay about rivers."}],
                        "max_tokens": 400, "temperature": 0.8}).encode()
     with socket.create_connection((address.hostname, address.port), timeout=60) as raw:
-        raw.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        raw.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                     + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
         wait_for(lambda: server.health()["slots_busy"] == 1)
     # The connection is closed before any answer: the generation is cancelled, the slot freed.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 import sys
 
@@ -13,8 +14,10 @@ from workbench.cli.text_table import wrap_text
 from workbench.core.config.devices import load_device
 from workbench.core.config.loopback import is_loopback_host
 from workbench.core.config.presets import load_preset
+from workbench.core.config.web_boundary import WebBoundary
 from workbench.core.errors import WorkbenchError
 from workbench.core.files.model_ref import resolve_model
+from workbench.core.files.regular import read_regular_file
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.predict import predict_ledger
 from workbench.core.serve.engine_host import ServingEngine
@@ -24,6 +27,8 @@ from workbench.core.units import MIB
 
 MAX_SLOTS = 64
 MAX_QUEUE = 10_000
+_ORIGIN = re.compile(r"^https?://[^/\s?#@]+$", re.IGNORECASE)  # scheme://host[:port], as browsers send Origin
+MAX_KEY_FILE_BYTES = 4096  # a key is a line; a larger file is not a key file
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -46,7 +51,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--parallel", type=int, default=4, metavar="N", help="slots: requests decoded together (default: 4)")
     parser.add_argument("--queue", type=int, default=16, metavar="M", help="requests that may wait for a slot (default: 16)")
     parser.add_argument("--api-key", default=None, metavar="KEY",
-                        help="require 'Authorization: Bearer KEY' on every request (default: $WORKBENCH_API_KEY, else none)")
+                        help="require 'Authorization: Bearer KEY' on every request; the key then shows in the process "
+                        "list (ps) to every user of the machine: prefer --api-key-file or $WORKBENCH_API_KEY")
+    parser.add_argument("--api-key-file", default=None, metavar="FILE",
+                        help="read the key from FILE (its first line); default: $WORKBENCH_API_KEY, else no key")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="another name clients reach this server by (the Host header), e.g. a reverse proxy's; "
+                        "requests naming any other host are refused (421), as DNS rebinding sends")
+    parser.add_argument("--allow-origin", action="append", default=[], metavar="URL",
+                        help="a web page origin allowed to call the API from a browser (CORS), e.g. http://localhost:3000; "
+                        "requests from other pages are refused (403)")
     parser.add_argument("--model-name", default=None, help="the model id clients see (default: the file name without .gguf)")
     parser.add_argument("--no-telemetry", action="store_true", help="leave temperatures, power and memory out of /metrics")
     parser.set_defaults(func=run)
@@ -62,10 +76,15 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError(f"--port {args.port} is not a TCP port", fix="Give 1 to 65535, or 0 for any free port")
     if not is_loopback_host(args.host) and not args.allow_remote:
         raise WorkbenchError(f"--host {args.host} would open the API to the network",
-                             fix="Add --allow-remote to mean it (and --api-key to require a key), or keep the default 127.0.0.1")
-    api_key = args.api_key if args.api_key is not None else os.environ.get("WORKBENCH_API_KEY") or None
-    if api_key is not None and (not api_key.isprintable() or " " in api_key or not api_key):
-        raise WorkbenchError("--api-key must be printable characters without spaces")
+                             fix="Add --allow-remote to mean it (and --api-key-file to require a key), or keep the default 127.0.0.1")
+    for origin in args.allow_origin:
+        if not _ORIGIN.match(origin.strip().rstrip("/")):
+            raise WorkbenchError(f"--allow-origin {origin[:100]!r} is not a page origin",
+                                 fix="Give scheme, host and port only, e.g. --allow-origin http://localhost:3000")
+    for name in args.allow_host:
+        if not name.strip() or any(char in name for char in " /@?#"):
+            raise WorkbenchError(f"--allow-host {name[:100]!r} is not a host name", fix="Give a name, e.g. --allow-host box.lan")
+    api_key = api_key_from(args)
     model_path = resolve_model(args.model)
     preset = load_preset(args.preset)
     device = load_device(args.device) if args.device else load_device("host")
@@ -78,12 +97,47 @@ def run(args: argparse.Namespace) -> int:
     return _serve(args, listener, model_path, preset, device, api_key)
 
 
+def api_key_from(args: argparse.Namespace) -> str | None:
+    """The key from --api-key-file, --api-key or $WORKBENCH_API_KEY (in that order), checked; None for no key."""
+    if args.api_key_file is not None and args.api_key is not None:
+        raise WorkbenchError("--api-key and --api-key-file both give a key", fix="Give one (--api-key-file keeps it out of ps)")
+    if args.api_key_file is not None:
+        fix = "Give a text file whose first line is the key"
+        try:
+            raw = read_regular_file(args.api_key_file, max_bytes=MAX_KEY_FILE_BYTES, what="an API key file", fix=fix)
+        except OSError as error:
+            raise WorkbenchError(f"cannot read the API key file ({error.strerror})", where=args.api_key_file, fix=fix) from None
+        try:
+            lines = raw.decode("utf-8").strip().splitlines()
+        except UnicodeDecodeError:
+            raise WorkbenchError("the API key file is not UTF-8 text", where=args.api_key_file, fix=fix) from None
+        key, where = (lines[0].strip() if lines else ""), "--api-key-file"
+        if os.stat(args.api_key_file).st_mode & 0o077:
+            print(f"warning: {args.api_key_file} is readable by other users; chmod 600 it", file=sys.stderr, flush=True)
+    elif args.api_key is not None:
+        key, where = args.api_key, "--api-key"
+        print("warning: --api-key shows the key in the process list (ps) to every user of this machine; "
+              "use --api-key-file or $WORKBENCH_API_KEY", file=sys.stderr, flush=True)
+    else:
+        key, where = os.environ.get("WORKBENCH_API_KEY") or "", "$WORKBENCH_API_KEY"
+        if not key:
+            return None
+    if not key or not key.isprintable() or " " in key or len(key) > MAX_KEY_FILE_BYTES:
+        raise WorkbenchError(f"the key from {where} must be printable characters without spaces",
+                             fix="Use a key like the output of `openssl rand -hex 24`")
+    return key
+
+
 def _serve(args: argparse.Namespace, listener: socket.socket, model_path, preset, device, api_key: str | None) -> int:
     import uvicorn  # deferred: importing the ASGI stack costs start-up time
 
     from workbench.core.serve.app import (  # deferred: importing the ASGI stack costs start-up time
         ServerConfig,
         create_app,
+    )
+    from workbench.core.serve.http_limits import (  # deferred: importing the ASGI stack costs start-up time
+        max_connections,
+        server_config,
     )
 
     host = ServingEngine(model_path, preset, args.parallel, device=device, allow_overbudget=args.allow_overbudget)
@@ -95,14 +149,15 @@ def _serve(args: argparse.Namespace, listener: socket.socket, model_path, preset
         if not args.no_telemetry:
             sampler = Sampler(engine_pid=host.pid)
         name = args.model_name or model_path.name.removesuffix(".gguf")
-        app = create_app(host, ServerConfig(name, api_key, args.queue), telemetry=sampler)
+        boundary = WebBoundary.serving(args.host, extra_names=tuple(args.allow_host), origins=tuple(args.allow_origin))
+        app = create_app(host, ServerConfig(name, api_key, args.queue, boundary), telemetry=sampler)
         bound_host, bound_port = listener.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         print(f"serving {name} on http://{shown}:{bound_port}/v1 ({args.parallel} slots, queue {args.queue}"
               f"{', API key required' if api_key else ''}); Ctrl-C stops", flush=True)
         if not is_loopback_host(args.host) and api_key is None:
-            print("warning: the API is reachable from the network without a key (--api-key)", file=sys.stderr, flush=True)
-        config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+            print("warning: the API is reachable from the network without a key (--api-key-file)", file=sys.stderr, flush=True)
+        config = server_config(app, connection_limit=max_connections(args.parallel, args.queue))
         uvicorn.Server(config).run(sockets=[listener])
         return 0
     finally:

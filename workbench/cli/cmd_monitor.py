@@ -56,6 +56,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="address to serve metrics on (default 127.0.0.1; another needs --allow-remote)")
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow --prometheus-host to be reachable from other machines (no authentication)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="another name scrapers reach the metrics by (the Host header); other names get 421")
     parser.add_argument("--quiet", action="store_true", help="print nothing per sample (with --log or --prometheus)")
     parser.set_defaults(func=run)
 
@@ -97,7 +99,8 @@ def _serve_metrics(args: argparse.Namespace):
     if args.prometheus is None:
         return None
 
-    server = MetricsServer(args.prometheus, args.prometheus_host, allow_remote=args.allow_remote)
+    server = MetricsServer(args.prometheus, args.prometheus_host, allow_remote=args.allow_remote,
+                           allow_hosts=tuple(args.allow_host))
     if server.remote:
         print(f"workbench: WARNING: metrics on {server.url} are readable by any machine that reaches this address "
               "(no authentication)", file=sys.stderr)

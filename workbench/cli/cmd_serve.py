@@ -9,6 +9,7 @@ import socket
 import sys
 
 from workbench.core.config.loopback import is_loopback_host
+from workbench.core.config.web_boundary import allowed_origins
 from workbench.core.errors import WorkbenchError
 
 
@@ -64,7 +65,6 @@ def check_host(host: str, allow_remote: bool) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.serve_guard import (  # deferred: importing textual-serve costs start-up time
         GuardedServer,
-        allowed_origins,
     )
 
     if args.max_sessions < 1:

@@ -7,22 +7,9 @@ from typing import Any
 from aiohttp import WSMsgType, web
 from textual_serve.server import Server
 
-from workbench.core.config.loopback import is_loopback_host
-
 # A terminal larger than this is no screen anyone has; the numbers size the app's buffers.
 MAX_COLUMNS, MAX_ROWS = 500, 200
 MIN_COLUMNS, MIN_ROWS = 20, 8
-
-
-def allowed_origins(host: str, port: int, extra: tuple[str, ...] = ()) -> frozenset[str]:
-    """The page origins a WebSocket may come from: the served address (any loopback spelling of it)."""
-    hosts = {host}
-    if is_loopback_host(host):
-        hosts |= {"localhost", "127.0.0.1", "[::1]"}
-    origins = {f"http://{name}:{port}" for name in hosts}
-    if port == 80:
-        origins |= {f"http://{name}" for name in hosts}
-    return frozenset(origins | {origin.rstrip("/").lower() for origin in extra})
 
 
 def clamp_size(value: Any, default: int, low: int, high: int) -> int:

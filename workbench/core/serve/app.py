@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from workbench.core.config.web_boundary import WebBoundary
 from workbench.core.engine.events import EngineFailed
 from workbench.core.engine.sequence_events import (
     SequenceAccepted,
@@ -24,6 +26,7 @@ from workbench.core.engine.sequence_events import (
     SequenceTokens,
 )
 from workbench.core.serve.admission import Admission
+from workbench.core.serve.browser_guard import BrowserGuard
 from workbench.core.serve.openai_requests import (
     MAX_BODY_BYTES,
     ApiError,
@@ -36,6 +39,7 @@ from workbench.core.serve.server_metrics import ServerMetrics
 
 RESTART_RETRY_AFTER_S = 5
 _FINISH_REASONS = {"stop": "stop", "length": "length"}
+LOOPBACK_ONLY = WebBoundary()  # a server on 127.0.0.1: its loopback names, no other page origin
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class ServerConfig:
     model_name: str  # what /v1/models lists and answers carry
     api_key: str | None
     queue_limit: int
+    boundary: WebBoundary = LOOPBACK_ONLY  # the Host names and page origins answered
 
 
 def create_app(host: Any, config: ServerConfig, *, telemetry: Any = None) -> Starlette:
@@ -57,7 +62,7 @@ def create_app(host: Any, config: ServerConfig, *, telemetry: Any = None) -> Sta
         Route("/health", api.health, methods=["GET"]),
         Route("/metrics", api.metrics, methods=["GET"]),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, middleware=[Middleware(BrowserGuard, boundary=config.boundary)])
     app.state.admission = admission
     app.state.metrics = metrics
     return app
@@ -276,16 +281,25 @@ def _unavailable(failure: EngineFailed) -> ApiError:
 
 
 async def _read_json(request: Request) -> dict[str, Any]:
+    # A page on another site may POST text/plain (or a form) without the browser asking first
+    # (a "simple" request); application/json from a page needs a CORS preflight, which fails.
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise ApiError(415, f"the request body must be sent as Content-Type: application/json, not "
+                       f"{media_type[:60] or 'none'!r}", code="unsupported_media_type")
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
         raise ApiError(413, f"the request body may have at most {MAX_BODY_BYTES} bytes (Content-Length: {declared[:20]})",
                        code="body_too_large")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise ApiError(413, f"the request body may have at most {MAX_BODY_BYTES} bytes", code="body_too_large")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise ApiError(413, f"the request body may have at most {MAX_BODY_BYTES} bytes", code="body_too_large")
+            chunks.append(chunk)
+    except ClientDisconnect:  # the client left, or its body was not read in time: no one reads the answer
+        raise ApiError(400, "the connection closed before the request body arrived", code="incomplete_body") from None
     return parse_json_body(b"".join(chunks))
 
 

@@ -6,15 +6,21 @@ import socket
 import threading
 from typing import Any
 
+DEFAULT_CONNECTION_LIMIT = 64  # the app's Serve switch: a few slots, its queue and spare connections
+
 
 class ApiServerThread:
     """uvicorn serving `app` on an already bound `listener`, on a daemon thread; `stop()` ends it."""
 
-    def __init__(self, app: Any, listener: socket.socket) -> None:
+    def __init__(self, app: Any, listener: socket.socket, *, connection_limit: int = DEFAULT_CONNECTION_LIMIT,
+                 read_timeout_s: float | None = None) -> None:
         import uvicorn  # deferred: importing the ASGI stack costs start-up time
 
+        from workbench.core.serve import http_limits  # deferred: it imports uvicorn
+
         self._listener = listener
-        config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+        timeout = http_limits.REQUEST_READ_TIMEOUT_S if read_timeout_s is None else read_timeout_s
+        config = http_limits.server_config(app, connection_limit=connection_limit, read_timeout_s=timeout)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, name="api-server", daemon=True)
         self.failure = ""  # why the server stopped on its own, one line

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from workbench.core.config.loopback import is_loopback_host
+from workbench.core.config.web_boundary import WebBoundary
 from workbench.core.errors import WorkbenchError
 from workbench.core.telemetry.sample import TelemetrySample
 
@@ -144,10 +145,14 @@ class MetricsServer:
     sensors and processes, and the endpoint has no authentication.
     """
 
-    def __init__(self, port: int, host: str = "127.0.0.1", *, allow_remote: bool = False) -> None:
+    def __init__(self, port: int, host: str = "127.0.0.1", *, allow_remote: bool = False,
+                 allow_hosts: tuple[str, ...] = ()) -> None:
         from prometheus_client import (  # deferred: importing prometheus_client costs start-up time
             CollectorRegistry,
-            start_http_server,
+        )
+
+        from workbench.core.telemetry.metrics_http import (  # deferred: importing prometheus_client and http.server costs start-up time
+            start_metrics_server,
         )
 
         if not 0 <= port <= 65535:
@@ -159,7 +164,9 @@ class MetricsServer:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self.collector)  # type: ignore[arg-type]
         try:
-            self._server, self._thread = start_http_server(port, addr=host, registry=registry)
+            # Host and Origin checked as the API checks them: a page using DNS rebinding gets 421
+            boundary = WebBoundary.serving(host, extra_names=allow_hosts)
+            self._server, self._thread = start_metrics_server(registry, host, port, boundary)
         except OSError as error:
             raise WorkbenchError(f"cannot serve metrics on {host}:{port} ({error.strerror})",
                                  fix="choose another --prometheus port") from error
