@@ -194,3 +194,17 @@ def test_workbench_chat_says_chat_template_and_answers_the_next_question(cli, tm
     refusals = [line for line in done.stderr.splitlines() if "chat template of trap.gguf refused" in line]
     assert len(refusals) == 1, done.stderr
     assert sum(line.startswith("stop reason:") for line in done.stderr.splitlines()) == 1  # "hello" was answered
+
+
+def test_the_preset_key_that_keeps_special_tokens_in_messages_is_checked_and_saved():
+    import tomllib
+
+    from workbench.core.config.presets import preset_from_mapping, preset_to_toml
+    from workbench.core.errors import PresetError
+
+    assert preset_from_mapping({"name": "c"}).special_tokens_in_messages is False  # text stays text by default
+    kept = preset_from_mapping({"name": "c", "special_tokens_in_messages": True})
+    assert kept.special_tokens_in_messages is True
+    assert tomllib.loads(preset_to_toml(kept))["special_tokens_in_messages"] is True
+    with pytest.raises(PresetError):
+        preset_from_mapping({"name": "c", "special_tokens_in_messages": "yes"})
