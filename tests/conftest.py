@@ -86,3 +86,20 @@ def cli():
     from cli_runner import run_cli
 
     return run_cli
+
+
+# The files that take longest (tens of seconds of real-engine or server work each, on the 2-core
+# machine), longest first. pytest-xdist (`--dist loadfile`) hands out files in collection order:
+# starting these first lets the two workers finish together instead of one running a long file
+# alone at the end. Every other file keeps its place after them.
+LONG_FILES = (
+    "test_ui_memory.py", "test_engine_overflow.py", "test_rpc_silent_node.py", "test_rpc_split.py",
+    "test_ui_real_engine_failures.py", "test_kld.py", "test_bench_sweep.py", "test_engine_lifecycle.py",
+    "test_api_server.py", "test_tasks_engine.py", "test_engine_sequences.py", "test_ui_snapshots.py",
+    "test_dvfs.py", "test_ui_streaming.py", "test_ui_real_engine.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: index for index, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: the rest stay in order
