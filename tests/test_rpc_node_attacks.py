@@ -18,10 +18,12 @@ import psutil
 import pytest
 
 from fakes import wait_for
+from workbench.cli.main import main
 from workbench.core.config.rpc_endpoints import parse_endpoint
 from workbench.core.rpc import node_guard as guard
 from workbench.core.rpc.local_nodes import LocalNode
 from workbench.core.rpc.node_child import READY_PREFIX
+from workbench.core.rpc.node_supervisor import address_space_limit
 from workbench.core.rpc.wire import probe_node
 
 _TENSOR = struct.Struct("<QIQ4I4II16ii10QQQQ64si")
@@ -254,3 +256,20 @@ def test_the_graph_check_agrees_with_the_tensor_check_on_random_tensors():
         except guard.Refused:
             one_by_one = 0
         assert guard.first_bad_tensor(raw, 0, 1, buffers) == one_by_one, (type_id, ne, nb, data)
+
+
+def test_the_server_child_runs_under_the_address_space_limit_of_the_budget(node):
+    limits = open(f"/proc/{_server_child(node).pid}/limits", encoding="utf-8").read()
+    row = next(line for line in limits.splitlines() if line.startswith("Max address space"))
+    soft = int(row.split()[3])
+    assert soft == address_space_limit(BUDGET_MIB << 20, 1)  # the fixture's node: --max-memory 256, one thread
+    assert soft < 2 << 30  # far below the 4 GiB a hostile header announces
+
+
+@pytest.mark.parametrize("flags, words", [(["--max-memory", "0"], "--max-memory 0 MiB is out of range"),
+                                          (["--max-memory", str(1 << 40)], "is out of range"),
+                                          (["--idle-timeout", "0"], "--idle-timeout 0 is out of range")])
+def test_serve_refuses_a_budget_or_idle_timeout_out_of_range_in_one_line(flags, words, capsys):
+    code = main(["node", "serve", "--port", "0", *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and words in err and err.strip().count("\n") == 0, err

@@ -139,7 +139,7 @@ class SupervisedServer:
             cause = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
             words = next((w for w in reversed(self._last_words) if w.strip()), "")
             self.note(f"llama.cpp's RPC server (pid {process.pid}) died ({cause}"
-                      + (f'; its last words: "{words.strip()}"' if words else "") + "); restarting it")
+                      + (f'; its last output: "{words.strip()}"' if words else "") + "); restarting it")
             time.sleep(RESTART_PAUSE_S)
             try:
                 self._spawn()
