@@ -6,13 +6,13 @@ import socket
 import threading
 from typing import Any
 
-DEFAULT_CONNECTION_LIMIT = 64  # the app's Serve switch: a few slots, its queue and spare connections
+DEFAULT_CONNECTION_LIMIT = 64  # an app that is not the API (tests' stand-in servers)
 
 
 class ApiServerThread:
     """uvicorn serving `app` on an already bound `listener`, on a daemon thread; `stop()` ends it."""
 
-    def __init__(self, app: Any, listener: socket.socket, *, connection_limit: int = DEFAULT_CONNECTION_LIMIT,
+    def __init__(self, app: Any, listener: socket.socket, *, connection_limit: int | None = None,
                  read_timeout_s: float | None = None) -> None:
         import uvicorn  # deferred: importing the ASGI stack costs start-up time
 
@@ -20,6 +20,10 @@ class ApiServerThread:
 
         self._listener = listener
         timeout = http_limits.REQUEST_READ_TIMEOUT_S if read_timeout_s is None else read_timeout_s
+        if connection_limit is None:  # the API app knows its slots and queue; another app gets the default
+            admission = getattr(getattr(app, "state", None), "admission", None)
+            connection_limit = (http_limits.max_connections(admission.n_slots, admission.queue_limit)
+                                if admission is not None else DEFAULT_CONNECTION_LIMIT)
         config = http_limits.server_config(app, connection_limit=connection_limit, read_timeout_s=timeout)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, name="api-server", daemon=True)
