@@ -129,10 +129,16 @@ async def _close_open_sockets() -> None:
 
 async def test_a_page_from_another_site_cannot_open_a_session():
     """Issue 10 item 5: a WebSocket from Origin http://evil.example was accepted and started an app."""
+    import aiohttp
+
     server, port = _start_serve()
     try:
         assert await _websocket_status(port, "http://evil.example") == 403
         assert await _websocket_status(port, f"http://evil.example:{port}") == 403
+        # DNS rebinding: the page's own name resolves to this server; the index is not handed out
+        async with aiohttp.ClientSession() as session, session.get(
+                f"http://127.0.0.1:{port}/", headers={"Host": f"rebind.evil.example:{port}"}) as page:
+            assert page.status == 421 and "rebind.evil.example" in await page.text()
         assert _app_children(server) == []
         assert await _websocket_status(port, f"http://localhost:{port}") == 101  # the served page itself may
     finally:

@@ -27,6 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="allow --host to be a non-loopback address (anyone who reaches it drives the app)")
     parser.add_argument("--allow-origin", action="append", default=[], metavar="URL",
                         help="another page origin allowed to connect, e.g. the https URL of a reverse proxy")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="another name browsers reach this server by (the Host header); other names get 421")
     parser.add_argument("app_args", nargs=argparse.REMAINDER, help="arguments for the app, e.g. --model PATH")
     parser.set_defaults(func=run)
 
@@ -76,6 +78,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"Serving the workbench at http://{args.host}:{args.port} to at most {args.max_sessions} browser "
           f"session(s) (Ctrl-C stops)", file=sys.stderr)
     GuardedServer(app_command(args.app_args), host=args.host, port=args.port, title="Edge LLM Workbench",
-                  max_sessions=args.max_sessions,
-                  origins=allowed_origins(args.host, args.port, tuple(args.allow_origin))).serve()
+                  max_sessions=args.max_sessions, allow_hosts=tuple(args.allow_host),
+                  origins=allowed_origins(args.host, args.port, tuple(args.allow_origin), tuple(args.allow_host))).serve()
     return 0

@@ -7,6 +7,8 @@ from typing import Any
 from aiohttp import WSMsgType, web
 from textual_serve.server import Server
 
+from workbench.core.config.web_boundary import WebBoundary
+
 # A terminal larger than this is no screen anyone has; the numbers size the app's buffers.
 MAX_COLUMNS, MAX_ROWS = 500, 200
 MIN_COLUMNS, MIN_ROWS = 20, 8
@@ -48,18 +50,26 @@ class GuardedServer(Server):
     """textual-serve's Server, refusing cross-site WebSockets and sessions beyond the limit."""
 
     def __init__(self, command: str, *, host: str, port: int, max_sessions: int, origins: frozenset[str],
-                 **kwargs: Any) -> None:
+                 allow_hosts: tuple[str, ...] = (), **kwargs: Any) -> None:
         super().__init__(command, host=host, port=port, **kwargs)
         self.origins = origins
+        # Host names answered (a DNS-rebound name gets 421); origins stay `origins`, the same rule
+        self.boundary = WebBoundary.serving(host, extra_names=allow_hosts)
         self.sessions = SessionLimit(max_sessions)
 
     async def handle_index(self, request: web.Request) -> Any:
+        refusal = self.boundary.host_refusal(request.headers.get("Host"))
+        if refusal is not None:
+            return web.Response(status=421, text=refusal)
         if self.sessions.full:
             return web.Response(status=503, text=_full_page(self.sessions.maximum), content_type="text/html",
                                 headers={"Retry-After": "60"})
         return await super().handle_index(request)
 
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
+        refusal = self.boundary.host_refusal(request.headers.get("Host"))
+        if refusal is not None:
+            return web.Response(status=421, text=refusal)
         origin = request.headers.get("Origin")
         # Browsers always send Origin on a WebSocket; a page from another site must not drive
         # the app (it can download models, write presets, run the engine). A non-browser client
