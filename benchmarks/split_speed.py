@@ -1,22 +1,25 @@
 """Decode speed of the bundled model split over local llama.cpp RPC nodes, measured beside the predicted bound.
 
 Settings: 0, 1 and 2 nodes on 127.0.0.1, one node reached on llama.cpp's own port behind its
-checks (what the node's guard costs), then one node behind a shaped link (a Python
+checks, then one node behind a shaped link (a Python
 TCP relay on 127.0.0.1 with a bandwidth and a one-way delay: workbench/core/rpc/link_shaper.py).
 For each, the engine loads the model with every layer on the nodes, generates --n-gen
 tokens greedily, and the table prints llama.cpp's measured decode tok/s beside the
 ledger's bound (per-device bytes / bandwidth + activations / link + round trips x latency,
-with the link figures from `node probe` through the same relay) and their ratio.
+with the link figures from `node probe` through the same relay) and their ratio. What the
+node's message checks cost is measured apart: two loaded engines, one through a node's checks
+and one on another node's llama.cpp port, take turns, and each round divides their decode tok/s.
 All traffic stays on this machine.
 
     python benchmarks/split_speed.py              # every setting
-    python benchmarks/split_speed.py --smallest   # 0 and 1 node and one shaped link, 16 tokens
+    python benchmarks/split_speed.py --smallest   # 0 and 1 node, one shaped link, 16 tokens, 4 rounds of the checks' cost
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import statistics
 import sys
 import time
 
@@ -59,6 +62,10 @@ def _bound(model, preset, host, addresses, host_bandwidth):
 
 def _measure(client, preset, n_gen):
     client.load_blocking(bundled_model_path(), preset, device=None, allow_overbudget=True)
+    return _turn(client, n_gen)
+
+
+def _turn(client, n_gen):
     finished = None
     for event in client.chat(PROMPT, Sampling(temperature=0.0, seed=1, max_tokens=n_gen)):
         if isinstance(event, TurnFinished):
@@ -66,6 +73,28 @@ def _measure(client, preset, n_gen):
     if finished is None or finished.generated_tokens < 2:
         raise SystemExit("split_speed: the turn did not finish")
     return finished.decode_tps
+
+
+def _guard_cost(base, guarded: str, direct: str, n_gen: int, rounds: int) -> list[float]:
+    """Decode tok/s through a node's checks over tok/s on a llama.cpp port directly, per round.
+
+    Two engines stay loaded (one per node, as a node serves one client) and take turns in the
+    order ABBA..., so each ratio divides figures taken over the same seconds of a noisy machine.
+    """
+    clients = [EngineClient(), EngineClient()]
+    try:
+        for client, address in zip(clients, (guarded, direct)):
+            client.load_blocking(bundled_model_path(), dataclasses.replace(base, rpc=(address,), gpu_layers=-1),
+                                 device=None, allow_overbudget=True)
+        ratios = []
+        for index in range(rounds):
+            order = (0, 1) if index % 2 == 0 else (1, 0)
+            speeds = {which: _turn(clients[which], n_gen) for which in order}
+            ratios.append(speeds[0] / speeds[1])
+        return ratios
+    finally:
+        for client in clients:
+            client.close()
 
 
 def main() -> int:
@@ -81,14 +110,16 @@ def main() -> int:
     if not host_bandwidth:
         raise SystemExit("split_speed: the host profile has no memory bandwidth; run `workbench devices` once to measure it")
     base = Preset(name="split-speed", ctx_size=512, batch_size=256, ubatch_size=256, threads=args.threads)
-    nodes = [LocalNode(threads=args.threads) for _ in range(1 if args.smallest else 2)]
+    nodes = [LocalNode(threads=args.threads) for _ in range(2)]  # --smallest: the second only for the checks' cost
     shapers: list[LinkShaper] = []
     rows = []
+    guard_ratios: list[float] = []
     try:
         settings = [("0 nodes", ())] + [(f"{n} node{'s' if n > 1 else ''} (loopback)", tuple(x.address for x in nodes[:n]))
-                                         for n in range(1, len(nodes) + 1)]
+                                         for n in range(1, 2 if args.smallest else len(nodes) + 1)]
         if nodes[0].server_address:  # the same node's llama.cpp port, skipping the node's message checks
             settings.append(("1 node, checks skipped", (nodes[0].server_address,)))
+            guard_ratios = _guard_cost(base, nodes[0].address, nodes[1].server_address, n_gen, 4 if args.smallest else 8)
         for link in LINKS[-1:] if args.smallest else LINKS:
             shaper = LinkShaper("127.0.0.1", nodes[0].port, link)
             shapers.append(shaper)
@@ -130,11 +161,10 @@ def main() -> int:
         with_link = 1.0 / (local_s + network_ms / 1000)
         print(f"{label:<28} {measured:>9.1f} {predicted or 0:>8.1f} {ratio:>10} {with_link:>9.1f} "
               f"{measured / with_link:>9.2f} {network_ms:>10.3f}  {probe or '-':<18}  {dominant}")
-    by_label = {row[0]: row[1] for row in rows}
-    if "1 node, checks skipped" in by_label:
-        print(f"\nthe node's message checks (rpc.node_proxy): 1 node {by_label['1 node (loopback)']:.1f} tok/s, "
-              f"checks skipped {by_label['1 node, checks skipped']:.1f} tok/s: ratio "
-              f"{by_label['1 node (loopback)'] / by_label['1 node, checks skipped']:.3f}")
+    if guard_ratios:
+        print(f"\nthe node's message checks (rpc.node_proxy): decode through them / on llama.cpp's port, "
+              f"alternating turns: median {statistics.median(guard_ratios):.3f} over {len(guard_ratios)} rounds "
+              f"({', '.join(f'{r:.3f}' for r in guard_ratios)})")
     print("\nThe bound is an upper limit from memory bandwidth and the link; on a CPU-only host decode is often "
           "compute-bound, so meas/bound well under 1 says how far from the bandwidth limit each setting runs.")
     return 0

@@ -26,6 +26,7 @@ STALL_S = 10.0  # the longest wait for a HELLO, and for llama.cpp's server to ta
 DEFAULT_IDLE_TIMEOUT_S = 30.0
 _HEADER = struct.Struct("<BQ")
 _CHUNK = 1 << 20
+_SMALL = 64 << 10  # data read whole before relaying; larger (weights) streams through in chunks
 
 
 def open_listener(host: str, port: int) -> socket.socket:
@@ -116,9 +117,12 @@ class NodeProxy:
             check_size(cmd, size)  # before reading: a header may announce gigabytes
             head = _read(client, head_bytes(cmd, size), command_name(cmd), idle=False) if size else b""
             check_request(cmd, size, head, buffers)
-            _send(server, _HEADER.pack(cmd, size) + head)
-            if size > len(head):  # a SET_TENSOR's data, checked to fit its buffer
-                self._pipe(client, server, size - len(head), command_name(cmd))
+            rest = size - len(head)  # a SET_TENSOR's data, checked to fit its buffer
+            if rest <= _SMALL:  # a token's inputs: one send, not three
+                _send(server, _HEADER.pack(cmd, size) + head + _read(client, rest, command_name(cmd), idle=False))
+            else:
+                _send(server, _HEADER.pack(cmd, size) + head)
+                self._pipe(client, server, rest, command_name(cmd))
             if cmd == FREE_BUFFER:
                 buffers.pop(struct.unpack("<Q", head)[0], None)
             elif cmd in ANSWER_SIZES or cmd == GET_TENSOR:
