@@ -45,6 +45,9 @@ class FakeEngine:
     def cancel(self) -> None:
         pass
 
+    def stuck(self) -> str:
+        return ""  # never silent with requests open
+
 
 def _serve(engine: FakeEngine, **limits):
     boundary = WebBoundary.serving("127.0.0.1", origins=(ALLOWED_PAGE,))
