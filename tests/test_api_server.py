@@ -202,6 +202,20 @@ def test_a_client_that_hangs_up_on_a_whole_answer_frees_its_slot(server):
     assert metrics[("workbench_api_requests_total", (("endpoint", "chat"), ("status", "499")))] >= 1
 
 
+def test_the_cli_server_refuses_a_rebound_host_and_a_text_plain_post(server):
+    # The page-facing attacks of issue 21, against `workbench api` as the CLI wires it.
+    headers = {"Authorization": f"Bearer {KEY}"}
+    port = server.url.rsplit(":", 1)[1]
+    rebound = httpx.get(server.url + "/metrics", headers={**headers, "Host": f"rebind.evil.example:{port}"}, timeout=60)
+    assert rebound.status_code == 421
+    plain = httpx.post(server.url + "/v1/chat/completions", content=b'{"messages": [{"role": "user", "content": "hi"}]}',
+                       headers={**headers, "Content-Type": "text/plain"}, timeout=60)
+    assert plain.status_code == 415
+    foreign = httpx.get(server.url + "/v1/models", headers={**headers, "Origin": "https://evil.example"}, timeout=60)
+    assert foreign.status_code == 403
+    assert "process list" in "".join(server.lines)  # --api-key on the command line is warned about
+
+
 def test_without_the_key_every_request_gets_401(server):
     with pytest.raises(openai.AuthenticationError):
         server.client(key="wrong").chat.completions.create(model="any", messages=QUESTION, max_tokens=4)
