@@ -16,6 +16,7 @@ from workbench.core.paths import bundled_model_path
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.ui.app import WorkbenchApp
 from workbench.ui.engine_session import LOADED
+from workbench.ui.panel_views import LedgerView
 from workbench.ui.screens.preset_screen import PresetScreen
 from workbench.ui.selection import Selection
 from workbench.ui.widgets.chat_view import Notice
@@ -121,12 +122,13 @@ async def test_the_ledger_panel_shows_expected_rss_and_an_unverified_build():
     ledger = predict_ledger(read_gguf(bundled_model_path()), Preset("p"), DeviceProfile("roomy", 65536))
     panel = LedgerPanel(classes="panel")
     async with panel_host(panel).run_test(size=(70, 40)) as pilot:
-        panel.ledger = ledger
+        panel.view = LedgerView(ledger=ledger)
         await pilot.pause()
         text = rendered(panel)
         assert "RSS at load" in text and f"{ledger.resident.after_load_bytes / 2**20:,.0f}" in text
         assert "RSS full ctx" in text and "unverified" not in text
-        panel.ledger = dataclasses.replace(ledger, unverified="unverified: installed llama-cpp-python 0.4.0 is outside the "
-                                                     "verified 0.3.36; compute and overhead lines may be off")
+        panel.view = LedgerView(ledger=dataclasses.replace(
+            ledger, unverified="unverified: installed llama-cpp-python 0.4.0 is outside the "
+                               "verified 0.3.36; compute and overhead lines may be off"))
         await pilot.pause()
         assert "unverified: installed llama-cpp-python 0.4.0" in " ".join(rendered(panel).split())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 
 from fakes import wait_until
 from textual.app import App
@@ -12,7 +13,9 @@ from workbench.core.bench.report import read_results
 from workbench.core.bench.sweep import shipped_eval_text
 from workbench.core.paths import bundled_model_path
 from workbench.core.config.preset import Preset
-from workbench.ui.screens.bench_screen import BenchScreen
+from workbench.ui.messages import BenchSweepFailed, TaskBenchEnded
+from workbench.ui.screens.bench_screen import BenchScreen, sweep_in_thread
+from workbench.ui.screens.task_bench_screen import task_sweep_in_thread
 
 
 class BenchHost(App):
@@ -105,3 +108,15 @@ async def test_bench_screen_opens_on_a_form_checks_it_and_shows_elapsed_time_in_
         await wait_until(pilot, lambda: "s in this step" in _status(screen), 120)
         first = _status(screen)
         await wait_until(pilot, lambda: _status(screen) != first, 120)  # the elapsed time moves
+
+
+def test_the_sweep_workers_take_their_settings_as_arguments_and_only_post():
+    """Each worker body runs without its screen: what it needs comes as arguments, what it finds is posted."""
+    posted = []
+    sweep_in_thread(bundled_model_path(), ("no-such-preset",), "host", 8, 8, 1, None, 64, threading.Event(),
+                    posted.append)
+    assert [type(message) for message in posted] == [BenchSweepFailed] and "no-such-preset" in posted[0].message
+    posted.clear()
+    task_sweep_in_thread(bundled_model_path(), ("as-is",), "host", "no-such-task", (1,), 1, threading.Event(),
+                         posted.append)
+    assert [type(message) for message in posted] == [TaskBenchEnded] and "no-such-task" in posted[0].error

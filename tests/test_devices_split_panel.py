@@ -1,5 +1,6 @@
 """The memory panel's column group per device: predicted, llama.cpp's report, measured (a local node's process)."""
 
+import dataclasses
 import os
 
 from fakes import MIB, panel_host, rendered
@@ -7,6 +8,7 @@ from fakes import MIB, panel_host, rendered
 from workbench.core.ledger.split_types import DecodeBound, DeviceLedger, SplitLedger
 from workbench.core.engine.events import DeviceBuffers, Loaded
 from workbench.core.ledger.types import FITS, Ledger
+from workbench.ui.panel_views import LedgerView
 
 
 def _device(name, endpoint, weights, kv, compute, budget, verdict=FITS):
@@ -37,17 +39,17 @@ async def test_one_column_group_per_device_with_llama_cpp_beside_the_prediction(
 
     panel = LedgerPanel(classes="panel")
     async with panel_host(panel).run_test(size=(120, 50)) as pilot:
-        panel.ledger = _ledger()
-        panel.split = _split()
+        panel.view = LedgerView(ledger=_ledger(), split=_split())
         await pilot.pause()
         text = rendered(panel)
         assert "per device" in text and "RPC0" in text and "pred" in text and "cpp" in text and "meas" in text
         assert "163" in text  # RPC0's predicted total: 92 + 22 + 49 MiB
-        panel.loaded = Loaded(model_path="/m", preset_name="p", n_ctx=1024, n_ctx_train=8192, model_buffer_bytes=0,
-                              kv_buffer_bytes=0, compute_buffer_bytes=0, load_seconds=1, rss_bytes=300 * MIB,
-                              uss_bytes=0, pid=os.getpid(),
-                              devices=(DeviceBuffers("CPU", "", 30 * MIB, 0, 2 * MIB),
-                                       DeviceBuffers("RPC0", "127.0.0.1:1", 93 * MIB, 22 * MIB, 48 * MIB)))
+        loaded = Loaded(model_path="/m", preset_name="p", n_ctx=1024, n_ctx_train=8192, model_buffer_bytes=0,
+                        kv_buffer_bytes=0, compute_buffer_bytes=0, load_seconds=1, rss_bytes=300 * MIB,
+                        uss_bytes=0, pid=os.getpid(),
+                        devices=(DeviceBuffers("CPU", "", 30 * MIB, 0, 2 * MIB),
+                                 DeviceBuffers("RPC0", "127.0.0.1:1", 93 * MIB, 22 * MIB, 48 * MIB)))
+        panel.view = dataclasses.replace(panel.view, loaded=loaded)
         await pilot.pause()
         text = rendered(panel)
         assert "93.0" in text and "48.0" in text  # llama.cpp's figures for the node

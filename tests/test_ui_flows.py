@@ -46,7 +46,7 @@ async def test_load_chat_unload_reload_keeps_the_conversation():
     async with make_app(engines).run_test(size=(160, 48)) as pilot:
         screen = await load(pilot)
         assert str(screen.query_one("#load-button").label) == "Unload"
-        assert screen.query_one(LedgerPanel).loaded is engines[0].loaded
+        assert screen.query_one(LedgerPanel).view.loaded is engines[0].loaded
         assert screen.query_one(KvPanel).n_ctx == 2048
         await ask(pilot, "What fits?")
         answer = last_answer(screen)
@@ -250,7 +250,7 @@ async def test_choosing_another_preset_updates_the_prediction():
         screen.query_one("#preset-select").value = "long-context-kv4"
         await wait_until(pilot, lambda: screen.ledger is not before)
         assert screen.ledger.preset == "long-context-kv4" and screen.ledger.kv_bytes != before.kv_bytes
-        assert screen.query_one(LedgerPanel).ledger is screen.ledger
+        assert screen.query_one(LedgerPanel).view.ledger is screen.ledger
 
 
 async def test_new_conversation_and_quit_ask_before_discarding_unsaved_messages(tmp_path):

@@ -15,7 +15,7 @@ async def test_the_ledger_panel_is_whole_when_the_panels_are_side_by_side(size):
         panel = screen.query_one(LedgerPanel)
         # the loaded figures come with the load; the predicted ones from the prediction worker, which a
         # Ctrl+L pressed at once can overtake: wait for both, not for a moment
-        await wait_until(pilot, lambda: screen.phase == LOADED and None not in (panel.loaded, panel.ledger))
+        await wait_until(pilot, lambda: screen.phase == LOADED and None not in (panel.view.loaded, panel.view.ledger))
         lines = rendered(panel).rstrip("\n").split("\n")
         assert len(lines) <= panel.content_region.height, f"{len(lines)} lines in {panel.content_region.height}"
         text = "\n".join(lines)

@@ -29,12 +29,12 @@ async def test_panels_keep_the_loaded_preset_until_ctrl_l_reloads_with_the_selec
         screen.select_preset("edge-int4-kv8")
         await wait_until(pilot, lambda: "not loaded — Ctrl+L reloads with it" in verdict(screen))
         assert "selected edge-int4-kv8" in verdict(screen) and "MiB" in verdict(screen)
-        assert ledger_panel.ledger.preset == "as-is" and ledger_panel.ledger.ctx_size == 2048
+        assert ledger_panel.view.ledger.preset == "as-is" and ledger_panel.view.ledger.ctx_size == 2048
         assert kv.bytes_per_token == as_is_kv_per_token and kv.cache_types == "K f16 / V f16"
         assert str(screen.query_one("#load-button", Button).label) == "Reload"
         await pilot.press("ctrl+l")  # one press: unload the old, load the selection
         await wait_until(pilot, lambda: len(engines[0].load_options) == 2 and screen.phase == LOADED)
-        await wait_until(pilot, lambda: ledger_panel.ledger is not None and ledger_panel.ledger.preset == "edge-int4-kv8")
+        await wait_until(pilot, lambda: ledger_panel.view.ledger is not None and ledger_panel.view.ledger.preset == "edge-int4-kv8")
         assert engines[0].load_options[-1]["preset"] == "edge-int4-kv8"
         assert kv.cache_types == "K q8_0 / V q8_0" and kv.bytes_per_token < as_is_kv_per_token
         await wait_until(pilot, lambda: "not loaded" not in verdict(screen))

@@ -1,9 +1,12 @@
 """Each live panel in a small host app: set its attributes, read what it draws."""
 
+import dataclasses
+
 from fakes import MIB, FakeSampler, panel_host, rendered, styles_of, wait_until
 
 from workbench.core.engine.events import Loaded, TurnFinished
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS, Ledger
+from workbench.ui.panel_views import LedgerView, ThermalView
 from workbench.ui.widgets.kv_panel import KvPanel
 from workbench.ui.widgets.ledger_panel import LedgerPanel
 from workbench.ui.widgets.speed_panel import SpeedPanel
@@ -30,7 +33,7 @@ async def test_ledger_panel_shows_budget_lines_and_three_columns():
     panel = LedgerPanel(classes="panel")
     async with panel_host(panel).run_test(size=(70, 30)) as pilot:
         assert "No prediction yet" in rendered(panel)
-        panel.ledger = ledger()
+        panel.view = LedgerView(ledger=ledger())
         await pilot.pause()
         text = rendered(panel)
         for line in ("device jetson", "8,192 MiB", "reserve os", "reserve dma frame buffers", "left for the LLM",
@@ -38,8 +41,7 @@ async def test_ledger_panel_shows_budget_lines_and_three_columns():
                      "compute", "overhead", "headroom"):
             assert line in text, line
         assert "3,180" not in text  # nothing reported before loading
-        panel.loaded = loaded()
-        panel.sample = FakeSampler(engine_pid=7).sample()
+        panel.view = LedgerView(ledger=ledger(), loaded=loaded(), sample=FakeSampler(engine_pid=7).sample())
         await pilot.pause()
         text = rendered(panel)
         assert "3,180" in text and "233" in text  # llama.cpp's buffer, the engine's measured RSS
@@ -49,8 +51,8 @@ async def test_ledger_panel_shows_budget_lines_and_three_columns():
 async def test_ledger_panel_warns_on_swap_and_over_budget():
     panel = LedgerPanel(classes="panel")
     async with panel_host(panel).run_test(size=(70, 30)) as pilot:
-        panel.ledger = ledger(budget=4000, verdict=DOES_NOT_FIT)
-        panel.sample = FakeSampler(swap_used_bytes=512 * MIB).sample()
+        panel.view = LedgerView(ledger=ledger(budget=4000, verdict=DOES_NOT_FIT),
+                                sample=FakeSampler(swap_used_bytes=512 * MIB).sample())
         await pilot.pause()
         text = rendered(panel)
         assert "swap in use (512.0 MiB)" in text
@@ -108,7 +110,7 @@ async def test_thermal_panel_values_sparklines_and_missing_sensors():
     async with panel_host(panel).run_test(size=(70, 20)) as pilot:
         assert "Waiting for the first telemetry sample" in rendered(panel)
         for _ in range(4):
-            panel.sample = sampler.sample()
+            panel.view = ThermalView(sample=sampler.sample())
             await pilot.pause()
         text = rendered(panel)
         assert "cpu" in text and "56.0 °C" in text and "powersave" in text and "capped below 3,600 MHz" in text
@@ -116,10 +118,10 @@ async def test_thermal_panel_values_sparklines_and_missing_sensors():
         assert any(bar in text for bar in "▁▂▃▄▅▆▇█")
         start = sampler.sample()
         end = sampler.sample()
-        panel.turn_energy(start, end, 20)
+        panel.view = panel.view.after_turn(start, end, 20)
         await pilot.pause()
         assert "last turn 0.50 J/token" in rendered(panel)
-        panel.sample = FakeSampler(sensors=False).sample()
+        panel.view = ThermalView(sample=FakeSampler(sensors=False).sample())
         await pilot.pause()
         text = rendered(panel)
         assert "no thermal sensors exposed" in text and "°C" not in text and "0.0 W" not in text
@@ -158,3 +160,13 @@ def test_a_legend_breaks_between_pairs_never_inside_one():
         pairs = [pair for line in lines for pair in line.split("  ")]
         assert pairs == [f"■ {label}" for _, label in items], (width, lines)
         assert all(len(line) <= width for line in lines)
+
+
+def test_the_ledger_view_takes_a_sample_only_when_a_shown_figure_changes():
+    first = FakeSampler(engine_pid=7).sample()
+    view = LedgerView(ledger=ledger()).with_sample(first)
+    assert view.sample is first
+    later = dataclasses.replace(first, timestamp=first.timestamp + 1)
+    assert view.with_sample(later) is view  # a redraw costs: nothing the panel shows changed
+    swapping = dataclasses.replace(first, swap_used_bytes=first.swap_used_bytes + 512 * MIB)
+    assert view.with_sample(swapping).sample is swapping

@@ -44,7 +44,7 @@ async def test_select_load_chat_cancel_unload_reload_with_the_real_engine():
 
         await pilot.press("ctrl+l")
         await wait_until(pilot, lambda: screen.phase == LOADED, 120)
-        loaded = screen.query_one(LedgerPanel).loaded
+        loaded = screen.query_one(LedgerPanel).view.loaded
         assert loaded.model_buffer_bytes > 0 and loaded.kv_buffer_bytes > 0 and loaded.pid == screen.engine.pid
         assert screen.query_one(KvPanel).n_ctx == loaded.n_ctx >= predicted.ctx_size
         # the real sampler follows the engine process: the ledger's measured column fills in
@@ -75,7 +75,7 @@ async def test_select_load_chat_cancel_unload_reload_with_the_real_engine():
 
         await pilot.press("ctrl+l")
         await wait_until(pilot, lambda: screen.phase == IDLE, 60)
-        assert screen.engine.loaded is None and screen.query_one(LedgerPanel).loaded is None
+        assert screen.engine.loaded is None and screen.query_one(LedgerPanel).view.loaded is None
 
         await pilot.press("ctrl+l")
         await wait_until(pilot, lambda: screen.phase == LOADED, 120)

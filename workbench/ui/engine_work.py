@@ -24,6 +24,7 @@ from workbench.core.engine.events import (
 )
 from workbench.core.ledger.predict import predict_ledger
 from workbench.ui.chat_vote import sample_and_vote
+from workbench.ui.device_problems import device_problems
 from workbench.ui.engine_session import Engine
 from workbench.ui.loaded_choice import Choice
 from workbench.ui.messages import (
@@ -53,11 +54,12 @@ TOKEN_BATCH_INTERVAL_S = 0.1
 
 
 def predict_choice(selection: Selection, choice: Choice, post: Post) -> None:
-    """Predict the ledger (and the per-device split) for `choice`; post it, or why there is none."""
+    """Predict the ledger (and the per-device split) for `choice`; post it with the preset's problems with
+    the model and the device's with the preset (the CLI's offload warning), or why there is none."""
     try:
         model, preset, device = selection.resolve(choice)
         ledger = predict_ledger(model, preset, device)
-        problems = preset_problems(preset, model)
+        problems = preset_problems(preset, model) + device_problems(preset, device)
     except Exception as error:
         post(PredictionFailed(str(error) or type(error).__name__))
         return

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, ProgressBar, Static
 from textual_plotext import PlotextPlot
@@ -143,33 +145,12 @@ class BenchScreen(Screen):
             elapsed = time.monotonic() - self._step_started_at
             self._status(f"{self._step_text}  · {elapsed:,.0f} s in this step")
 
-    @work(thread=True, exclusive=True, group="bench")
     def run_sweep(self) -> None:
-        """The whole sweep, off the event loop; it only posts messages."""
-        try:
-            config = SweepConfig(
-                model_path=self.model_path,
-                presets=tuple(preset_from(p) for p in self.presets),
-                device=device_from(self.device),
-                n_prompt=self.n_prompt,
-                n_gen=self.n_gen,
-                repetitions=self.repetitions,
-                eval_text=self.eval_text,
-                ppl_ctx=self.ppl_ctx,
-            )
-            for event in run_sweep(config, self.cancel_event):
-                if isinstance(event, SweepStepStarted):
-                    self.post_message(BenchStepStarted(event.preset, event.step, event.done_steps, event.total_steps,
-                                                       event.fraction))
-                elif isinstance(event, PresetMeasured):
-                    self.post_message(BenchRowMeasured(event.row))
-                elif isinstance(event, PresetFailed):
-                    self.post_message(BenchPresetFailed(event.preset, event.message))
-                elif isinstance(event, SweepFinished):
-                    failures = tuple(f"{f.preset}: {f.message}" for f in event.failures)
-                    self.post_message(BenchSweepFinished(event.results, failures, event.cancelled))
-        except WorkbenchError as error:
-            self.post_message(BenchSweepFailed(str(error)))
+        """Start the sweep in a thread worker: it gets the form's values as arguments, never the screen."""
+        self.run_worker(partial(sweep_in_thread, self.model_path, self.presets, self.device, self.n_prompt,
+                                self.n_gen, self.repetitions, self.eval_text, self.ppl_ctx, self.cancel_event,
+                                self.post_message),
+                        thread=True, exclusive=True, group="bench")
 
     def on_bench_step_started(self, message: BenchStepStarted) -> None:
         self.query_one("#bench-progress", ProgressBar).update(total=message.total_steps,
@@ -248,3 +229,25 @@ class BenchScreen(Screen):
     def action_leave(self) -> None:
         self.cancel_event.set()  # the worker stops between steps and closes its engine
         self.dismiss(self.results)
+
+
+def sweep_in_thread(model_path: Path, presets: tuple[Preset | str, ...], device: DeviceProfile | str, n_prompt: int,
+                    n_gen: int, repetitions: int, eval_text: str | None, ppl_ctx: int, cancel: threading.Event,
+                    post: Callable[[Message], object]) -> None:
+    """Worker body: the whole sweep, off the event loop (presets and device resolved here: files); only posts."""
+    try:
+        config = SweepConfig(model_path=model_path, presets=tuple(preset_from(p) for p in presets),
+                             device=device_from(device), n_prompt=n_prompt, n_gen=n_gen, repetitions=repetitions,
+                             eval_text=eval_text, ppl_ctx=ppl_ctx)
+        for event in run_sweep(config, cancel):
+            if isinstance(event, SweepStepStarted):
+                post(BenchStepStarted(event.preset, event.step, event.done_steps, event.total_steps, event.fraction))
+            elif isinstance(event, PresetMeasured):
+                post(BenchRowMeasured(event.row))
+            elif isinstance(event, PresetFailed):
+                post(BenchPresetFailed(event.preset, event.message))
+            elif isinstance(event, SweepFinished):
+                failures = tuple(f"{f.preset}: {f.message}" for f in event.failures)
+                post(BenchSweepFinished(event.results, failures, event.cancelled))
+    except WorkbenchError as error:
+        post(BenchSweepFailed(str(error)))

@@ -46,6 +46,7 @@ from workbench.core.config.presets import (
 from workbench.core.gguf.ggml_types import CACHE_TYPES
 from workbench.core.ledger.predict import predict_ledger
 from workbench.core.units import mib
+from workbench.ui.device_problems import device_problems
 from workbench.ui.messages import PresetChecked
 from workbench.ui.screens.confirm_modal import ConfirmModal
 from workbench.ui.selection import Selection, unsaved_label
@@ -352,10 +353,11 @@ def same_settings(a: Preset, b: Preset) -> bool:
 
 def check_preset(selection: Selection, model_path: Path, device_name: str, preset: Preset,
                  post: Callable[[Message], object]) -> None:
-    """Worker body: the preset's problems with the model, and its ledger on the device (`selection` resolves)."""
+    """Worker body: the preset's problems with the model and the device's with it, and its ledger on the device
+    (`selection` resolves)."""
     try:
         model, device = selection.model_info(model_path), selection.device(device_name)
-        problems = preset_problems(preset, model)
+        problems = preset_problems(preset, model) + device_problems(preset, device)
         ledger = predict_ledger(model, preset, device)
     except Exception as error:
         post(PresetChecked(preset, failure=f"cannot predict for {model_path.name}: {error}"))

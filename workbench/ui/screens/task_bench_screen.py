@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, ProgressBar, Static
 
@@ -48,7 +49,7 @@ class TaskBenchScreen(Screen):
                  task: str = "add-small", samples: tuple[int, ...] = (1, 2, 4, 8), limit: int = 20) -> None:
         super().__init__()
         self.model_path, self.device, self.presets = Path(model_path), device, tuple(presets)
-        self.task_name, self.samples, self.limit = task, samples, limit
+        self.task_name, self.samples, self.limit = task, tuple(samples), limit
         self.cancel_event = threading.Event()
         self.rows: list[TaskRow] = []
 
@@ -66,27 +67,11 @@ class TaskBenchScreen(Screen):
         self.query_one("#task-table", DataTable).add_columns(*COLUMNS)
         self.run_task()
 
-    @work(thread=True, exclusive=True, group="task-bench")
     def run_task(self) -> None:
-        try:
-            config = TaskSweepConfig(
-                model_path=self.model_path,
-                presets=tuple(preset_from(p) for p in self.presets),
-                device=device_from(self.device),
-                task=find_task(self.task_name),
-                samples=self.samples,
-                limit=self.limit,
-            )
-            for event in run_task_sweep(config, self.cancel_event):
-                if isinstance(event, TaskStepStarted):
-                    self.post_message(TaskStepped(event.label, event.done, event.total))
-                elif isinstance(event, TaskPointMeasured):
-                    self.post_message(TaskRowMeasured(event.row))
-                elif isinstance(event, TaskSweepFinished):
-                    failures = tuple(f"{f.label}: {f.message}" for f in event.failures)
-                    self.post_message(TaskBenchEnded(event.rows, failures))
-        except WorkbenchError as error:
-            self.post_message(TaskBenchEnded((), error=str(error)))
+        """Start the sweep in a thread worker: it gets the screen's settings as arguments, never the screen."""
+        self.run_worker(partial(task_sweep_in_thread, self.model_path, self.presets, self.device, self.task_name,
+                                self.samples, self.limit, self.cancel_event, self.post_message),
+                        thread=True, exclusive=True, group="task-bench")
 
     def on_task_stepped(self, message: TaskStepped) -> None:
         self.query_one("#task-progress", ProgressBar).update(total=message.total, progress=message.done)
@@ -120,3 +105,22 @@ class TaskBenchScreen(Screen):
     def action_leave(self) -> None:
         self.cancel_event.set()
         self.dismiss(tuple(self.rows))
+
+
+def task_sweep_in_thread(model_path: Path, presets: tuple[Preset | str, ...], device: DeviceProfile | str,
+                         task_name: str, samples: tuple[int, ...], limit: int, cancel: threading.Event,
+                         post: Callable[[Message], object]) -> None:
+    """Worker body: the task sweep, off the event loop (presets, device and task resolved here); only posts."""
+    try:
+        config = TaskSweepConfig(model_path=model_path, presets=tuple(preset_from(p) for p in presets),
+                                 device=device_from(device), task=find_task(task_name), samples=samples, limit=limit)
+        for event in run_task_sweep(config, cancel):
+            if isinstance(event, TaskStepStarted):
+                post(TaskStepped(event.label, event.done, event.total))
+            elif isinstance(event, TaskPointMeasured):
+                post(TaskRowMeasured(event.row))
+            elif isinstance(event, TaskSweepFinished):
+                failures = tuple(f"{f.label}: {f.message}" for f in event.failures)
+                post(TaskBenchEnded(event.rows, failures))
+    except WorkbenchError as error:
+        post(TaskBenchEnded((), error=str(error)))

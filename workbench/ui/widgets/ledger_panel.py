@@ -8,12 +8,11 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from workbench.core.engine.events import Loaded
 from workbench.core.ledger.split_types import SplitLedger
 from workbench.core.ledger.types import DOES_NOT_FIT, TIGHT, Ledger
 from workbench.core.rpc.node_memory import LocalNodeMemory
-from workbench.core.telemetry.sample import TelemetrySample
 from workbench.core.units import UNAVAILABLE, mib, mib_number, size
+from workbench.ui.panel_views import LedgerView
 from workbench.ui.widgets.colours import legend as swatch_legend
 from workbench.ui.widgets.colours import theme_colour
 
@@ -21,14 +20,11 @@ CATEGORIES = (("weights", "weights"), ("kv", "KV cache"), ("compute", "compute")
 
 
 class LedgerPanel(Widget):
-    """Attributes down: the screen sets `ledger`, `loaded` and `sample`; the panel redraws."""
+    """Attributes down: the panel grid sets `view`, one frozen LedgerView; the panel redraws from it."""
 
     BORDER_TITLE = "Memory ledger"
 
-    ledger: reactive[Ledger | None] = reactive(None)
-    loaded: reactive[Loaded | None] = reactive(None)
-    sample: reactive[TelemetrySample | None] = reactive(None)
-    split: reactive[SplitLedger | None] = reactive(None)  # the per-device ledger, when layers leave the CPU
+    view: reactive[LedgerView] = reactive(LedgerView())
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -37,19 +33,16 @@ class LedgerPanel(Widget):
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh())
 
-    def shows_differently(self, sample: TelemetrySample) -> bool:
-        """Whether `sample` changes a figure the panel shows (as rounded on screen)."""
-        return self.sample is None or _shown_figures(sample) != _shown_figures(self.sample)
-
     def render(self) -> RenderableType:
-        ledger = self.ledger
+        ledger = self.view.ledger
         if ledger is None:
             return Text("No prediction yet: choose a model, a preset and a device.", style="italic")
         width = max(10, self.content_region.width or 40)
         parts: list[RenderableType] = [self._budget_table(ledger), self._stacked_bar(ledger, width),
                                        self._legend(ledger), self._comparison_table(ledger)]
-        if self.split is not None and len(self.split.devices) > 1:
-            parts.append(self._devices_table(self.split))
+        split = self.view.split
+        if split is not None and len(split.devices) > 1:
+            parts.append(self._devices_table(split))
         parts.append(self._system_memory())
         if ledger.unverified:  # the compute and overhead lines were checked on another llama.cpp build
             parts.append(Text(f"⚠ {ledger.unverified}", style=theme_colour(self.app, "ledger-compute")))
@@ -60,7 +53,8 @@ class LedgerPanel(Widget):
         table = Table(expand=True, box=None, padding=(0, 0, 0, 1), show_edge=False, header_style="bold",
                       title=f"per device · {split.verdict}", title_justify="left", title_style="bold")
         table.add_column("MiB", no_wrap=True)
-        reported = {(d.name, d.endpoint): d for d in self.loaded.devices} if self.loaded else {}
+        loaded = self.view.loaded
+        reported = {(d.name, d.endpoint): d for d in loaded.devices} if loaded else {}
         for device in split.devices:
             for column in ("pred", "cpp", "meas"):
                 table.add_column(f"{device.name}\n{column}", justify="right", no_wrap=True)
@@ -131,7 +125,7 @@ class LedgerPanel(Widget):
                              self.content_region.width or 40)
 
     def _comparison_table(self, ledger: Ledger) -> Table:
-        loaded = self.loaded
+        loaded = self.view.loaded
         table = Table(expand=True, box=None, padding=(0, 0, 0, 1), show_edge=False, header_style="bold")
         table.add_column("MiB", no_wrap=True, min_width=10)
         for header in ("predicted", "llama.cpp", "measured"):
@@ -160,12 +154,13 @@ class LedgerPanel(Widget):
         return table
 
     def _engine_rss(self) -> int | None:
-        if self.sample is not None and self.sample.engine_rss_bytes:
-            return self.sample.engine_rss_bytes
-        return self.loaded.rss_bytes if self.loaded else None
+        sample, loaded = self.view.sample, self.view.loaded
+        if sample is not None and sample.engine_rss_bytes:
+            return sample.engine_rss_bytes
+        return loaded.rss_bytes if loaded else None
 
     def _system_memory(self) -> Text:
-        sample = self.sample
+        sample = self.view.sample
         if sample is None:
             return Text(f"system memory: {UNAVAILABLE} (no telemetry sample yet)", style="dim")
         text = Text(f"system free {size(sample.mem_available_bytes)} of {size(sample.mem_total_bytes)}"
@@ -174,8 +169,3 @@ class LedgerPanel(Widget):
             text.append(f"\n⚠ swap in use ({size(sample.swap_used_bytes)}): decode will crawl and the OOM "
                         "killer is near", style=f"bold {theme_colour(self.app, 'ledger-over')}")
         return text
-
-
-def _shown_figures(sample: TelemetrySample) -> tuple[str, ...]:
-    return (mib_number(sample.engine_rss_bytes), size(sample.mem_available_bytes), size(sample.mem_total_bytes),
-            size(sample.swap_used_bytes), size(sample.swap_total_bytes))

@@ -9,10 +9,12 @@ from textual.app import ComposeResult
 from textual.containers import Grid
 
 from workbench.core.engine.events import Loaded, TurnFinished
+from workbench.core.ledger.split_types import SplitLedger
 from workbench.core.ledger.types import Ledger
 from workbench.core.telemetry.sample import TelemetrySample
 from workbench.ui.kv_view import KvView, decode_bound_tps
 from workbench.ui.messages import TelemetryFailed, TelemetrySampled, TokensArrived
+from workbench.ui.panel_views import LedgerView, ThermalView
 from workbench.ui.widgets.kv_panel import KvPanel
 from workbench.ui.widgets.ledger_panel import LedgerPanel
 from workbench.ui.widgets.speed_panel import SpeedPanel
@@ -22,18 +24,19 @@ LIVE_KV_INTERVAL_S = 1.0  # the KV grid follows a streaming answer once a second
 
 
 class PanelGrid(Grid):
-    """Owns what the panels show: the KV view, the ledger they describe, the latest telemetry sample.
+    """Owns what the panels show: one frozen view each for the ledger, KV and thermal panels (the thermal
+    view holds the latest telemetry sample).
 
     The screen tells it what happened (a ledger, a load, a turn's tokens and its end); the telemetry
-    worker posts its samples here.
+    worker posts its samples here. It builds each view and assigns it to its panel.
     """
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.kv = KvView()
-        self.latest_sample: TelemetrySample | None = None
+        self.ledger_view = LedgerView()
+        self.thermal_view = ThermalView()
         self.battery_wh: float | None = None  # the device profile's, when it gives one
-        self._ledger: Ledger | None = None
         self._turn_generated = 0  # tokens of the answer streaming now, for the live KV view
         self._settled_segments: tuple[tuple[str, int], ...] = ()
         self._kv_drawn_at = 0.0
@@ -45,34 +48,45 @@ class PanelGrid(Grid):
         yield SpeedPanel(id="speed-panel", classes="panel")
         yield ThermalPanel(id="thermal-panel", classes="panel")
 
+    @property
+    def latest_sample(self) -> TelemetrySample | None:
+        return self.thermal_view.sample
+
     def _show_kv(self, view: KvView) -> None:
         self.kv = view
         self.query_one(KvPanel).show(view)
 
+    def _show_ledger_view(self, view: LedgerView) -> None:
+        self.ledger_view = view
+        self.query_one(LedgerPanel).view = view
+
+    def _show_thermal_view(self, view: ThermalView) -> None:
+        self.thermal_view = view
+        self.query_one(ThermalPanel).view = view
+
     def _show_bound(self) -> None:
         """The bandwidth bound at the current context: time per token grows with the KV read."""
-        self.query_one(SpeedPanel).bound_tps = decode_bound_tps(self._ledger, self.kv)
+        self.query_one(SpeedPanel).bound_tps = decode_bound_tps(self.ledger_view.ledger, self.kv)
 
     # ---- the ledger and the engine --------------------------------------------------------
 
     def show_ledger(self, ledger: Ledger | None) -> None:
         """Describe `ledger` (the loaded choice's while a model is loaded, else the selection's)."""
-        self._ledger = ledger
-        self.query_one(LedgerPanel).ledger = ledger
+        self._show_ledger_view(replace(self.ledger_view, ledger=ledger))
         if ledger is not None:
             self._show_kv(self.kv.with_ledger(ledger))
             self._show_bound()
 
-    def show_split(self, split: object | None) -> None:
-        self.query_one(LedgerPanel).split = split
+    def show_split(self, split: SplitLedger | None) -> None:
+        self._show_ledger_view(replace(self.ledger_view, split=split))
 
     def model_loaded(self, loaded: Loaded) -> None:
-        self.query_one(LedgerPanel).loaded = loaded
+        self._show_ledger_view(replace(self.ledger_view, loaded=loaded))
         self._show_kv(replace(self.kv, n_ctx=loaded.n_ctx, cells_used=0, segments=(), shift_notice=""))
 
     def model_gone(self) -> None:
         """No model in memory: the ledger loses its reported column, the KV panel its cache."""
-        self.query_one(LedgerPanel).loaded = None
+        self._show_ledger_view(replace(self.ledger_view, loaded=None))
         self._show_kv(self.kv.emptied())
 
     # ---- a turn ---------------------------------------------------------------------------
@@ -103,20 +117,15 @@ class PanelGrid(Grid):
                               cells_used=finished.kv_cells_used,
                               shift_notice=self.kv.shift_notice if finished.context_shifts else ""))
         self._show_bound()
-        self.query_one(ThermalPanel).turn_energy(self._turn_start_sample, self.latest_sample,
-                                                 finished.generated_tokens)
+        self._show_thermal_view(self.thermal_view.after_turn(self._turn_start_sample, self.latest_sample,
+                                                             finished.generated_tokens))
 
     # ---- telemetry ------------------------------------------------------------------------
 
     def on_telemetry_sampled(self, message: TelemetrySampled) -> None:
         message.stop()
-        self.latest_sample = message.sample
-        ledger_panel = self.query_one(LedgerPanel)
-        if ledger_panel.shows_differently(message.sample):  # a redraw costs; most samples change nothing shown
-            ledger_panel.sample = message.sample
-        panel = self.query_one(ThermalPanel)
-        panel.battery_wh = self.battery_wh
-        panel.sample = message.sample
+        self._show_ledger_view(self.ledger_view.with_sample(message.sample))
+        self._show_thermal_view(replace(self.thermal_view, sample=message.sample, battery_wh=self.battery_wh))
 
     def on_telemetry_failed(self, message: TelemetryFailed) -> None:
         message.stop()

@@ -13,6 +13,7 @@ from textual.widget import Widget
 from workbench.core.tasks.battery import battery_line
 from workbench.core.telemetry.sample import TelemetrySample
 from workbench.core.units import celsius, mhz
+from workbench.ui.panel_views import ThermalView
 from workbench.ui.widgets.colours import sparkline, theme_colour
 
 HISTORY = 60  # samples kept per series: 30 s at the sampler's 2 Hz
@@ -26,36 +27,23 @@ def unavailable_reason(sample: TelemetrySample, what: str, default: str) -> str:
 
 
 class ThermalPanel(Widget):
-    """The screen sets `sample` at each telemetry tick and `joules_per_token` after each turn."""
+    """Attributes down: the panel grid sets `view`, one frozen ThermalView, at each telemetry tick and turn."""
 
     BORDER_TITLE = "Temperature & power"
 
-    sample: reactive[TelemetrySample | None] = reactive(None)
-    joules_per_token: reactive[float | None] = reactive(None)
-    energy_note: reactive[str] = reactive("")
-    battery_wh: reactive[float | None] = reactive(None)  # the device profile's, when it gives one
+    view: reactive[ThermalView] = reactive(ThermalView())
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
+        # the sparklines' series: what the panel has drawn, kept across views
         self.history: dict[str, deque[float]] = defaultdict(lambda: deque(maxlen=HISTORY))
-        self.last_turn_tokens = 0
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh())
 
-    def turn_energy(self, start: TelemetrySample | None, end: TelemetrySample | None, generated: int) -> None:
-        """Energy per token of the last turn: the energy counter's difference across the turn."""
-        if start is None or end is None or start.energy_j is None or end.energy_j is None:
-            self.joules_per_token, self.energy_note = None, ""
-        elif end.timestamp <= start.timestamp or generated <= 0:
-            self.joules_per_token = None
-            self.energy_note = "last turn shorter than one telemetry interval"
-        else:
-            self.joules_per_token, self.energy_note = (end.energy_j - start.energy_j) / generated, ""
-        self.last_turn_tokens = generated
-
-    def watch_sample(self, sample: TelemetrySample | None) -> None:
-        if sample is None:
+    def watch_view(self, old: ThermalView, new: ThermalView) -> None:
+        sample = new.sample
+        if sample is None or sample == old.sample:  # a turn's energy alone adds no point
             return
         for temperature in sample.temperatures:
             self.history[f"temp:{temperature.name}"].append(temperature.celsius)
@@ -63,7 +51,7 @@ class ThermalPanel(Widget):
             self.history["power"].append(sample.total_power_w)
 
     def render(self) -> RenderableType:
-        sample = self.sample
+        sample = self.view.sample
         if sample is None:
             return Text("Waiting for the first telemetry sample…", style="italic")
         width = self.content_region.width or 40
@@ -111,16 +99,17 @@ class ThermalPanel(Widget):
             return Text(f"power: {unavailable_reason(sample, 'power', 'no power source exposed')}", style="dim")
         text = Text(f"power {sample.total_power_w:,.1f} W ")
         text.append(sparkline(self.history["power"], spark_width), style=theme_colour(self.app, "chart-decode"))
-        if self.joules_per_token is not None:
-            text.append(f"\nlast turn {self.joules_per_token:,.2f} J/token")
-        elif self.energy_note:
-            text.append(f"\nJ/token: {self.energy_note}", style="dim")
+        view = self.view
+        if view.joules_per_token is not None:
+            text.append(f"\nlast turn {view.joules_per_token:,.2f} J/token")
+        elif view.energy_note:
+            text.append(f"\nJ/token: {view.energy_note}", style="dim")
         elif sample.energy_j is None:
             text.append(f"\nJ/token: {unavailable_reason(sample, 'energy', 'no energy counter')}", style="dim")
         else:
             text.append("\nJ/token: after the first turn", style="dim")
-        if self.battery_wh is not None:
-            per_answer = (self.joules_per_token * self.last_turn_tokens
-                          if self.joules_per_token is not None and self.last_turn_tokens else None)
-            text.append("\n" + battery_line(self.battery_wh, sample.total_power_w, per_answer))
+        if view.battery_wh is not None:
+            per_answer = (view.joules_per_token * view.last_turn_tokens
+                          if view.joules_per_token is not None and view.last_turn_tokens else None)
+            text.append("\n" + battery_line(view.battery_wh, sample.total_power_w, per_answer))
         return text

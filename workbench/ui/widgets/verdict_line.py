@@ -13,6 +13,7 @@ from textual.widgets import ProgressBar, Static
 
 from workbench.core.ledger.types import DOES_NOT_FIT, TIGHT, Ledger
 from workbench.core.units import mib
+from workbench.ui.device_problems import DeviceProblem
 from workbench.ui.loaded_choice import Choice
 
 if TYPE_CHECKING:
@@ -124,8 +125,11 @@ def describe_for_main(prediction: Prediction, loaded: Choice | None) -> tuple[st
     else:
         text = f"{mark} {verdict_sentence(ledger)}"
     errors = [problem for problem in prediction.problems if problem.level == "error"]
+    device_warnings = [problem for problem in prediction.problems if isinstance(problem, DeviceProblem)]
     if errors:
         text += f"  Preset problem: {errors[0].message}"
+    elif device_warnings:  # the preset runs, but the device runs its offloaded layers slower than its CPU
+        text += f"  ⚠ {device_warnings[0].message}. {device_warnings[0].fix}"
     return text, verdict_class(ledger.verdict)
 
 
