@@ -20,7 +20,11 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from workbench.core.serve.http_limits import REQUEST_READ_TIMEOUT_S, max_connections, server_config
+from workbench.core.serve.http_limits import (
+    REQUEST_READ_TIMEOUT_S,
+    max_connections,
+    server_config,
+)
 from workbench.core.serve.listen import listen
 
 IDLE, SLOW = 300, 200
