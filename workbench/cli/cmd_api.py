@@ -129,13 +129,12 @@ def api_key_from(args: argparse.Namespace) -> str | None:
 
 
 def _serve(args: argparse.Namespace, listener: socket.socket, model_path, preset, device, api_key: str | None) -> int:
-    import uvicorn  # deferred: importing the ASGI stack costs start-up time
-
     from workbench.core.serve.app import (  # deferred: importing the ASGI stack costs start-up time
         ServerConfig,
         create_app,
     )
     from workbench.core.serve.http_limits import (  # deferred: importing the ASGI stack costs start-up time
+        StoppingServer,
         max_connections,
         server_config,
     )
@@ -158,7 +157,7 @@ def _serve(args: argparse.Namespace, listener: socket.socket, model_path, preset
         if not is_loopback_host(args.host) and api_key is None:
             print("warning: the API is reachable from the network without a key (--api-key-file)", file=sys.stderr, flush=True)
         config = server_config(app, connection_limit=max_connections(args.parallel, args.queue))
-        uvicorn.Server(config).run(sockets=[listener])
+        StoppingServer(config, host).run(sockets=[listener])
         return 0
     finally:
         if sampler is not None:

@@ -227,6 +227,7 @@ class EngineClient(EngineLink):
             if not self.alive or self._loaded is None:
                 raise EngineError("no model is loaded to serve", fix="Load a model first")
             self._cancel_flag.value = False
+            self._cancel_due = None
             try:
                 self._conn.send(SequencesOpen(n_slots))
             except (OSError, ValueError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from multiprocessing.connection import wait
@@ -21,6 +22,12 @@ from workbench.core.rpc.failure import unreachable_nodes
 
 _TERMINAL = (Loaded, TurnFinished, EngineFailed, Unloaded, OpFinished, SamplesFinished)
 _LOG_TAIL_LINES = 30
+_LOADING = "loading the model"
+SERVING = "serving"
+# A cancel is honoured within a token, or a graph node in prefill: an engine silent this long
+# after one is stuck (a hung kernel, a stopped process) and is killed, so cancel always ends.
+CANCEL_GRACE_S = 5.0
+_WAKE_S = 0.25  # how often a blocked read looks for a cancel made meanwhile (another thread, a signal)
 
 
 class EngineLink:
@@ -42,6 +49,9 @@ class EngineLink:
         self._closing = False
         self._finalizer: weakref.finalize | None = None
         self._engine_rpc: tuple[str, ...] = ()  # RPC nodes the running engine registered (they stay registered)
+        self.cancel_grace_s = CANCEL_GRACE_S
+        self._cancel_due: float | None = None  # monotonic time by which the engine owes an answer to a cancel
+        self._killed_why = ""  # set when the client killed an engine that did not answer in time
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -83,6 +93,7 @@ class EngineLink:
                 os.close(flag_fd)
             self._process, self._conn, self._cancel_flag, self._log_path = process, ours, cancel_flag, log_path
             self._closing = False
+            self._killed_why = ""
             # A client dropped without close() (or an interpreter exiting) still stops its
             # engine and deletes the log.
             self._finalizer = weakref.finalize(self, _reap, process, ours, log_path)
@@ -111,10 +122,21 @@ class EngineLink:
 
     # -- cancelling --------------------------------------------------------------------------
     def cancel(self) -> None:
-        """Stop the running generation (within a token; in prefill within a graph node). Thread-safe."""
+        """Stop the running generation (within a token; in prefill within a graph node). Thread-safe.
+
+        An engine that has not answered within `cancel_grace_s` is killed: the running request
+        ends with EngineFailed(kind="crash") saying so, and `start()` runs a fresh one.
+        """
         flag = self._cancel_flag
         if flag is not None:
             flag.value = True
+            self.answer_due(self.cancel_grace_s)
+
+    def answer_due(self, within_s: float) -> None:
+        """The engine must send something within `within_s` (sooner deadlines stand), or it is killed."""
+        due = time.monotonic() + within_s
+        if self._cancel_due is None or due < self._cancel_due:
+            self._cancel_due = due
 
     # -- the pipe ----------------------------------------------------------------------------
     def _exchange(self, request: object, doing: str) -> Iterator[object]:
@@ -124,6 +146,7 @@ class EngineLink:
         events are read and dropped, so the next request starts on a clean pipe.
         """
         self._cancel_flag.value = False  # cleared here, before sending: a cancel() after this counts
+        self._cancel_due = None
         try:
             self._conn.send(request)
         except (OSError, ValueError):
@@ -144,16 +167,35 @@ class EngineLink:
                     pass
 
     def _receive(self, doing: str) -> object:
+        """The next event; EngineFailed when the process died, or was killed for leaving a cancel unanswered.
+
+        Loading is not cancellable in llama.cpp, so no deadline applies to it.
+        """
         conn, process = self._conn, self._process
         if conn is None or process is None:
             return self._died(doing)
         try:
-            wait([conn] if process.sentinel is None else [conn, process.sentinel])
+            waitables = [conn] if process.sentinel is None else [conn, process.sentinel]
+            while not wait(waitables, _WAKE_S):
+                due = self._cancel_due
+                if due is not None and doing != _LOADING and time.monotonic() >= due:
+                    self._kill_unanswered(process, doing)
+                    break
             if conn.poll():
-                return conn.recv()
+                event = conn.recv()
+                if doing == SERVING or isinstance(event, _TERMINAL):
+                    # Answered: a request's cancel ends in its final event; in serving, the steps
+                    # run between pipe reads, so any event after a cancel shows the engine reads it.
+                    self._cancel_due = None
+                return event
         except (EOFError, OSError, ValueError):
             pass
         return self._died(doing)
+
+    def _kill_unanswered(self, process: Any, doing: str) -> None:
+        self._killed_why = (f"the engine did not answer a cancel within {self.cancel_grace_s:g} s while {doing}, "
+                            "so it was killed")
+        process.kill()  # SIGKILL: it ends a process that is stopped or stuck in native code alike
 
     def _died(self, doing: str) -> EngineFailed:
         process = self._process
@@ -163,11 +205,13 @@ class EngineLink:
             exitcode = process.exitcode
         tail = self.log_tail()
         self._loaded = None
-        if process is not None and doing == "loading the model":
+        if process is not None and doing == _LOADING:
             remove_partial_files(process.pid)  # it may have died re-quantizing into the cache
         if self._closing:
             return EngineFailed("request", f"the engine was closed while {doing}", tail, exit_signal_name(exitcode), exitcode)
-        kind = "load" if doing == "loading the model" else "crash"
+        if self._killed_why:
+            return EngineFailed("crash", self._killed_why, tail, exit_signal_name(exitcode), exitcode, self._prediction)
+        kind = "load" if doing == _LOADING else "crash"
         nodes = ""
         if self._engine_rpc:
             nodes = unreachable_nodes(self._engine_rpc)

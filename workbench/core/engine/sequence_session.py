@@ -5,9 +5,11 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from workbench.core.engine.engine_link import SERVING
 from workbench.core.engine.events import EngineFailed
 from workbench.core.engine.sequence_events import (
     SequenceCancel,
@@ -70,6 +72,7 @@ class SequenceSession:
         self._over = False  # set under _lock when the reader stops taking handlers
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
+        self._last_heard = time.monotonic()  # when the engine last sent anything (or a request opened on an idle one)
         self._reader = threading.Thread(target=self._read, name="engine-sequences", daemon=True)
         self._reader.start()
 
@@ -80,6 +83,8 @@ class SequenceSession:
         with self._lock:
             over = self._over
             if not over:
+                if not self._handlers:
+                    self._last_heard = time.monotonic()  # an idle engine owes nothing: silence counts from now
                 self._handlers[handle.request_id] = handler
         if over:
             handler(self._ended_failure())
@@ -91,13 +96,35 @@ class SequenceSession:
         return handle
 
     def cancel(self, request_id: int) -> None:
-        """Stop a request (queued or decoding); its slot and KV cells are freed at the next step."""
-        self._send(SequenceCancel(request_id))
+        """Stop a request (queued or decoding); its slot and KV cells are freed at the next step.
 
-    def close(self, timeout: float | None = None) -> None:
-        """End serving: open requests finish "cancelled", the engine is free for other work."""
-        self._send(SequencesClose())
+        An engine that then sends nothing within the client's cancel grace is killed (see EngineLink.cancel).
+        """
+        with self._lock:
+            open_request = request_id in self._handlers
+        if self._send(SequenceCancel(request_id)) and open_request:
+            self._client.answer_due(self._client.cancel_grace_s)
+
+    def close(self, timeout: float | None = None, *, grace_s: float | None = None) -> None:
+        """End serving: open requests finish "cancelled", the engine is free for other work.
+
+        An engine silent for `grace_s` (the client's cancel grace by default) is killed, so a
+        stuck one ends too; `end` then says so."""
+        if self._send(SequencesClose()):
+            self._client.answer_due(self._client.cancel_grace_s if grace_s is None else grace_s)
         self._reader.join(timeout)
+
+    def unanswered_for(self) -> float:
+        """Seconds the engine has been silent while a request is open; 0.0 when none is open."""
+        with self._lock:
+            if self._over or not self._handlers:
+                return 0.0
+        return max(0.0, time.monotonic() - self._last_heard)
+
+    @property
+    def open_requests(self) -> int:
+        with self._lock:
+            return len(self._handlers)
 
     def _send(self, message: object) -> bool:
         conn = self._client._conn
@@ -113,7 +140,8 @@ class SequenceSession:
     def _read(self) -> None:
         try:
             while True:
-                event = self._client._receive("serving")
+                event = self._client._receive(SERVING)
+                self._last_heard = time.monotonic()
                 request_id = getattr(event, "request_id", None)
                 if request_id is not None:
                     with self._lock:

@@ -93,10 +93,14 @@ class _Api:
     async def health(self, request: Request) -> Response:
         async def answer(_body: Any) -> Response:
             host = self._host
-            body = {"status": "ok" if host.state == "ready" else host.state, "engine_pid": host.pid,
+            stuck = host.stuck()
+            state = "stuck" if stuck else host.state
+            body = {"status": "ok" if state == "ready" else state, "engine_pid": host.pid,
                     "slots": host.n_slots, "slots_busy": self._admission.running, "queued": self._admission.waiting,
                     "restarts": host.restarts, "last_failure": host.last_failure or None}
-            if host.state != "ready":
+            if stuck:
+                body["reason"] = stuck
+            if state != "ready":
                 return JSONResponse(body, status_code=503, headers={"Retry-After": str(RESTART_RETRY_AFTER_S)})
             return JSONResponse(body)
         return await self._guarded(request, "health", answer, read_body=False)
@@ -150,7 +154,9 @@ class _Api:
             self._admission.leave(ticket)
             raise ApiError(503, "the engine is restarting; try again shortly", kind="server_error",
                            code="engine_unavailable", headers={"Retry-After": str(RESTART_RETRY_AFTER_S)})
-        first = await events.get()
+        first = await _first_event(request, handle, events)
+        if first is None:
+            return Response(status_code=499)  # the client left while the request waited for the engine
         if isinstance(first, SequenceRejected):
             raise ApiError(400, first.message, code="context_length_exceeded" if first.kind == "too_long" else None,
                            param="messages" if kind == "chat" else "prompt")
@@ -301,6 +307,21 @@ async def _read_json(request: Request) -> dict[str, Any]:
     except ClientDisconnect:  # the client left, or its body was not read in time: no one reads the answer
         raise ApiError(400, "the connection closed before the request body arrived", code="incomplete_body") from None
     return parse_json_body(b"".join(chunks))
+
+
+async def _first_event(request: Request, handle: Any, events: asyncio.Queue) -> object | None:
+    """The request's first event; None (and the request cancelled) when its client leaves first."""
+    disconnected = asyncio.ensure_future(_until_disconnect(request))
+    getter = asyncio.ensure_future(events.get())
+    try:
+        done, _ = await asyncio.wait({getter, disconnected}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        disconnected.cancel()
+    if getter in done:
+        return getter.result()
+    getter.cancel()
+    handle.cancel()  # an engine that does not answer the cancel is killed (EngineLink.cancel)
+    return None
 
 
 async def _until_disconnect(request: Request) -> None:

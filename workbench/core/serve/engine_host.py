@@ -15,6 +15,9 @@ from workbench.core.engine.sequence_events import SequencesOpened, SequencesStat
 from workbench.core.errors import EngineError
 
 RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0)  # then every 10 s: a board may need time to free memory
+# The engine reports its slots at least every 0.25 s while it works (sequence_loops.STATUS_INTERVAL_S),
+# but one step of a long prompt chunk on a slow board can take seconds: silence this long is stuck.
+STUCK_AFTER_S = 30.0
 
 
 class _SessionFace:
@@ -23,6 +26,7 @@ class _SessionFace:
     state: str
     _client: EngineClient
     _session: Any
+    stuck_after_s = STUCK_AFTER_S
 
     @property
     def pid(self) -> int | None:
@@ -32,6 +36,17 @@ class _SessionFace:
     def status(self) -> SequencesStatus | None:
         session = self._session
         return session.status if session is not None else None
+
+    def stuck(self) -> str:
+        """Why the engine counts as stuck: silent past `stuck_after_s` with requests open; "" when it is not."""
+        session = self._session if self.state == "ready" else None
+        if session is None:
+            return ""
+        silent = session.unanswered_for()
+        if silent < self.stuck_after_s:
+            return ""
+        return (f"the engine has not answered for {silent:.0f} s with {session.open_requests} request(s) in flight "
+                f"(bound {self.stuck_after_s:g} s)")
 
     def submit(self, request: Any, on_event: Callable[[object], None]) -> Any | None:
         """The request's handle, or None when the engine is not ready (the caller answers 503)."""
@@ -106,14 +121,18 @@ class ServingEngine(_SessionFace):
                     self.last_failure = str(error)
                     attempt += 1
 
-    def close(self) -> None:
+    def close(self, *, grace_s: float | None = None) -> str:
+        """Stop serving and the engine; why the engine had to be killed ("" when it stopped when asked)."""
         self._stopping = True
         with self._lock:
             session, self._session = self._session, None
             self.state = "stopped"
+        killed = ""
         if session is not None:
-            session.close(30)
+            session.close(30, grace_s=grace_s)
+            killed = session.end.message if isinstance(session.end, EngineFailed) else ""
         self._client.close()
+        return killed
 
 
 class AttachedEngine(_SessionFace):

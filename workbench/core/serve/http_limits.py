@@ -8,6 +8,9 @@ time) stays open for ever, and nothing bounds how many there are.
 from __future__ import annotations
 
 import asyncio
+import sys
+import threading
+from types import FrameType
 from typing import Any
 
 import h11
@@ -17,6 +20,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 REQUEST_READ_TIMEOUT_S = 10.0  # a request head and body on a board's Wi-Fi take well under this
 SPARE_CONNECTIONS = 32  # beyond the slots and the queue: /health, /metrics, keep-alive clients
 KEEP_ALIVE_S = 5  # uvicorn's default, named here
+GRACEFUL_SHUTDOWN_S = 5  # uvicorn waits this long for open requests, then cancels them (tracebacks)
+STOP_GRACE_S = 2.0  # at a stop, an engine silent this long is killed: well inside GRACEFUL_SHUTDOWN_S
 
 
 def max_connections(n_slots: int, queue_limit: int) -> int:
@@ -67,4 +72,28 @@ def limited_protocol(read_timeout_s: float, connection_limit: int) -> type[async
 def server_config(app: Any, *, connection_limit: int, read_timeout_s: float = REQUEST_READ_TIMEOUT_S) -> uvicorn.Config:
     """The uvicorn config every API server uses (the CLI's and the app's Serve switch)."""
     return uvicorn.Config(app, http=limited_protocol(read_timeout_s, connection_limit), log_level="warning",
-                          access_log=False, timeout_graceful_shutdown=5, timeout_keep_alive=KEEP_ALIVE_S)
+                          access_log=False, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                          timeout_keep_alive=KEEP_ALIVE_S)
+
+
+class StoppingServer(uvicorn.Server):
+    """uvicorn that, asked to stop, ends the engine's open requests first: they answer 503 at once
+    instead of waiting on the engine (a stuck one is killed within STOP_GRACE_S, in one line), so
+    uvicorn never has to cancel them with a CancelledError traceback each."""
+
+    def __init__(self, config: uvicorn.Config, host: Any) -> None:
+        super().__init__(config)
+        self._host = host
+        self.stopper: threading.Thread | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        first = not self.should_exit
+        super().handle_exit(sig, frame)
+        if first:
+            self.stopper = threading.Thread(target=self._stop_engine, name="engine-stop", daemon=True)
+            self.stopper.start()
+
+    def _stop_engine(self) -> None:
+        killed = self._host.close(grace_s=STOP_GRACE_S)
+        if killed:
+            print(f"stopping: {killed}", file=sys.stderr, flush=True)
