@@ -9,7 +9,7 @@ from workbench.core.ledger.types import DOES_NOT_FIT, FITS, Ledger
 from workbench.ui.panel_views import LedgerView, ThermalView
 from workbench.ui.widgets.kv_panel import KvPanel
 from workbench.ui.widgets.ledger_panel import LedgerPanel
-from workbench.ui.widgets.speed_panel import SpeedPanel
+from workbench.ui.widgets.speed_panel import SpeedPanel, SpeedView
 from workbench.ui.widgets.thermal_panel import ThermalPanel
 
 
@@ -88,7 +88,7 @@ async def test_speed_panel_rates_from_engine_timestamps_and_turn_table():
     panel = SpeedPanel(classes="panel")
     async with panel_host(panel).run_test(size=(80, 30)) as pilot:
         assert "bandwidth bound n/a" in rendered(panel.query_one("#speed-turns"))
-        panel.bound_tps = 55.0
+        panel.view = SpeedView(bound_tps=55.0)
         panel.turn_started()
         panel.tokens_arrived(5, 100.0, 100.1)  # tokens 1..5 over 0.1 s: 4 tokens / 0.1 s
         panel.tokens_arrived(5, 100.15, 100.3)
@@ -102,6 +102,30 @@ async def test_speed_panel_rates_from_engine_timestamps_and_turn_table():
         assert "200 ms" in table and "300.0" in table and "33.0" in table and "prefill t/s" in table
         # the chart is drawn after a refresh (or at the 1 s tick), not when the figures are set
         await wait_until(pilot, lambda: "bound 55" in rendered(panel.query_one("#speed-chart")))
+
+
+async def test_speed_panel_shows_the_prediction_beside_the_measured_rates():
+    from workbench.core.ledger.types import SpeedPrediction
+
+    measured = SpeedPrediction(decode_tps_empty=117.6, decode_tps_full=60.0, prefill_tps=214.6, ttft_ms=2385.0,
+                               basis="measured: ...", band=(0.85, 1.15), method="measured", threads=1, backend="CPU")
+    panel = SpeedPanel(classes="panel")
+    async with panel_host(panel).run_test(size=(80, 30)) as pilot:
+        assert "predicted: no ledger yet" in rendered(panel.query_one("#speed-turns"))
+        panel.view = SpeedView(bound_tps=500.0, prediction=measured)
+        await pilot.pause()
+        text = rendered(panel.query_one("#speed-turns"))
+        assert "predicted: decode 117.6, prefill 214.6 tok/s (measured, x0.85-x1.15)" in text
+        panel.turn_finished(TurnFinished(text="x", stop_reason="stop", prompt_tokens=10, reused_tokens=0,
+                                         generated_tokens=10, ttft_s=0.2, prefill_tps=300.0, decode_tps=101.0,
+                                         kv_cells_used=20, n_ctx=2048, context_shifts=0, started_at=99.8,
+                                         finished_at=100.3))
+        await pilot.pause()
+        text = rendered(panel.query_one("#speed-turns"))
+        assert "101.0" in text and "predicted: decode 117.6" in text  # the measured turn above the prediction
+        panel.view = SpeedView(bound_tps=500.0, prediction=dataclasses.replace(measured, method="bound"))
+        await pilot.pause()
+        assert "predicted: bound only" in rendered(panel.query_one("#speed-turns"))
 
 
 async def test_thermal_panel_values_sparklines_and_missing_sensors():

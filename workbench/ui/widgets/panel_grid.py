@@ -17,7 +17,7 @@ from workbench.ui.messages import TelemetryFailed, TelemetrySampled, TokensArriv
 from workbench.ui.panel_views import LedgerView, ThermalView
 from workbench.ui.widgets.kv_panel import KvPanel
 from workbench.ui.widgets.ledger_panel import LedgerPanel
-from workbench.ui.widgets.speed_panel import SpeedPanel
+from workbench.ui.widgets.speed_panel import SpeedPanel, SpeedView
 from workbench.ui.widgets.thermal_panel import ThermalPanel
 
 LIVE_KV_INTERVAL_S = 1.0  # the KV grid follows a streaming answer once a second: redrawing it costs
@@ -65,8 +65,11 @@ class PanelGrid(Grid):
         self.query_one(ThermalPanel).view = view
 
     def _show_bound(self) -> None:
-        """The bandwidth bound at the current context: time per token grows with the KV read."""
-        self.query_one(SpeedPanel).bound_tps = decode_bound_tps(self.ledger_view.ledger, self.kv)
+        """The bandwidth bound at the current context (time per token grows with the KV read) and the
+        speed model's prediction for the ledger described."""
+        ledger = self.ledger_view.ledger
+        self.query_one(SpeedPanel).view = SpeedView(decode_bound_tps(ledger, self.kv),
+                                                    ledger.speed if ledger is not None else None)
 
     # ---- the ledger and the engine --------------------------------------------------------
 

@@ -1,7 +1,10 @@
-"""Tokens/sec panel: decode rate over time against the device's bandwidth bound, and per-turn figures."""
+"""Tokens/sec panel: decode rate over time against the device's bandwidth bound, per-turn figures and the speed model's prediction."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -13,6 +16,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from workbench.core.engine.events import TurnFinished
+from workbench.core.ledger.types import SpeedPrediction
 from workbench.core.units import rate, seconds
 from workbench.ui.widgets.colours import theme_colour
 
@@ -25,6 +29,27 @@ REDRAW_INTERVAL_S = 1.0  # the chart redraws at most this often, however fast to
 
 def number_or_na(tokens_per_second: float) -> str:
     return f"{tokens_per_second:,.1f}" if tokens_per_second > 0 else "n/a"
+
+
+@dataclass(frozen=True)
+class SpeedView:
+    """What the panel sets the measured rates against: the bandwidth bound at the current context and
+    the speed model's prediction for the choice described (None: no ledger yet)."""
+
+    bound_tps: float = 0.0
+    prediction: SpeedPrediction | None = None
+
+
+def predicted_line(prediction: SpeedPrediction | None) -> str:
+    """"predicted: decode 117.6, prefill 214.6 tok/s (measured, x0.85-x1.15)", or why there is none."""
+    if prediction is None:
+        return "predicted: no ledger yet"
+    if prediction.method == "bound":
+        return "predicted: bound only (no measured or published figures)"
+    decode = number_or_na(prediction.decode_tps_empty or 0.0)
+    prefill = number_or_na(prediction.prefill_tps or 0.0)
+    return (f"predicted: decode {decode}, prefill {prefill} tok/s ({prediction.method}, "
+            f"x{prediction.band[0]:.2f}-x{prediction.band[1]:.2f})")
 
 
 class ChartView(Widget):
@@ -51,7 +76,7 @@ class ChartView(Widget):
 
 
 class SpeedPanel(Vertical):
-    """The screen calls `tokens_arrived` per batch and `turn_finished` per turn; sets `bound_tps`."""
+    """The screen calls `tokens_arrived` per batch and `turn_finished` per turn; sets `view`."""
 
     BORDER_TITLE = "Tokens/sec"
     # structure, not looks: the chart takes the room the turn table leaves (colours live in app.tcss)
@@ -60,7 +85,7 @@ class SpeedPanel(Vertical):
     SpeedPanel #speed-turns { height: auto; max-height: 5; }
     """
 
-    bound_tps: reactive[float] = reactive(0.0)
+    view: reactive[SpeedView] = reactive(SpeedView)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -122,7 +147,11 @@ class SpeedPanel(Vertical):
         self._mark_dirty()
         self.call_after_refresh(self._redraw_if_dirty)
 
-    def watch_bound_tps(self) -> None:
+    @property
+    def bound_tps(self) -> float:
+        return self.view.bound_tps
+
+    def watch_view(self) -> None:
         self._mark_dirty()
         if self.is_mounted:
             self.query_one("#speed-turns", Static).update(self._turn_table())
@@ -172,11 +201,11 @@ class SpeedPanel(Vertical):
             plt.title(f"decode tok/s, {shown}" + (f"  — bound {self.bound_tps:,.0f}" if self.bound_tps > 0 else ""))
         chart.show(Text.from_ansi(plt.build()), (width, height))
 
-    def _turn_table(self) -> Table | Text:
+    def _turn_table(self) -> Group | Text:
         if not self.turns:
             bound = (f"bandwidth bound {rate(self.bound_tps)}" if self.bound_tps > 0
                      else "bandwidth bound n/a: the device profile gives no memory bandwidth")
-            return Text(f"No turns yet. {bound}.", style="dim")
+            return Text(f"No turns yet. {bound}.\n{predicted_line(self.view.prediction)}", style="dim")
         table = Table(box=None, expand=True, padding=(0, 0, 0, 1), header_style="bold", show_edge=False)
         for name in ("#", "TTFT", "prefill t/s", "decode t/s", "tokens"):
             table.add_column(name, justify="left" if name == "#" else "right", no_wrap=True)
@@ -184,4 +213,4 @@ class SpeedPanel(Vertical):
         for number, finished in enumerate(shown, start=self._turn_count - len(shown) + 1):
             table.add_row(f"#{number}", seconds(finished.ttft_s), number_or_na(finished.prefill_tps),
                           number_or_na(finished.decode_tps), str(finished.generated_tokens))
-        return table
+        return Group(table, Text(predicted_line(self.view.prediction), style="dim"))
