@@ -20,6 +20,7 @@ from workbench.core.engine.events import (
 )
 from workbench.core.engine.load_plan import plan_load
 from workbench.core.engine.load_refused import LoadRefused
+from workbench.core.engine.memory_limit import out_of_limit
 from workbench.core.engine.protocol import (
     ChatRequest,
     LoadRequest,
@@ -106,10 +107,17 @@ class EngineClient(EngineLink):
                 preset = dataclasses.replace(preset, rpc=plan.rpc)
             self._loaded = None
             self._prediction = plan.prediction
-            request = LoadRequest(str(model_path), preset, plan.quantize_to, plan.prediction, plan.warnings)
+            request = LoadRequest(str(model_path), preset, plan.quantize_to, plan.prediction, plan.warnings,
+                                  plan.memory_budget_bytes)
+            self._memory_limit_bytes = 0
             for event in self._exchange(request, "loading the model"):
                 if isinstance(event, Loaded):
                     self._loaded = event
+                elif isinstance(event, LoadProgressed) and event.memory_limit_bytes:
+                    self._memory_limit_bytes = event.memory_limit_bytes
+                elif isinstance(event, EngineFailed) and event.kind == "load":
+                    message = out_of_limit(event.message, event.log_tail, self._memory_limit_bytes)
+                    event = dataclasses.replace(event, message=message) if message else event
                 yield event
         finally:
             self._busy.release()

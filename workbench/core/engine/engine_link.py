@@ -15,6 +15,7 @@ from workbench.core.engine.child_process import SharedFlag, start_child
 from workbench.core.engine.events import EngineFailed, Loaded, TurnFinished, Unloaded
 from workbench.core.engine.log_files import new_log_file
 from workbench.core.engine.log_tail import describe_exit, exit_signal_name, read_log_tail
+from workbench.core.engine.memory_limit import out_of_limit
 from workbench.core.engine.protocol import OpFinished, ShutdownRequest
 from workbench.core.engine.quantize import remove_partial_files
 from workbench.core.engine.sequence_events import SamplesFinished
@@ -52,6 +53,7 @@ class EngineLink:
         self.cancel_grace_s = CANCEL_GRACE_S
         self._cancel_due: float | None = None  # monotonic time by which the engine owes an answer to a cancel
         self._killed_why = ""  # set when the client killed an engine that did not answer in time
+        self._memory_limit_bytes = 0  # the running engine's RLIMIT_AS for its model (memory_limit), 0 = none
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -212,6 +214,10 @@ class EngineLink:
         if self._killed_why:
             return EngineFailed("crash", self._killed_why, tail, exit_signal_name(exitcode), exitcode, self._prediction)
         kind = "load" if doing == _LOADING else "crash"
+        limited = out_of_limit(f"the engine process died while {doing} ({describe_exit(exitcode)})", tail,
+                               self._memory_limit_bytes)
+        if limited:
+            return EngineFailed(kind, limited, tail, exit_signal_name(exitcode), exitcode, self._prediction)
         nodes = ""
         if self._engine_rpc:
             nodes = unreachable_nodes(self._engine_rpc)

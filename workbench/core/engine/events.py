@@ -27,6 +27,7 @@ class LoadProgressed:
     stage: str  # "validating", "quantizing", "loading", ...
     fraction: float  # 0..1; negative when unknown
     message: str = ""  # e.g. a re-quantization warning, or what is being quantized
+    memory_limit_bytes: int = 0  # the engine's address-space limit for this load, when one is set
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ class LoadPlan:
     prediction: str  # one line, kept by the client for a crash report
     warnings: tuple[str, ...]
     rpc: tuple[str, ...] = ()  # the RPC nodes the engine registers ("host:port", device order)
+    memory_budget_bytes: int | None = None  # the ledger's total; None for a split over RPC nodes
 
 
 def describe_ledger(ledger: Ledger) -> str:
@@ -72,4 +73,4 @@ def plan_load(
             f"preset {preset.name} does not fit {device.name}: {ledger.reason}; {prediction}. "
             "Pick a smaller preset or a shorter context, or load anyway with the over-budget override",
         )
-    return LoadPlan(quantize_to, prediction, warnings)
+    return LoadPlan(quantize_to, prediction, warnings, memory_budget_bytes=ledger.total_bytes)

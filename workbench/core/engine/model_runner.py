@@ -29,6 +29,7 @@ from workbench.core.engine.log_capture import (
     parse_buffer_sizes,
     parse_device_buffers,
 )
+from workbench.core.engine.memory_limit import apply_limit, gpu_backend_loaded
 from workbench.core.engine.protocol import ChatRequest, LoadRequest, OpFinished, OpProgressed, RunOpRequest
 from workbench.core.engine.quantize import cached_quantized_path, partial_path
 from workbench.core.engine.quantize_worker import QuantizeFailed, quantize_here
@@ -109,6 +110,9 @@ class ModelRunner:
         if request.preset.rpc and not self._attach_rpc_nodes(request.preset.rpc):
             return
         pinning = pin_engine(request.preset, self._started_on)  # before llama.cpp makes its threads
+        limit = apply_limit(request.memory_budget_bytes, path, pinning.threads, gpu_backend_loaded())
+        if limit:
+            self._send(LoadProgressed("loading", 0.0, memory_limit_bytes=limit))
         self._log.start_capture()
         dots = [0]
 

@@ -16,6 +16,7 @@ class LoadRequest:
     quantize_to: str | None = None  # weight type to produce (or take from the cache) first
     prediction: str = ""  # the ledger's one-line prediction, echoed back in Loaded
     warnings: tuple[str, ...] = ()  # found by the client's validation, echoed back in Loaded
+    memory_budget_bytes: int | None = None  # the ledger's total: the engine's RLIMIT_AS follows it (memory_limit)
 
 
 @dataclass(frozen=True)
