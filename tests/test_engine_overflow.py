@@ -21,14 +21,14 @@ def client():
     engine.close()
 
 
-def test_two_hundred_turns_on_a_small_context_shift_instead_of_failing(client):
+def test_a_hundred_turns_on_a_small_context_shift_instead_of_failing(client):
     preset = Preset(name="test-256", ctx_size=256, batch_size=128, ubatch_size=128, threads=1)
     sampling = Sampling(temperature=0.0, seed=1, max_tokens=1)
     history: list[ChatMessage] = []
     shifts: list[ContextShifted] = []
     finished: list[TurnFinished] = []
     client.load_blocking(bundled_model_path(), preset, device=ROOMY)
-    for turn in range(200):
+    for turn in range(100):
         question = ChatMessage("user", f"Number {turn}?")
         events = list(client.chat([SYSTEM, *history, question], sampling))
         failures = [event for event in events if isinstance(event, EngineFailed)]
@@ -40,16 +40,16 @@ def test_two_hundred_turns_on_a_small_context_shift_instead_of_failing(client):
         assert result.kv_cells_used <= 256
         finished.append(result)
         history += [question, ChatMessage("assistant", result.text)]
-    assert shifts, "200 turns never filled 256 tokens?"
+    assert len(shifts) >= 2, "100 turns filled 256 tokens less than twice?"
     # each shift frees about half the context, then the window stays put for a while
-    assert len(shifts) < 200 // 4
+    assert len(shifts) < 100 // 4
     assert all(later.turns_dropped > earlier.turns_dropped for earlier, later in zip(shifts, shifts[1:]))
     assert finished[-1].context_shifts == shifts[-1].turns_dropped
     # the system prompt stays in front: after a shift the prompt still starts from the cache
     assert all(turn.reused_tokens > 0 for turn in finished[1:])
     # between shifts, each turn re-reads only what is new
     steady = [turn for turn in finished[1:] if turn.prompt_tokens - turn.reused_tokens < 40]
-    assert len(steady) > 150
+    assert len(steady) > 75
 
 
 def test_an_answer_that_reaches_the_end_of_the_context_stops_with_length(client):
