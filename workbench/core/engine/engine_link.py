@@ -52,6 +52,7 @@ class EngineLink:
         self._engine_rpc: tuple[str, ...] = ()  # RPC nodes the running engine registered (they stay registered)
         self.cancel_grace_s = CANCEL_GRACE_S
         self._cancel_due: float | None = None  # monotonic time by which the engine owes an answer to a cancel
+        self._due_within_s = CANCEL_GRACE_S  # the grace that deadline came from, for the message
         self._killed_why = ""  # set when the client killed an engine that did not answer in time
         self._memory_limit_bytes = 0  # the running engine's RLIMIT_AS for its model (memory_limit), 0 = none
 
@@ -138,7 +139,7 @@ class EngineLink:
         """The engine must send something within `within_s` (sooner deadlines stand), or it is killed."""
         due = time.monotonic() + within_s
         if self._cancel_due is None or due < self._cancel_due:
-            self._cancel_due = due
+            self._cancel_due, self._due_within_s = due, within_s
 
     # -- the pipe ----------------------------------------------------------------------------
     def _exchange(self, request: object, doing: str) -> Iterator[object]:
@@ -195,7 +196,7 @@ class EngineLink:
         return self._died(doing)
 
     def _kill_unanswered(self, process: Any, doing: str) -> None:
-        self._killed_why = (f"the engine did not answer a cancel within {self.cancel_grace_s:g} s while {doing}, "
+        self._killed_why = (f"the engine did not answer a cancel within {self._due_within_s:g} s while {doing}, "
                             "so it was killed")
         process.kill()  # SIGKILL: it ends a process that is stopped or stuck in native code alike
 
