@@ -17,10 +17,10 @@ import time
 
 import psutil
 
+from workbench.core.config.presets import load_preset
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import ChatMessage, Sampling, TurnFinished
 from workbench.core.paths import bundled_model_path
-from workbench.core.config.presets import load_preset
 
 PROMPT = "Write a long story about a robot who learns to cook, with many details."
 SYSTEM = "You are a helpful assistant."
