@@ -267,7 +267,7 @@ def test_shipped_device_files_parse_as_plain_toml():
     for path in data_dir("presets").joinpath("devices").glob("*.toml"):
         data = tomllib.loads(path.read_text())
         assert set(data) <= {"name", "description", "ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores",
-                             "reserves_mb", "notes", "accelerator", "vram_mb", "vram_bandwidth_gbs",
+                             "fast_cores", "reserves_mb", "notes", "accelerator", "vram_mb", "vram_bandwidth_gbs",
                              "accelerator_slower_than_cpu", "effective_bandwidth_gbs", "effective_gflops",
                              "effective_backend"}
 

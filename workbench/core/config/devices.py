@@ -31,9 +31,9 @@ from workbench.core.errors import PresetError
 
 HOST = "host"
 DEVICE_KEYS = ("name", "description", "ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores",
-               "reserves_mb", "notes", "accelerator", "vram_mb", "vram_bandwidth_gbs", "battery_wh",
+               "fast_cores", "reserves_mb", "notes", "accelerator", "vram_mb", "vram_bandwidth_gbs", "battery_wh",
                "accelerator_slower_than_cpu") + SPEED_KEYS
-FIGURE_KEYS = ("ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores", "accelerator", "vram_mb",
+FIGURE_KEYS = ("ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores", "fast_cores", "accelerator", "vram_mb",
                "vram_bandwidth_gbs", "battery_wh", "accelerator_slower_than_cpu") + SPEED_KEYS
 _RESERVE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 
@@ -103,6 +103,10 @@ def _device_from_source(data: dict[str, Any], source: TomlSource, default_name: 
                           fix="Lower the [reserves_mb] figures (they are in MB) or fix ram_total_mb")
     bandwidth = get_number(data, "mem_bandwidth_gbs", None, source, minimum_exclusive=0, maximum=100_000,
                            example="mem_bandwidth_gbs = 68", required=True)
+    cores = get_int(data, "cores", None, source, minimum=1, maximum=4096, example="cores = 6")
+    # The big cores of a big.LITTLE board: one of them, up to every core.
+    fast_cores = (get_int(data, "fast_cores", None, source, minimum=1, maximum=cores, example=f"fast_cores = {max(1, cores // 2)}")
+                  if "fast_cores" in data else None)
     power = get_number(data, "power_limit_w", None, source, minimum_exclusive=0, maximum=100_000,
                        example="power_limit_w = 15")
     return DeviceProfile(
@@ -111,7 +115,8 @@ def _device_from_source(data: dict[str, Any], source: TomlSource, default_name: 
         reserves_mb=reserves,
         mem_bandwidth_gbs=float(bandwidth or 0.0),
         power_limit_w=power,
-        cores=get_int(data, "cores", None, source, minimum=1, maximum=4096, example="cores = 6"),
+        cores=cores,
+        fast_cores=fast_cores,
         battery_wh=get_number(data, "battery_wh", None, source, minimum_exclusive=0, maximum=100_000,
                               example="battery_wh = 99.9"),
         description=get_str(data, "description", "", source, example='description = "what the board is"'),

@@ -67,6 +67,7 @@ class DeviceProfile:
     mem_bandwidth_gbs: float = 0.0
     power_limit_w: float | None = None
     cores: int = 1
+    fast_cores: int | None = None  # big cores of a big.LITTLE board (threads = 0 runs one each); None = homogeneous
     battery_wh: float | None = None  # battery capacity, for hours of generation and answers per charge
     description: str = ""
     notes: tuple[tuple[str, str], ...] = ()  # figure -> where it comes from

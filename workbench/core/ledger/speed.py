@@ -154,12 +154,21 @@ def _threads(count: int) -> str:
 
 def device_threads(preset: Preset, device: DeviceProfile) -> int:
     """The preset's threads; 0 means this machine's rule (resolve_threads) for a measured or detected
-    device, and the board's cores minus one for a profile of another board."""
+    device, and for a profile of another board its fast cores (big.LITTLE) or its cores minus one."""
     if preset.threads > 0:
         return preset.threads
     if device.thread_rates or device.source == "detected":
         return resolve_threads(preset)
-    return max(1, device.cores - 1)
+    return device.fast_cores or max(1, device.cores - 1)
+
+
+def _threads_why(preset: Preset, device: DeviceProfile, threads: int) -> str:
+    """Why threads = 0 came to this count on a profile of another board."""
+    if preset.threads > 0 or device.thread_rates or device.source == "detected" or threads != device_threads(preset, device):
+        return ""
+    if device.fast_cores:
+        return f" (threads = 0: the board's {device.fast_cores} fast cores of {device.cores}, fast_cores)"
+    return f" (threads = 0: the board's {device.cores} cores minus one)"
 
 
 def _note(device: DeviceProfile, key: str) -> str:
@@ -189,7 +198,8 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
                    else "prefill: unavailable (no published prefill throughput for this device)")
         basis = (f"memory-bound: {read_mb:.1f} MB per token at {bandwidth:g} GB/s effective of "
                  f"{device.mem_bandwidth_gbs:g} GB/s ({_note(device, 'effective_bandwidth_gbs')}); {prefill}; "
-                 f"no fixed per-token costs known: small models run slower; the published run's threads, {backend}")
+                 f"no fixed per-token costs known: small models run slower; "
+                 f"{_threads(threads)}{_threads_why(preset, device, threads)}, {backend}")
     else:
         method = "bound"
         bandwidth, gflops = device.mem_bandwidth_gbs, None
@@ -197,7 +207,7 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
                      f"{backend}" if device.effective_bandwidth_gbs else "")
         basis = (f"upper bound only: {read_mb:.1f} MB per token at the {bandwidth:g} GB/s peak (no effective "
                  f"figures for {device.name} on {backend}{published}: run `workbench devices probe` on it); "
-                 f"prefill: unavailable; {_threads(threads)}, {backend}")
+                 f"prefill: unavailable; {_threads(threads)}{_threads_why(preset, device, threads)}, {backend}")
     if costs.expert_note:
         basis += f"; {costs.expert_note}"
     decode_factor = prefill_factor = 1.0
