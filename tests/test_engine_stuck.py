@@ -72,8 +72,10 @@ def _raw_chat(address: tuple[str, int]) -> socket.socket:
     return sock
 
 
-def test_the_api_reports_a_stuck_engine_replaces_it_when_its_client_leaves_and_stops_in_one_line():
+def test_the_api_reports_a_stuck_engine_replaces_it_when_its_client_leaves_and_stops_in_one_line(capfd, caplog):
     import httpx
+
+    from workbench.core.serve.http_limits import STOP_GRACE_S
 
     from workbench.core.config.web_boundary import WebBoundary
     from workbench.core.serve.app import ServerConfig, create_app
@@ -87,7 +89,9 @@ def test_the_api_reports_a_stuck_engine_replaces_it_when_its_client_leaves_and_s
     engine.start()
     listener = listen("127.0.0.1", 0)
     address = listener.getsockname()[:2]
-    server = ApiServerThread(create_app(engine, ServerConfig("m", None, 2, WebBoundary.serving("127.0.0.1"))), listener)
+    # host=: the Serve switch's server, the CLI's StoppingServer on a thread
+    server = ApiServerThread(create_app(engine, ServerConfig("m", None, 2, WebBoundary.serving("127.0.0.1"))), listener,
+                             host=engine)
     server.start()
     base = server.address.removesuffix("/v1")
     try:
@@ -110,11 +114,15 @@ def test_the_api_reports_a_stuck_engine_replaces_it_when_its_client_leaves_and_s
         os.kill(engine.pid, signal.SIGSTOP)
         waiting = _raw_chat(address)
         _until(lambda: httpx.get(base + "/health", timeout=LIVENESS_S).status_code == 503, "stuck again")
-        killed = engine.close(grace_s=0.25)  # what `workbench api` does on Ctrl-C before uvicorn waits for requests
-        assert "did not answer a cancel within 0.25 s while serving" in killed
+        server.stop()  # as Ctrl-C stops `workbench api`: the engine's open requests end before uvicorn waits for them
+        assert f"did not answer a cancel within {STOP_GRACE_S:g} s while serving" in server.killed
         reply = waiting.recv(65536).decode("latin-1")
         assert reply.startswith("HTTP/1.1 503"), reply[:200]  # the waiting request is answered, not cancelled
         waiting.close()
+        printed = capfd.readouterr()
+        logged = caplog.text
+        assert "CancelledError" not in printed.err + printed.out + logged
+        assert "Traceback" not in printed.err + logged
     finally:
         server.stop()
         engine.close()

@@ -170,8 +170,12 @@ class AttachedEngine(_SessionFace):
             self.last_failure = end.message if isinstance(end, EngineFailed) else (getattr(end, "error", "") or "the slots closed")
             self.state = "stopped"
 
-    def close(self) -> None:
+    def close(self, *, grace_s: float | None = None) -> str:
+        """Close the slots (the engine stays the owner's); why the engine had to be killed ("" when
+        it closed them when asked): one silent for `grace_s` is stuck and killed."""
         self.state = "stopped"
         session, self._session = self._session, None
-        if session is not None:
-            session.close(30)
+        if session is None:
+            return ""
+        session.close(30, grace_s=grace_s)
+        return session.end.message if isinstance(session.end, EngineFailed) else ""

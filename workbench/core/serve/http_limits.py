@@ -81,10 +81,13 @@ class StoppingServer(uvicorn.Server):
     instead of waiting on the engine (a stuck one is killed within STOP_GRACE_S, in one line), so
     uvicorn never has to cancel them with a CancelledError traceback each."""
 
+    report_to_stderr = True  # the CLI's line; the app's Serve switch reads `killed` instead
+
     def __init__(self, config: uvicorn.Config, host: Any) -> None:
         super().__init__(config)
         self._host = host
         self.stopper: threading.Thread | None = None
+        self.killed = ""  # why the engine had to be killed at the stop ("" when it stopped when asked)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         first = not self.should_exit
@@ -94,6 +97,6 @@ class StoppingServer(uvicorn.Server):
             self.stopper.start()
 
     def _stop_engine(self) -> None:
-        killed = self._host.close(grace_s=STOP_GRACE_S)
-        if killed:
+        killed = self.killed = self._host.close(grace_s=STOP_GRACE_S)
+        if killed and self.report_to_stderr:
             print(f"stopping: {killed}", file=sys.stderr, flush=True)

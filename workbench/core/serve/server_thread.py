@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 from typing import Any
@@ -10,10 +11,15 @@ DEFAULT_CONNECTION_LIMIT = 64  # an app that is not the API (tests' stand-in ser
 
 
 class ApiServerThread:
-    """uvicorn serving `app` on an already bound `listener`, on a daemon thread; `stop()` ends it."""
+    """uvicorn serving `app` on an already bound `listener`, on a daemon thread; `stop()` ends it.
+
+    With the engine `host` given, the server is the CLI's StoppingServer: a stop ends the
+    engine's open requests first (503, a stuck engine killed within STOP_GRACE_S), so uvicorn
+    never cancels them with a CancelledError traceback; `killed` then says why the engine died.
+    """
 
     def __init__(self, app: Any, listener: socket.socket, *, connection_limit: int | None = None,
-                 read_timeout_s: float | None = None) -> None:
+                 read_timeout_s: float | None = None, host: Any = None) -> None:
         import uvicorn  # deferred: importing the ASGI stack costs start-up time
 
         from workbench.core.serve import http_limits  # deferred: it imports uvicorn
@@ -25,7 +31,11 @@ class ApiServerThread:
             connection_limit = (http_limits.max_connections(admission.n_slots, admission.queue_limit)
                                 if admission is not None else DEFAULT_CONNECTION_LIMIT)
         config = http_limits.server_config(app, connection_limit=connection_limit, read_timeout_s=timeout)
-        self._server = uvicorn.Server(config)
+        if host is None:
+            self._server = uvicorn.Server(config)
+        else:
+            self._server = http_limits.StoppingServer(config, host)
+            self._server.report_to_stderr = False
         self._thread = threading.Thread(target=self._run, name="api-server", daemon=True)
         self.failure = ""  # why the server stopped on its own, one line
 
@@ -44,8 +54,19 @@ class ApiServerThread:
         except Exception as error:  # noqa: BLE001 - reported by the owner
             self.failure = f"the API server stopped: {error}"
 
+    @property
+    def killed(self) -> str:
+        """Why the engine had to be killed at the stop; "" when it stopped when asked (or no host)."""
+        return getattr(self._server, "killed", "")
+
     def stop(self, timeout: float = 10.0) -> None:
-        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._server.handle_exit(signal.SIGINT, None)  # as Ctrl-C does to `workbench api`
+        else:
+            self._server.should_exit = True
         if self._thread.is_alive():
             self._thread.join(timeout)
+        stopper = getattr(self._server, "stopper", None)
+        if stopper is not None:
+            stopper.join(timeout)
         self._listener.close()

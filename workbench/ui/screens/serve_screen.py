@@ -51,18 +51,22 @@ class ServeController:
             listener.close()
             raise
         name = self._engine.loaded.model_path.rsplit("/", 1)[-1].removesuffix(".gguf")
-        server = ApiServerThread(create_app(host, ServerConfig(name, None, queue)), listener)
+        server = ApiServerThread(create_app(host, ServerConfig(name, None, queue)), listener, host=host)
         server.start()
         self.host, self.server = host, server
         return server.address
 
-    def stop(self) -> None:
+    def stop(self) -> str:
+        """Stop serving: open requests answer 503 first; why the engine had to be killed ("" when it was not)."""
         server, host = self.server, self.host
         self.server = self.host = None
+        killed = ""
         if server is not None:
             server.stop()
+            killed = server.killed
         if host is not None:
             host.close()
+        return killed
 
 
 class ServeScreen(Screen):
@@ -124,8 +128,8 @@ class ServeScreen(Screen):
 
     @work(thread=True, exclusive=True)
     def _stop(self) -> None:
-        self.controller.stop()
-        self.app.call_from_thread(self._stopped)
+        killed = self.controller.stop()
+        self.app.call_from_thread(self._stopped, killed)
 
     def _started(self, address: str) -> None:
         panel = self.query_one(ServingPanel)
@@ -139,12 +143,12 @@ class ServeScreen(Screen):
         self.query_one("#serve-switch", Switch).value = False
         self._say(message)
 
-    def _stopped(self) -> None:
+    def _stopped(self, killed: str = "") -> None:
         panel = self.query_one(ServingPanel)
         panel.address, panel.state, panel.status = "", "off", None
         kv = self.query_one(SlotsKvPanel)
         kv.n_ctx, kv.cells_used, kv.slot_cells = 0, 0, ()
-        self._say("stopped serving")
+        self._say(f"stopped serving; {killed}" if killed else "stopped serving")
 
     def _show_status(self) -> None:
         host = self.controller.host
