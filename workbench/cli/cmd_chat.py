@@ -8,7 +8,17 @@ import signal
 import sys
 from typing import Any
 
-from workbench.cli.split_output import add_rpc_argument, loaded_devices_text, rpc_endpoints
+from workbench.cli.chat_resume import (
+    ChatKeeper,
+    offer_resume,
+    restored_history,
+    resumed,
+)
+from workbench.cli.split_output import (
+    add_rpc_argument,
+    loaded_devices_text,
+    rpc_endpoints,
+)
 from workbench.core.config.devices import load_device
 from workbench.core.config.presets import load_preset
 from workbench.core.engine.client import EngineClient, failure_where
@@ -55,6 +65,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=-1, help="sampling seed (-1 = random)")
     parser.add_argument("--max-tokens", type=int, default=512, help="longest answer in tokens")
     parser.add_argument("--no-stats", action="store_true", help="do not print the per-turn figures")
+    parser.add_argument("--resume", nargs="?", const="latest", metavar="NAME",
+                        help="continue a journaled conversation: the latest, or the one NAME names "
+                        "(each finished turn is kept in the state folder's conversations/)")
     add_rpc_argument(parser)
     parser.set_defaults(func=run)
 
@@ -69,13 +82,21 @@ def run(args: argparse.Namespace) -> int:
     model_path = resolve_model(args.model)
     preset = load_preset(args.preset)
     device = load_device(args.device) if args.device else None
-    system = (ChatMessage("system", args.system),) if args.system else ()
+    restored = resumed(args.resume) if args.resume else None
+    system_prompt = args.system or (restored.head.system_prompt if restored is not None else "")
+    system = (ChatMessage("system", system_prompt),) if system_prompt else ()
+    keeper = ChatKeeper(model_path.stem, preset.name, system_prompt, sampling)
+    history: list[ChatMessage] = []
+    if restored is not None:
+        history = restored_history(restored, model_path.stem)
+        keeper.seed(restored)
+    else:
+        offer_resume(args)
 
     session = _ChatSession(EngineClient(), model_path, preset, device, args.allow_overbudget, not args.no_stats,
                            rpc=rpc_endpoints(args))
     try:
         session.load()
-        history: list[ChatMessage] = []
         while True:
             line = _read_line()
             if line is None or line.strip() in ("/bye", "/exit"):
@@ -83,13 +104,15 @@ def run(args: argparse.Namespace) -> int:
             if not line.strip():
                 continue
             question = ChatMessage("user", line.rstrip("\n"))
-            answer = session.turn([*system, *history, question], sampling)
-            if answer is not None:
-                history += [question, ChatMessage("assistant", answer)]
+            finished = session.turn([*system, *history, question], sampling)
+            if finished is not None:
+                keeper.finished(question.content, finished)  # on disk before the next prompt is read
+                history += [question, ChatMessage("assistant", finished.text)]
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return 130
     finally:
+        keeper.close()
         session.close()
 
 
@@ -145,8 +168,8 @@ class _ChatSession:
                     _say(f"  | {line}")
                 raise EngineError(event.message, where=failure_where(event, str(self._model_path)))
 
-    def turn(self, messages: list, sampling: Any) -> str | None:
-        """Stream one answer to stdout; its text (partial when stopped), or None when it failed."""
+    def turn(self, messages: list, sampling: Any) -> TurnFinished | None:
+        """Stream one answer to stdout; the finished turn (partial when stopped), or None when it failed."""
         if self._client.loaded is None and not self._reload():
             return None
         interrupts = [0]
@@ -178,7 +201,7 @@ class _ChatSession:
                             _say(f"[{event.answer_note}]")
                         if self._show_stats:
                             _say(format_turn_stats(event))
-                        return event.text
+                        return event
                     elif isinstance(event, EngineFailed):
                         print(flush=True)
                         failure = event

@@ -20,12 +20,25 @@ from workbench.core.engine.events import (
     Sampling,
     TurnFinished,
 )
+from workbench.core.files.chat_journal import (
+    ChatJournal,
+    RestoredConversation,
+    journal_folder,
+    latest_journal,
+    mark_closed,
+)
 from workbench.core.ledger.types import Ledger
 from workbench.core.tasks.chat_vote import turn_from_samples, vote_samples
 from workbench.ui.chat_vote import VoteMode
 from workbench.ui.conversation import Conversation, stats_line
+from workbench.ui.conversation_journal import (
+    journal_head,
+    journal_turn,
+    offer_text,
+    restore,
+)
 from workbench.ui.engine_session import Phase
-from workbench.ui.failure_notices import died_notice, died_toast
+from workbench.ui.failure_notices import died_notice, died_toast, restarted_notice
 from workbench.ui.kv_layout import kv_segments
 from workbench.ui.messages import (
     AnswerEnded,
@@ -89,6 +102,8 @@ class ChatPane(Vertical):
         self.conversation = Conversation()
         self.vote_mode = VoteMode()
         self._answer: AnswerBlock | None = None
+        self.journal_folder = journal_folder()
+        self._journal: ChatJournal | None = None  # created at the first finished turn
 
     @property
     def answering(self) -> bool:
@@ -101,6 +116,10 @@ class ChatPane(Vertical):
 
     def on_mount(self) -> None:
         self.call_later(self.query_one(ChatView).show_welcome)
+        self.call_after_refresh(self._offer_restore)
+
+    def on_unmount(self) -> None:
+        self._close_journal()
 
     def watch_phase(self, phase: Phase) -> None:
         # a blinking cursor repaints twice a second; while an answer streams every repaint is CPU the engine could use
@@ -177,6 +196,7 @@ class ChatPane(Vertical):
         dropped_now = 0
         if finished.text or finished.stop_reason != "cancelled":
             dropped_now = self.conversation.add_answer(finished)
+            self._journal_answer(len(self.conversation.messages) - 1)
         else:
             self.query_one(PromptInput).restore(self.conversation.drop_unanswered())
         if self._answer is not None:
@@ -197,6 +217,7 @@ class ChatPane(Vertical):
         prompt_text = messages[-1].content if messages and messages[-1].role == "user" else ""
         if partial and prompt_text:
             self.conversation.add_interrupted(partial, failure.message)
+            self._journal_answer(len(self.conversation.messages) - 1)
         else:
             self.conversation.drop_unanswered()
         prompt = self.query_one(PromptInput)
@@ -252,6 +273,11 @@ class ChatPane(Vertical):
                                                   action=("restart-engine", "Restart engine"))
         self.notify(died_toast(failure), title="Engine died", severity="error", timeout=12)
 
+    async def show_engine_restarted(self, failure: EngineFailed) -> None:
+        """The engine was killed for not answering a cancel: one notice that the app loads it again."""
+        title, details = restarted_notice(failure)
+        await self.query_one(ChatView).add_notice(title, details, kind="error")
+
     async def remove_crash_notice(self) -> None:
         await self.query_one(ChatView).remove_notice(CRASH_NOTICE)
 
@@ -296,8 +322,59 @@ class ChatPane(Vertical):
             "Discard"), answered)
 
     async def _start_new_conversation(self) -> None:
+        self._close_journal()
         self.conversation.clear()
         chat = self.query_one(ChatView)
         await chat.clear()
         await chat.show_welcome(loaded=self.phase == Phase.LOADED)
         self.notify("Started a new conversation.", title="Chat")
+
+    # ---- the journal: each finished exchange on disk, so a killed app loses none ----------
+
+    def _journal_answer(self, index: int) -> None:
+        if self._journal is None:
+            self._journal = ChatJournal(self.journal_folder, journal_head(self.conversation))
+        self._journal_said(self._journal.record(journal_turn(self.conversation, index)))
+
+    def _journal_said(self, failure: str) -> None:
+        if failure:
+            self.notify(failure, title="Conversation journal", severity="warning", timeout=10)
+
+    def _close_journal(self) -> None:
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+
+    def _offer_restore(self) -> None:
+        """At start: offer the last conversation when the app stopped without closing it."""
+        scan = latest_journal(self.journal_folder, unclosed_only=True)
+        for line in scan.skipped:
+            self.notify(line, title="Conversation journal skipped", severity="warning", timeout=10)
+        found = scan.found
+        if found is None:
+            return
+
+        def answered(restore_it: bool | None) -> None:
+            if restore_it:
+                self.run_worker(self._restore(found))
+            else:
+                self._journal_said(mark_closed(found.path))  # asked once; the file stays for --resume
+
+        self.app.push_screen(ConfirmModal(*offer_text(found), "Restore", back_label="Start fresh"), answered)
+
+    async def _restore(self, found: RestoredConversation) -> None:
+        restore(self.conversation, found)
+        conversation, chat = self.conversation, self.query_one(ChatView)
+        for index in range(1, len(conversation.messages), 2):
+            block = await chat.start_turn(conversation.messages[index - 1].content)
+            await block.append(conversation.messages[index].content)
+            if index in conversation.interrupted:
+                await block.finish(f"interrupted: {conversation.interrupted[index]}", failed=True)
+            else:
+                await block.finish(stats_line(conversation.stats[index]) if index in conversation.stats
+                                   else "stats not restored (damaged in the journal)")
+        # the restored turns continue in a journal of their own; the old one is closed
+        self._journal = ChatJournal(self.journal_folder, journal_head(conversation))
+        self._journal_said(self._journal.record(*found.turns) or mark_closed(found.path))
+        self.notify(f"{len(found.turns)} turns restored from {found.name}; load a model to go on.",
+                    title="Conversation restored")
