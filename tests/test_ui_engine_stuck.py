@@ -1,5 +1,6 @@
 """The app with the real engine on a model whose chat template loops: one refusal line, the app stays
-usable, and Esc during an answer the engine never gives (a stopped engine process) ends it within the grace."""
+usable, and Esc during an answer the engine never gives (a stopped engine process) ends it within the grace
+and the app restarts the engine itself, the conversation kept."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from fakes import wait_until
 
 from arch_models import arch_model, write_arch_gguf
 from test_template_bombs import CHATML, NESTED_LOOP
+from workbench.core.engine.events import ChatMessage
 from workbench.ui.app import WorkbenchApp
 from workbench.ui.engine_session import GENERATING, IDLE, LOADED
 from workbench.ui.selection import Selection
@@ -40,18 +42,23 @@ async def test_a_looping_template_is_one_line_and_esc_ends_an_answer_the_engine_
         refusals = [n for n in screen.query(Notice) if "chat template of trap.gguf refused" in n.title + n.details]
         assert len(refusals) == 1, [n.title for n in screen.query(Notice)]
 
+        earlier = [ChatMessage("user", "Hi."), ChatMessage("assistant", "Hello.")]
+        screen.conversation.messages.extend(earlier)  # a conversation the restart must keep
         stuck_pid = screen.engine.pid
         screen.engine.cancel_grace_s = 0.5
         os.kill(stuck_pid, signal.SIGSTOP)  # from here on the engine never answers
         await _send(pilot, "hello")
         await wait_until(pilot, lambda: screen.phase == GENERATING, 60)
         await pilot.press("escape")
-        await wait_until(pilot, lambda: screen.query("#crash-notice"), 60)  # ended within the grace: killed
-        assert "did not answer a cancel" in screen.query_one("#crash-notice", Notice).title
-        assert screen.phase == IDLE
-
-        await pilot.press("ctrl+r")  # the app is usable: a fresh engine loads the same model
-        await wait_until(pilot, lambda: screen.phase == LOADED, 120)
-        assert screen.engine.pid != stuck_pid and screen.engine.alive
+        # ended within the grace (the engine killed), then restarted by the app itself: no Ctrl+R
+        await wait_until(pilot, lambda: screen.engine is not None and screen.engine.pid not in (None, stuck_pid)
+                         and screen.phase == LOADED, 120)
+        assert screen.engine.alive and not screen.query("#crash-notice")
+        restarted = [n for n in screen.query(Notice) if n.title.startswith("Engine restarted")]
+        assert len(restarted) == 1, [n.title for n in screen.query(Notice)]
+        assert "did not answer a cancel within 0.5 s" in restarted[0].title
+        assert "conversation is kept" in restarted[0].details
+        assert screen.conversation.messages == earlier
+        assert screen.chat_pane.query_one(PromptInput).value == "hello"  # the unanswered prompt, ready to send again
         await pilot.press("ctrl+l")  # and unloads
         await wait_until(pilot, lambda: screen.phase == IDLE, 60)

@@ -23,3 +23,10 @@ def died_notice(failure: EngineFailed, ledger: Ledger | None) -> tuple[str, str]
 
 def died_toast(failure: EngineFailed) -> str:
     return f"{how_it_died(failure)}: {failure.message}"
+
+
+def restarted_notice(failure: EngineFailed) -> tuple[str, str]:
+    """The notice's title and details when a cancel went unanswered and the app restarts the engine itself."""
+    details = "\n".join(["last llama.cpp log lines:", *failure.log_tail[-8:],
+                          "A fresh engine loads the same model and preset; the conversation is kept."])
+    return f"Engine restarted: {failure.message}", details

@@ -213,7 +213,8 @@ class EngineLink:
         if self._closing:
             return EngineFailed("request", f"the engine was closed while {doing}", tail, exit_signal_name(exitcode), exitcode)
         if self._killed_why:
-            return EngineFailed("crash", self._killed_why, tail, exit_signal_name(exitcode), exitcode, self._prediction)
+            return EngineFailed("crash", self._killed_why, tail, exit_signal_name(exitcode), exitcode, self._prediction,
+                                cancel_unanswered=True)
         kind = "load" if doing == _LOADING else "crash"
         limited = out_of_limit(f"the engine process died while {doing} ({describe_exit(exitcode)})", tail,
                                self._memory_limit_bytes)

@@ -124,6 +124,7 @@ class EngineFailed:
     exit_signal: str = ""  # "SIGKILL", "SIGSEGV", ... for a crash
     exit_code: int | None = None
     prediction: str = ""  # what the ledger predicted, for a crash during load or chat
+    cancel_unanswered: bool = False  # the client killed it: a cancel went unanswered within the grace
 
 
 @dataclass(frozen=True)

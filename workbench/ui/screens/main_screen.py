@@ -315,6 +315,10 @@ class MainScreen(TabbedLayoutScreen):
             await self.chat_pane.show_request_failed(failure)
             return
         self._clear_loaded_panels()  # the dead process's cache is gone with it
+        if failure.cancel_unanswered:  # killed for not answering Esc, not for a fault: load it again at once
+            await self.chat_pane.show_engine_restarted(failure)
+            self.action_restart_engine()
+            return
         await self.chat_pane.show_engine_died(failure, self.ledger)
 
     def action_cancel_turn(self) -> None:
