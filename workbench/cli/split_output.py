@@ -36,6 +36,18 @@ def _decode_json(bound: Any) -> dict:
     }
 
 
+def _rate_json(rate: Any) -> dict | None:
+    if rate is None:
+        return None
+    return {
+        "tokens_per_s": rate.tokens_per_s,
+        "seconds_per_token": rate.seconds_per_token if rate.terms and not rate.missing else None,
+        "terms": [{"what": t.what, "seconds": t.seconds, "source": t.source} for t in rate.terms],
+        "missing": list(rate.missing),
+        "basis": rate.basis,
+    }
+
+
 def devices_json(split: Any) -> list[dict]:
     """`ledger --json`'s `devices`: one object per device, the host first."""
     return [{
@@ -68,6 +80,8 @@ def split_json(split: Any, reports: tuple) -> dict:
         "best_tensor_split": list(split.best_tensor_split) or None,
         "decode_empty_context": _decode_json(split.decode_empty),
         "decode_full_context": _decode_json(split.decode_full),
+        "predicted_decode_empty_context": _rate_json(split.rate_empty),
+        "predicted_decode_full_context": _rate_json(split.rate_full),
         "nodes": [{"endpoint": r.address, "reachable": r.reachable, "reason": r.reason,
                    "free_bytes": r.free_bytes, "total_bytes": r.total_bytes, "latency_s": r.latency_s,
                    "link_bytes_per_s": r.link_bytes_per_s} for r in reports],
@@ -110,7 +124,18 @@ def devices_text(split: Any, reports: tuple, width: int | None = None) -> str:
         out.append(wrap_text(f"decode bound at {label} context: {bound.tokens_per_s:,.1f} tok/s "
                              f"({bound.seconds_per_token * 1000:.2f} ms/token, network {network * 1000:.2f} ms); "
                              f"{bound.dominant()}", width) + "\n")
+    for label, rate in (("empty", split.rate_empty), ("full", split.rate_full)):
+        if rate is not None:
+            out.append(wrap_text(rate_line(rate, label), width) + "\n")
     return "".join(out)
+
+
+def rate_line(rate: Any, label: str) -> str:
+    """The speed model's predicted decode rate of a split, with its basis, or why it is unavailable."""
+    if rate.tokens_per_s is None:
+        return f"predicted decode at {label} context: unavailable ({', '.join(rate.missing) or 'no figures'})"
+    return (f"predicted decode at {label} context: {rate.tokens_per_s:,.1f} tok/s "
+            f"({rate.seconds_per_token * 1000:.2f} ms/token; speed model: {rate.basis})")
 
 
 def loaded_devices_text(loaded: Any) -> str:

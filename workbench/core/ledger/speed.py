@@ -57,7 +57,7 @@ class SpeedModel:
         seconds = (rates.token_us + self.costs.n_layer * rates.layer_us) / 1e6
         # Weights that fit the last-level cache are read from it, token after token.
         cached = dict(rates.cached_read_gbs) if self.costs.decode_bytes_total <= rates.cache_mb * 1e6 else {}
-        seconds += sum(n / ((cached.get(kind) or _rate(rates.read_gbs, kind)[0]) * 1e9)
+        seconds += sum(n / ((cached.get(kind) or type_rate(rates.read_gbs, kind)[0]) * 1e9)
                        for kind, n in self.costs.decode_bytes)
         # Attention computes over the cached K and V; once weights and cache outgrow the last-level
         # cache it also waits for the cache's bytes from memory.
@@ -82,9 +82,9 @@ class SpeedModel:
         rates = self.rates
         seconds = n_prompt * (rates.prefill_token_us + self.costs.n_layer * rates.prefill_layer_us) / 1e6
         table = rates.prefill_gflops or rates.read_gbs
-        seconds += sum(n * n_prompt / (_rate(table, kind)[0] * 1e9) for kind, n in self.costs.prefill_flops)
+        seconds += sum(n * n_prompt / (type_rate(table, kind)[0] * 1e9) for kind, n in self.costs.prefill_flops)
         seconds += prefill_attention_seconds(self.costs, rates.prefill_attn_points, n_prompt, mean_positions)
-        seconds += sum(n / (_rate(rates.read_gbs, kind)[0] * 1e9) for kind, n in self.costs.output_bytes)
+        seconds += sum(n / (type_rate(rates.read_gbs, kind)[0] * 1e9) for kind, n in self.costs.output_bytes)
         return seconds / self.prefill_factor
 
     def decode_tps(self, position: float) -> float | None:
@@ -120,7 +120,7 @@ def prefill_attention_seconds(costs: ModelCosts, points: tuple[tuple[float, floa
     return seconds
 
 
-def _rate(table: tuple[tuple[str, float], ...], kind: str) -> tuple[float, str]:
+def type_rate(table: tuple[tuple[str, float], ...], kind: str) -> tuple[float, str]:
     """The rate measured for `kind`, or for the measured type nearest in bits per weight (named)."""
     for name, rate in table:
         if name == kind:

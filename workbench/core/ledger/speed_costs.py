@@ -114,3 +114,24 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
         head_dims=model.head_dim_k + model.head_dim_v,
         expert_note=note,
     )
+
+
+def decode_bytes_by_layer(model: ModelInfo, weights: str = "keep") -> dict[int, dict[str, int]]:
+    """Weight bytes one decoded token reads, by repeating layer (blk.N) and type; -1 holds the output
+    layer and the other tensors outside the layers, -2 the token embedding's one row (read on the host)."""
+    experts = expert_counts(model, weights)
+    used, total = (experts.used, experts.total) if experts else (1, 1)
+    tied = not any(t.name == "output.weight" for t in model.tensors)
+    out: dict[int, Counter[str]] = {}
+    for tensor, kind, n_bytes in _planned(model, weights):
+        if tensor.name == "token_embd.weight":
+            rows = tensor.shape[-1] if len(tensor.shape) > 1 and tensor.shape[-1] > 0 else 1
+            out.setdefault(-2, Counter())[kind] += -(-n_bytes // rows)
+            if tied:  # the same table is the output layer's weight: all of it is read there
+                out.setdefault(-1, Counter())[kind] += n_bytes
+            continue
+        parts = tensor.name.split(".")
+        layer = int(parts[1]) if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit() else -1
+        share = n_bytes * used // total if _ROUTED in tensor.name else n_bytes
+        out.setdefault(layer, Counter())[kind] += share
+    return {layer: dict(counts) for layer, counts in out.items()}

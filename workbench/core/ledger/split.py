@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workbench.core.config.preset import Preset
+from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.config.preset_split import effective_gpu_layers
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.decode_bound import decode_bound
@@ -23,6 +23,7 @@ from workbench.core.ledger.predict import (
     llama_n_ctx,
     predicted_overhead_bytes,
 )
+from workbench.core.ledger.split_rate import split_rate
 from workbench.core.ledger.split_types import CPU, UNKNOWN, DeviceLedger, SplitDevice, SplitLedger
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT
 from workbench.core.units import MIB
@@ -132,8 +133,9 @@ def _best_split(model: ModelInfo, preset: Preset, n_ctx: int, devices: Sequence[
 
 def predict_split(model: ModelInfo, preset: Preset, devices: Sequence[SplitDevice], *, host_budget_bytes: int | None,
                   host_budget_source: str = "host profile", host_bandwidth_bytes_per_s: float | None = None,
-                  ctx_size: int | None = None) -> SplitLedger:
-    """The per-device ledger of `preset` with these devices (RPC nodes first, then local GPUs)."""
+                  ctx_size: int | None = None, host_profile: DeviceProfile | None = None) -> SplitLedger:
+    """The per-device ledger of `preset` with these devices (RPC nodes first, then local GPUs); with the
+    host's profile also the speed model's predicted decode rate of the split."""
     n_ctx = llama_n_ctx(model, preset.ctx_size if ctx_size is None else ctx_size)
     n_gpu_layers = effective_gpu_layers(preset)
     chosen = list(devices)
@@ -148,11 +150,15 @@ def predict_split(model: ModelInfo, preset: Preset, devices: Sequence[SplitDevic
         chosen = list(devices)
     ledgers = _device_ledgers(model, preset, n_ctx, host_budget_bytes, host_budget_source, chosen, placement)
     verdict, reason = _overall(ledgers)
+    empty = decode_bound(model, preset, ledgers, chosen, host_bandwidth_bytes_per_s, 0.0, placement)
+    full = decode_bound(model, preset, ledgers, chosen, host_bandwidth_bytes_per_s, 1.0, placement)
+    rates = (None, None) if host_profile is None else tuple(
+        split_rate(model, preset, ledgers, chosen, host_profile, bound, position)
+        for bound, position in ((empty, 0), (full, max(0, n_ctx - 1))))
     return SplitLedger(
         model=model.name, preset=preset.name, ctx_size=n_ctx, n_gpu_layers=n_gpu_layers, splits=splits,
         splits_source=splits_source, devices=ledgers, verdict=verdict, reason=reason,
         max_ctx=_max_ctx(model, preset, host_budget_bytes, chosen, placement),
         best_tensor_split=_best_split(model, preset, n_ctx, chosen, n_gpu_layers),
-        decode_empty=decode_bound(model, preset, ledgers, chosen, host_bandwidth_bytes_per_s, 0.0, placement),
-        decode_full=decode_bound(model, preset, ledgers, chosen, host_bandwidth_bytes_per_s, 1.0, placement),
+        decode_empty=empty, decode_full=full, rate_empty=rates[0], rate_full=rates[1],
     )

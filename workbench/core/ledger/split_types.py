@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workbench.core.config.preset import DeviceProfile
+
 CPU_ALIGNMENT = 32  # ggml-backend.cpp TENSOR_ALIGNMENT: the CPU buffer type (and so a CPU RPC node)
 
 CPU = "CPU"
@@ -27,6 +29,8 @@ class SplitDevice:
     link_latency_s: float | None = None  # RPC: one round trip (probe)
     alignment: int = CPU_ALIGNMENT
     shares_host_memory: bool = False  # a local unified-memory GPU: its buffers come out of the host budget
+    speed_profile: DeviceProfile | None = None  # whose speed figures it runs at (a local node: the host's)
+    speed_source: str = ""  # "local node: the host's figures", "device profile NAME"
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,23 @@ class DecodeBound:
 
 
 @dataclass(frozen=True)
+class SplitRate:
+    """The speed model's predicted time per token of a split: each device's share, then the link terms."""
+
+    terms: tuple[DecodeTerm, ...]
+    missing: tuple[str, ...]  # a device without speed figures, a link not probed
+    basis: str
+
+    @property
+    def seconds_per_token(self) -> float:
+        return sum(term.seconds for term in self.terms)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return 1.0 / self.seconds_per_token if self.terms and not self.missing and self.seconds_per_token > 0 else None
+
+
+@dataclass(frozen=True)
 class SplitLedger:
     model: str
     preset: str
@@ -108,3 +129,5 @@ class SplitLedger:
     best_tensor_split: tuple[int, ...]  # layers per device that balance headroom; () when not computable
     decode_empty: DecodeBound
     decode_full: DecodeBound
+    rate_empty: SplitRate | None = None  # the speed model's prediction; None without the host's profile
+    rate_full: SplitRate | None = None

@@ -45,6 +45,7 @@ def rpc_device(index: int, endpoint: RpcEndpoint, report: NodeReport | None, pro
         bandwidth_bytes_per_s=bandwidth, bandwidth_source=bandwidth_source,
         link_bytes_per_s=report.link_bytes_per_s if report is not None else None,
         link_latency_s=report.latency_s if report is not None else None,
+        speed_profile=profile, speed_source=f"device profile {profile.name}" if profile is not None else "",
     )
 
 
@@ -68,8 +69,17 @@ def split_devices(host: DeviceProfile, endpoints: Sequence[RpcEndpoint], reports
                   profiles: Sequence[DeviceProfile | None]) -> tuple[SplitDevice, ...]:
     """In llama.cpp's order: the RPC nodes first, then the host's own GPU when its profile has one."""
     devices = [rpc_device(i, e, r, p) for i, (e, r, p) in enumerate(zip(endpoints, reports, profiles, strict=True))]
+    # A node on this machine without a profile runs llama.cpp's CPU backend on the host's cores and RAM.
+    devices = [dataclasses.replace(d, speed_profile=host, speed_source="local node: the host's figures")
+               if d.speed_profile is None and is_local(d.endpoint) else d for d in devices]
     gpu = local_gpu_device(host)
     return tuple(devices + ([gpu] if gpu is not None else []))
+
+
+def is_local(address: str) -> bool:
+    """Whether host:port names this machine (a loopback address or localhost)."""
+    name = address.rsplit(":", 1)[0].strip("[]").lower()
+    return name in ("localhost", "::1") or name.startswith("127.")
 
 
 def node_profiles(endpoints: Sequence[RpcEndpoint]) -> tuple[DeviceProfile | None, ...]:
@@ -85,5 +95,6 @@ def predict_devices(model: ModelInfo, preset: Preset, host: DeviceProfile, rpc: 
     devices = split_devices(host, endpoints, reports, node_profiles(endpoints))
     split = predict_split(model, preset, devices, host_budget_bytes=host.budget_mb * MIB,
                           host_budget_source=f"device profile {host.name}",
-                          host_bandwidth_bytes_per_s=host.mem_bandwidth_gbs * 1e9 or None, ctx_size=ctx_size)
+                          host_bandwidth_bytes_per_s=host.mem_bandwidth_gbs * 1e9 or None, ctx_size=ctx_size,
+                          host_profile=host)
     return split, reports

@@ -1,0 +1,86 @@
+"""The split's predicted decode rate: each device's share of the speed model's cost, its figures' source, the link terms."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gguf_factory import TinyModel, write_tiny_gguf
+from workbench.cli.split_output import devices_text, split_json
+from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.speed import speed_model
+from workbench.core.ledger.split import predict_split
+from workbench.core.ledger.split_types import SplitDevice
+from workbench.core.rpc.nodes import is_local
+
+RATES = ThreadRates(threads=1, token_us=300.0, layer_us=20.0, read_gbs=(("F32", 8.0), ("F16", 10.0), ("Q8_0", 12.0)),
+                    kv_read_gbs=None, prefill_token_us=0.0, prefill_layer_us=0.0, prefill_gflops=())
+HOST = DeviceProfile(name="host", ram_total_mb=8192, mem_bandwidth_gbs=40, cores=2, thread_rates=(RATES,),
+                     notes=(("speed", "a probe"),))
+LATENCY, LINK = 0.0005, 100e6
+
+
+def _model(tmp_path: Path):
+    return read_gguf(write_tiny_gguf(tmp_path / "tiny.gguf", TinyModel(n_vocab=4096)))
+
+
+def _node(endpoint: str, profile: DeviceProfile | None) -> SplitDevice:
+    return SplitDevice(name="RPC0", endpoint=endpoint, budget_bytes=4 << 30, budget_source="test",
+                       bandwidth_bytes_per_s=40e9, link_bytes_per_s=LINK, link_latency_s=LATENCY,
+                       speed_profile=profile, speed_source="test figures" if profile else "")
+
+
+def test_no_devices_is_the_single_device_speed_model(tmp_path: Path):
+    model = _model(tmp_path)
+    preset = Preset(name="p", threads=1, ctx_size=512)
+    split = predict_split(model, preset, (), host_budget_bytes=8 << 30, host_bandwidth_bytes_per_s=40e9,
+                          host_profile=HOST)
+    speed, _ = speed_model(model, preset, HOST, threads=1)
+    assert split.rate_empty.tokens_per_s == pytest.approx(speed.decode_tps(0), rel=1e-9)
+    assert split.rate_full.tokens_per_s == pytest.approx(speed.decode_tps(split.ctx_size - 1), rel=1e-9)
+    assert split.rate_empty.tokens_per_s < split.decode_empty.tokens_per_s  # fixed costs put it under the bound
+
+
+def test_a_node_holding_every_layer_adds_its_fixed_cost_and_the_link(tmp_path: Path):
+    model = _model(tmp_path)
+    alone = predict_split(model, Preset(name="p", threads=1, ctx_size=512), (), host_budget_bytes=8 << 30,
+                          host_bandwidth_bytes_per_s=40e9, host_profile=HOST).rate_empty
+    preset = Preset(name="p", threads=1, ctx_size=512, gpu_layers=-1, rpc=("127.0.0.1:50052",))
+    split = predict_split(model, preset, (_node("127.0.0.1:50052", HOST),), host_budget_bytes=8 << 30,
+                          host_bandwidth_bytes_per_s=40e9, host_profile=HOST)
+    rate = split.rate_empty
+    # The same reads and layers, now on the node: one more graph's fixed cost, the hidden state there
+    # and back (f32), the logits back from the node holding the output, one round trip.
+    sent = model.n_embd * 4 * 2 + model.n_vocab * 4
+    expected = alone.seconds_per_token + RATES.token_us / 1e6 + sent / LINK + LATENCY
+    assert rate.seconds_per_token == pytest.approx(expected, rel=1e-6)
+    assert [t.source for t in rate.terms][:2] == ["host profile", "test figures"]
+    assert f"RPC0: {model.n_layer} layers + output" in rate.basis and "one round trip a hop" in rate.basis
+    # Beside the bound, in JSON and text, the bound's keys kept.
+    data = json.loads(json.dumps(split_json(split, ())))
+    assert data["decode_empty_context"]["tokens_per_s"] == split.decode_empty.tokens_per_s
+    assert data["predicted_decode_empty_context"]["tokens_per_s"] == pytest.approx(1 / expected, rel=1e-6)
+    assert f"predicted decode at empty context: {1 / expected:,.1f} tok/s" in devices_text(split, (), width=400)
+
+
+def test_a_remote_node_without_figures_is_unavailable_never_zero(tmp_path: Path):
+    model = _model(tmp_path)
+    preset = Preset(name="p", threads=1, ctx_size=512, gpu_layers=-1, rpc=("10.0.0.7:50052",))
+    split = predict_split(model, preset, (_node("10.0.0.7:50052", None),), host_budget_bytes=8 << 30,
+                          host_bandwidth_bytes_per_s=40e9, host_profile=HOST)
+    assert split.rate_empty.tokens_per_s is None
+    assert any("RPC0 speed figures" in item for item in split.rate_empty.missing)
+    assert "predicted decode at empty context: unavailable (RPC0 speed figures" in devices_text(split, (), width=400)
+    # Without the host's profile there is no prediction at all (the bound still stands).
+    bare = predict_split(model, preset, (_node("10.0.0.7:50052", None),), host_budget_bytes=8 << 30,
+                         host_bandwidth_bytes_per_s=40e9)
+    assert bare.rate_empty is None and split_json(bare, ())["predicted_decode_empty_context"] is None
+
+
+@pytest.mark.parametrize(("address", "local"), [("127.0.0.1:50052", True), ("localhost:1", True), ("[::1]:5", True),
+                                                ("10.0.0.7:50052", False), ("127x.example:1", False)])
+def test_which_nodes_run_on_this_machine(address: str, local: bool):
+    assert is_local(address) is local
