@@ -66,12 +66,11 @@ class DecodeTerm:
     source: str
 
 
-@dataclass(frozen=True)
-class DecodeBound:
-    """Bandwidth-bound time per generated token, term by term; None when a figure is unknown."""
+class TermSum:
+    """Time per token as the sum of its terms; no rate while a figure is missing."""
 
     terms: tuple[DecodeTerm, ...]
-    missing: tuple[str, ...]  # figures without a source ("RPC0 bandwidth: no profile")
+    missing: tuple[str, ...]
 
     @property
     def seconds_per_token(self) -> float:
@@ -80,6 +79,14 @@ class DecodeBound:
     @property
     def tokens_per_s(self) -> float | None:
         return 1.0 / self.seconds_per_token if self.terms and not self.missing and self.seconds_per_token > 0 else None
+
+
+@dataclass(frozen=True)
+class DecodeBound(TermSum):
+    """Bandwidth-bound time per generated token, term by term; None when a figure is unknown."""
+
+    terms: tuple[DecodeTerm, ...]
+    missing: tuple[str, ...]  # figures without a source ("RPC0 bandwidth: no profile")
 
     @property
     def network_seconds(self) -> float:
@@ -98,20 +105,12 @@ class DecodeBound:
 
 
 @dataclass(frozen=True)
-class SplitRate:
+class SplitRate(TermSum):
     """The speed model's predicted time per token of a split: each device's share, then the link terms."""
 
     terms: tuple[DecodeTerm, ...]
     missing: tuple[str, ...]  # a device without speed figures, a link not probed
     basis: str
-
-    @property
-    def seconds_per_token(self) -> float:
-        return sum(term.seconds for term in self.terms)
-
-    @property
-    def tokens_per_s(self) -> float | None:
-        return 1.0 / self.seconds_per_token if self.terms and not self.missing and self.seconds_per_token > 0 else None
 
 
 @dataclass(frozen=True)
