@@ -15,6 +15,7 @@ from workbench.core.ledger.speed import speed_model
 from workbench.core.ledger.split import predict_split
 from workbench.core.ledger.split_types import SplitDevice
 from workbench.core.rpc.nodes import is_local
+from workbench.ui.widgets.ledger_panel import split_decode_line
 
 RATES = ThreadRates(threads=1, token_us=300.0, layer_us=20.0, read_gbs=(("F32", 8.0), ("F16", 10.0), ("Q8_0", 12.0)),
                     kv_read_gbs=None, prefill_token_us=0.0, prefill_layer_us=0.0, prefill_gflops=())
@@ -84,3 +85,15 @@ def test_a_remote_node_without_figures_is_unavailable_never_zero(tmp_path: Path)
                                                 ("10.0.0.7:50052", False), ("127x.example:1", False)])
 def test_which_nodes_run_on_this_machine(address: str, local: bool):
     assert is_local(address) is local
+
+
+def test_the_ledger_panel_line_gives_the_prediction_beside_the_bound(tmp_path: Path):
+    model = _model(tmp_path)
+    preset = Preset(name="p", threads=1, ctx_size=512, gpu_layers=-1, rpc=("127.0.0.1:50052",))
+    for node, host, said in ((_node("127.0.0.1:50052", HOST), HOST, "tok/s predicted"),
+                             (_node("10.0.0.7:50052", None), HOST, "predicted n/a (RPC0 speed figures"),
+                             (_node("127.0.0.1:50052", HOST), None, "predicted n/a (no speed figures for the host)")):
+        split = predict_split(model, preset, (node,), host_budget_bytes=8 << 30, host_bandwidth_bytes_per_s=40e9,
+                              host_profile=host)
+        line = split_decode_line(split)
+        assert said in line and f"bound {split.decode_empty.tokens_per_s:,.1f} tok/s" in line

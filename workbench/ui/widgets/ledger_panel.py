@@ -19,6 +19,18 @@ from workbench.ui.widgets.colours import theme_colour
 CATEGORIES = (("weights", "weights"), ("kv", "KV cache"), ("compute", "compute"), ("overhead", "overhead"))
 
 
+def split_decode_line(split: SplitLedger) -> str:
+    """The split's decode at empty context: the speed model's prediction (or why none) beside the bound."""
+    rate, bound = split.rate_empty, split.decode_empty.tokens_per_s
+    if rate is not None and rate.tokens_per_s is not None:
+        predicted = f"{rate.tokens_per_s:,.1f} tok/s predicted"
+    else:
+        why = ", ".join(rate.missing) if rate is not None and rate.missing else "no speed figures for the host"
+        predicted = f"predicted {UNAVAILABLE} ({why})"
+    return (f"split decode, empty context: {predicted}; bound "
+            + (f"{bound:,.1f} tok/s" if bound is not None else UNAVAILABLE))
+
+
 class LedgerPanel(Widget):
     """Attributes down: the panel grid sets `view`, one frozen LedgerView; the panel redraws from it."""
 
@@ -43,6 +55,7 @@ class LedgerPanel(Widget):
         split = self.view.split
         if split is not None and len(split.devices) > 1:
             parts.append(self._devices_table(split))
+            parts.append(Text(split_decode_line(split)))
         parts.append(self._system_memory())
         if ledger.unverified:  # the compute and overhead lines were checked on another llama.cpp build
             parts.append(Text(f"⚠ {ledger.unverified}", style=theme_colour(self.app, "ledger-compute")))
