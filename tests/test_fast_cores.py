@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from gguf_factory import TinyModel, write_tiny_gguf
+
 from workbench.core.config.devices import load_device
 from workbench.core.config.preset import Preset
 from workbench.core.errors import PresetError

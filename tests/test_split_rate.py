@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from gguf_factory import TinyModel, write_tiny_gguf
+
 from workbench.cli.split_output import devices_text, split_json
 from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
 from workbench.core.gguf.reader import read_gguf

@@ -24,7 +24,13 @@ from workbench.core.ledger.predict import (
     predicted_overhead_bytes,
 )
 from workbench.core.ledger.split_rate import split_rate
-from workbench.core.ledger.split_types import CPU, UNKNOWN, DeviceLedger, SplitDevice, SplitLedger
+from workbench.core.ledger.split_types import (
+    CPU,
+    UNKNOWN,
+    DeviceLedger,
+    SplitDevice,
+    SplitLedger,
+)
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT
 from workbench.core.units import MIB
 

@@ -9,7 +9,13 @@ from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.speed import device_threads, speed_model, type_rate
 from workbench.core.ledger.speed_costs import ModelCosts, decode_bytes_by_layer
-from workbench.core.ledger.split_types import DecodeBound, DecodeTerm, DeviceLedger, SplitDevice, SplitRate
+from workbench.core.ledger.split_types import (
+    DecodeBound,
+    DecodeTerm,
+    DeviceLedger,
+    SplitDevice,
+    SplitRate,
+)
 
 # Per token and node, llama.cpp's RPC client sends about 6 SET_TENSOR (inputs, positions, mask),
 # one GRAPH_RECOMPUTE and one GET_TENSOR (the count a node's checks, rpc.node_proxy, saw on the
