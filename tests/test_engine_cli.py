@@ -38,23 +38,65 @@ def test_an_unknown_preset_is_one_line_and_exit_code_2(cli):
     assert done.stderr.count("\n") == 1 and "no-such-preset" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_ctrl_c_stops_the_answer_and_the_chat_goes_on(preset_file):
+def _read_until(fd: int, seen: bytearray, marker: bytes) -> str:
+    """Read the pipe `fd` into `seen` until `marker` is in it (the process writes it or the test fails)."""
+    while marker not in seen:
+        chunk = os.read(fd, 4096)
+        assert chunk, f"the pipe closed before {marker!r}: {bytes(seen)[-2000:]!r}"
+        seen += chunk
+    return seen.decode(errors="replace")
+
+
+def _drain(fd: int) -> None:
+    """Read what the pipe holds now (all of it was written before the marker the test saw on stderr)."""
+    import select
+
+    while select.select([fd], [], [], 0)[0] and os.read(fd, 65536):
+        pass
+
+
+def test_ctrl_c_stops_the_answer_and_the_chat_goes_on_and_an_engine_that_does_not_stop_is_restarted(preset_file):
+    import time
+
     process = subprocess.Popen(
         [sys.executable, "-m", "workbench", "chat", "bundled", "--preset", str(preset_file), "--device", "host",
          "--temp", "0", "--max-tokens", "400"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
     )
-    process.stdin.write("Write a very long story about a dragon.\n")
-    process.stdin.flush()
-    assert process.stdout.read(1)  # the answer has started: Ctrl-C now means "stop it"
-    process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate("Say hi.\n", timeout=300)
-    assert process.returncode == 0, stderr
-    assert "[stopped]" in stderr, stderr
+    out, err = process.stdout.fileno(), process.stderr.fileno()
+    seen = bytearray()
+    try:
+        engine_pid = _engine_child(process.pid, time.monotonic() + 120)
+        process.stdin.write(b"Write a very long story about a dragon.\n")
+        assert os.read(out, 1)  # the answer has started: Ctrl-C now means "stop it"
+        process.send_signal(signal.SIGINT)
+        first = _read_until(err, seen, b"stop reason:")  # the stopped answer's stats follow "[stopped]"
+        assert "[stopping the answer; an engine that does not stop within 5 s is restarted" in first, first
+        assert "[stopped]" in first and "restarting" not in first
+
+        _drain(out)  # the first answer's text: print(flush=True) wrote it before "[stopped]"
+        process.stdin.write(b"Write a very long story about a dragon.\n")
+        assert os.read(out, 1)  # the second answer has started
+        os.kill(engine_pid, signal.SIGSTOP)  # from here on the engine never answers
+        process.send_signal(signal.SIGINT)  # the first Ctrl-C of this answer: the cancel goes unanswered
+        _read_until(err, seen, b"the conversation is kept]")
+        process.stdin.write(b"Say hi.\n")
+        process.stdin.close()  # EOF ends the chat after that answer
+        rest = process.stderr.read()
+        assert process.wait(timeout=300) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    stderr = seen.decode(errors="replace") + rest.decode(errors="replace")
+    assert stderr.count("[stopping the answer") == 2, stderr
+    assert "the engine did not answer a cancel within 5 s while generating, so it was killed" in stderr
+    assert "[the engine was restarted after it did not stop; the conversation is kept]" in stderr
+    assert stderr.count("loaded test-chat") == 2, stderr  # the restart loaded the model again
     stop_reasons = [line.split(":", 1)[1].strip() for line in stderr.splitlines() if line.startswith("stop reason:")]
-    # the first answer was cut short; the second question was answered by the same engine
+    # the first answer was cut short, the killed one has no stats, the third question was answered
     assert stop_reasons[0] == "cancelled" and stop_reasons[1] in ("stop", "length") and len(stop_reasons) == 2
-    assert "restarting" not in stderr and os.linesep in stdout
+    assert "Traceback" not in stderr
 
 
 def test_a_truncated_model_names_the_file_once(tmp_path, cli):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 from typing import Any
@@ -132,6 +133,15 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def _say_at_once(text: str) -> None:
+    """A line on stderr from a signal handler: os.write, since the handler may run inside a print
+    to sys.stderr, where writing again through it is a reentrant call."""
+    try:
+        os.write(sys.stderr.fileno(), f"{text}\n".encode())
+    except (OSError, ValueError):  # a stderr without a file descriptor (captured in-process)
+        print(text, file=sys.stderr, flush=True)
+
+
 class _ChatSession:
     """The engine client plus what it takes to restart it after a crash."""
 
@@ -179,6 +189,8 @@ class _ChatSession:
             if interrupts[0] > 1:
                 raise KeyboardInterrupt
             self._client.cancel()
+            _say_at_once(f"\n[stopping the answer; an engine that does not stop within "
+                         f"{self._client.cancel_grace_s:g} s is restarted; Ctrl-C again quits]")
 
         failure = None
         previous = signal.signal(signal.SIGINT, on_interrupt)
@@ -222,7 +234,8 @@ class _ChatSession:
             _say(f"  predicted: {failure.prediction}")
         _say("restarting the engine; the conversation is kept")
         self._client.start()
-        self._reload()
+        if self._reload() and failure.cancel_unanswered:
+            _say("[the engine was restarted after it did not stop; the conversation is kept]")
 
     def _reload(self) -> bool:
         """Load again after a crash; a failure (an RPC node still down) is said, and the next message retries."""
