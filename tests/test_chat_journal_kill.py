@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psutil
 from fakes import SCRIPTED_ANSWER, FakeEngine, make_app, wait_for, wait_until
+from textual.widgets import Button
 
 from workbench.core.files.chat_journal import (
     ChatJournal,
@@ -173,6 +174,14 @@ asyncio.run(main())
 """
 
 
+def _drawn_stats(screen) -> str:
+    """The line under the last answer drawn ("" until an answer has finished drawing)."""
+    from workbench.ui.widgets.chat_view import AnswerBlock
+
+    blocks = list(screen.query(AnswerBlock))
+    return str(blocks[-1].query_one(".answer-stats").content) if blocks else ""
+
+
 def _kill_the_app_mid_answer() -> None:
     """The app, headless with the fake engine, in a process of its own: one turn finished, the next streaming."""
     app_process = subprocess.Popen([sys.executable, "-c", _APP_SCRIPT.format(tests=str(TESTS))],
@@ -188,7 +197,6 @@ def _kill_the_app_mid_answer() -> None:
 
 async def test_kill_9_of_the_app_mid_answer_keeps_the_finished_turn_and_the_next_start_restores_it():
     from workbench.ui.screens.confirm_modal import ConfirmModal
-    from workbench.ui.widgets.chat_view import AnswerBlock
 
     _kill_the_app_mid_answer()
     restored = read_journal(list_journals(journal_folder())[0])
@@ -202,13 +210,46 @@ async def test_kill_9_of_the_app_mid_answer_keeps_the_finished_turn_and_the_next
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal) and app.screen.query("#confirm"),
                          what="the restore offer")
         assert "1 finished turn" in app.screen.body
-        await pilot.click("#confirm")
+        app.screen.query_one("#confirm", Button).press()  # a click can land before the layout is drawn
         screen = app.main_screen
-        await wait_until(pilot, lambda: len(screen.conversation.messages) == 2 and screen.query(AnswerBlock))
+        await wait_until(pilot, lambda: _drawn_stats(screen), what="the restored answer drawn with its stats")
         assert [m.content for m in screen.conversation.messages] == ["What fits?", "".join(SCRIPTED_ANSWER)]
         assert screen.conversation.stats[1].generated_tokens == len(SCRIPTED_ANSWER)
-        assert f"generated {len(SCRIPTED_ANSWER)}" in str(list(screen.query(AnswerBlock))[-1].query_one(".answer-stats").content)
+        assert f"generated {len(SCRIPTED_ANSWER)}" in _drawn_stats(screen)
     assert read_journal(restored.path).closed  # restored: it is not offered again
     continued = read_journal(list_journals(journal_folder())[0])
     assert continued.path != restored.path and continued.turns == restored.turns and continued.closed
     assert latest_journal(journal_folder(), unclosed_only=True).found is None  # the app quit cleanly: no offer
+
+
+async def test_an_answer_cut_by_an_engine_crash_is_journaled_as_interrupted_and_restored_as_such():
+    from workbench.ui.engine_session import IDLE, LOADED
+    from workbench.ui.screens.confirm_modal import ConfirmModal
+    from workbench.ui.widgets.prompt_input import PromptInput
+
+    engines: list[FakeEngine] = []
+    app = make_app(engines)
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.main_screen
+        await pilot.press("ctrl+l")
+        await wait_until(pilot, lambda: screen.phase == LOADED)
+        engines[0].crash_next_chat = True
+        screen.query_one(PromptInput).value = "Crash please"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: screen.conversation.interrupted and screen.phase == IDLE)
+        restored = read_journal(list_journals(journal_folder())[0])
+        assert [(turn.user, turn.assistant, turn.interrupted, turn.stats) for turn in restored.turns] == [
+            ("Crash please", "The ", "engine process died", ())]
+    assert read_journal(restored.path).closed
+    mark_open = restored.path.read_bytes().replace(b'{"kind": "end"}\n', b"")
+    restored.path.write_bytes(mark_open)  # as if the app had been killed
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal) and app.screen.query("#confirm"))
+        app.screen.query_one("#confirm", Button).press()  # a click can land before the layout is drawn
+        screen = app.main_screen
+        await wait_until(pilot, lambda: _drawn_stats(screen), what="the restored answer drawn")
+        assert _drawn_stats(screen) == "interrupted: engine process died"
+        assert screen.conversation.interrupted == {1: "engine process died"} and screen.conversation.stats == {}
+        # restored as on screen before: kept for the transcript, not sent to the model again
+        assert [m.content for m in screen.conversation.for_engine() if m.role != "system"] == []

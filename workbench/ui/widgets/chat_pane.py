@@ -332,9 +332,12 @@ class ChatPane(Vertical):
     # ---- the journal: each finished exchange on disk, so a killed app loses none ----------
 
     def _journal_answer(self, index: int) -> None:
-        if self._journal is None:
+        answers = [index]
+        if self._journal is None:  # the first answer, or the first since the journal closed: every exchange
             self._journal = ChatJournal(self.journal_folder, journal_head(self.conversation))
-        self._journal_said(self._journal.record(journal_turn(self.conversation, index)))
+            answers = [at for at, message in enumerate(self.conversation.messages[: index + 1])
+                       if message.role == "assistant"]
+        self._journal_said(self._journal.record(*(journal_turn(self.conversation, at) for at in answers)))
 
     def _journal_said(self, failure: str) -> None:
         if failure:
