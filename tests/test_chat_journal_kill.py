@@ -253,3 +253,22 @@ async def test_an_answer_cut_by_an_engine_crash_is_journaled_as_interrupted_and_
         assert screen.conversation.interrupted == {1: "engine process died"} and screen.conversation.stats == {}
         # restored as on screen before: kept for the transcript, not sent to the model again
         assert [m.content for m in screen.conversation.for_engine() if m.role != "system"] == []
+
+
+def test_chat_says_when_the_last_conversation_was_cut_off_and_resume_skips_a_damaged_newer_journal(cli, monkeypatch):
+    from workbench.cli import cmd_chat
+
+    folder = journal_folder()
+    journal = ChatJournal(folder, JournalHead("SmolLM2-135M-Instruct.Q4_1", "as-is", "", ()))
+    journal.record(JournalTurn("Capital of France?", "Paris."))  # never closed: the chat was killed
+    monkeypatch.setattr(cmd_chat, "EngineClient", _RpcFakeEngine)
+    done = cli("chat", "bundled", "--no-stats", stdin="")
+    assert done.returncode == 0, done.stderr
+    assert "the last conversation (1 turn(s)" in done.stderr and "`workbench chat bundled --resume`" in done.stderr
+    damaged = folder / "chat-29991231T235959000000Z-000001.jsonl"
+    damaged.write_bytes(b'{"kind": "head", "version": 1, "model": "m", "preset": "p", "system_prompt": ""}\n'
+                        b'{"kind": "turn", "user": "half')
+    done = cli("chat", "bundled", "--resume", "--no-stats", stdin="")
+    assert done.returncode == 0, done.stderr
+    assert f"skipped: {damaged}: line 2 is half-written" in done.stderr  # said, and an older one resumed
+    assert f"resuming {journal.path.name}: 1 turn(s)" in done.stderr and "Traceback" not in done.stderr
