@@ -60,5 +60,17 @@ async def test_a_looping_template_is_one_line_and_esc_ends_an_answer_the_engine_
         assert "conversation is kept" in restarted[0].details
         assert screen.conversation.messages == earlier
         assert screen.chat_pane.query_one(PromptInput).value == "hello"  # the unanswered prompt, ready to send again
+
+        restarted_pid = screen.engine.pid
+        screen.engine.cancel_grace_s = 0.5
+        os.kill(restarted_pid, signal.SIGSTOP)  # stuck again, and this time Ctrl+L unloads during the answer
+        await _send(pilot, "hello")
+        await wait_until(pilot, lambda: screen.phase == GENERATING, 60)
+        await pilot.press("ctrl+l")
+        await wait_until(pilot, lambda: screen.query("#crash-notice"), 60)  # the kill, as asked: not restarted
+        assert screen.phase == IDLE and screen.engine.pid in (None, restarted_pid) and not screen.engine.alive
+        assert len([n for n in screen.query(Notice) if n.title.startswith("Engine restarted")]) == 1
+        await pilot.press("ctrl+r")  # a fresh engine loads the same model
+        await wait_until(pilot, lambda: screen.phase == LOADED, 120)
         await pilot.press("ctrl+l")  # and unloads
         await wait_until(pilot, lambda: screen.phase == IDLE, 60)

@@ -78,6 +78,7 @@ class EngineSession:
         self.phase = Phase.IDLE
         self.choice = LoadedChoice()  # what the engine runs, with the ledger predicted for it
         self.last_failure: EngineFailed | None = None
+        self.unload_asked = False  # since the last load: an engine killed meanwhile stays down, as asked
 
     def _enter(self, phase: Phase) -> None:
         self.phase = phase
@@ -113,6 +114,7 @@ class EngineSession:
                 self.engine = None
             self.engine = self._factory()
         self.choice.load_started(choice)
+        self.unload_asked = False
         self._enter(Phase.LOADING)
         return self.engine
 
@@ -132,6 +134,7 @@ class EngineSession:
         """An unload starts (cancelling an answer first); None when there is no engine."""
         if self.engine is None:
             return None
+        self.unload_asked = True
         if self.phase == Phase.GENERATING:
             self.engine.cancel()
         self._enter(Phase.UNLOADING)

@@ -315,7 +315,8 @@ class MainScreen(TabbedLayoutScreen):
             await self.chat_pane.show_request_failed(failure)
             return
         self._clear_loaded_panels()  # the dead process's cache is gone with it
-        if failure.cancel_unanswered:  # killed for not answering Esc, not for a fault: load it again at once
+        # killed for not answering Esc: load it again at once (a kill during an unload ends as asked)
+        if failure.cancel_unanswered and not self.session.unload_asked:
             await self.chat_pane.show_engine_restarted(failure)
             self.action_restart_engine()
             return
