@@ -42,8 +42,8 @@ async def test_telemetry_and_answers_do_not_grow_the_heap_without_bound(monkeypa
         gc.collect()
         tracemalloc.start()
         start_count, before = samplers[-1].count, tracemalloc.get_traced_memory()[0]
-        # idle: a thousand samples (eight minutes at the app's 2 Hz) must leave nothing behind
-        await wait_until(pilot, lambda: samplers[-1].count >= start_count + 1000, timeout_s=120)
+        # idle: two thousand samples (a quarter of an hour at the app's 2 Hz) must leave nothing behind
+        await wait_until(pilot, lambda: samplers[-1].count >= start_count + 2000, timeout_s=120)
         gc.collect()
         idle_growth = tracemalloc.get_traced_memory()[0] - before
         # chatting: twenty more answers; what may grow is the conversation and its widgets
@@ -59,11 +59,11 @@ async def test_telemetry_and_answers_do_not_grow_the_heap_without_bound(monkeypa
         widgets = sum(1 for thing in alive if isinstance(thing, Widget))
         styles_caches = sum(1 for thing in alive if isinstance(thing, StylesCache))
         del alive
-        print(f"idle growth {idle_growth / 1024:.0f} KiB over 1000 samples; {per_answer / 1024:.0f} KiB per answer")
+        print(f"idle growth {idle_growth / 1024:.0f} KiB over 2000 samples; {per_answer / 1024:.0f} KiB per answer")
         speed, thermal = screen.query_one(SpeedPanel), screen.query_one(ThermalPanel)
         assert len(speed.series) <= PLOTTED_ANSWERS and len(speed.turns) <= PLOTTED_ANSWERS
         assert all(len(history) <= history.maxlen for history in thermal.history.values())
-        assert idle_growth < MIB / 2, f"idle telemetry grew the heap by {idle_growth / MIB:.1f} MiB over 1000 samples"
+        assert idle_growth < MIB, f"idle telemetry grew the heap by {idle_growth / MIB:.1f} MiB"
         assert styles_caches <= widgets, f"{styles_caches} StylesCaches for {widgets} widgets"
         # measured here: ~200 KiB an answer over answers 6-25 while Textual's bounded caches fill, falling
         # to ~10 KiB (the conversation itself) by answer 90; the StylesCache leak added ~120 KiB to each
