@@ -179,7 +179,8 @@ def _drawn_stats(screen) -> str:
     from workbench.ui.widgets.chat_view import AnswerBlock
 
     blocks = list(screen.query(AnswerBlock))
-    return str(blocks[-1].query_one(".answer-stats").content) if blocks else ""
+    labels = list(blocks[-1].query(".answer-stats")) if blocks else []
+    return str(labels[0].content) if labels else ""
 
 
 def _kill_the_app_mid_answer() -> None:

@@ -66,7 +66,11 @@ class AnswerBlock(Vertical):
 
                 await self.mount(Markdown(self.text, classes="answer-text"), before=live)
             await live.remove()
-        label = self.query_one(".answer-stats", Static)
+        # a block finished the moment it is mounted (a restored turn) may not have composed its stats line yet
+        label = next(iter(self.query(".answer-stats").results(Static)), None)
+        if label is None:
+            label = Static("", classes="answer-stats")
+            await self.mount(label)
         label.update(stats)
         label.display = True
         label.set_class(failed, "-failed")
