@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 
 from workbench.core import paths
+from workbench.core.files.json_file import write_json_replacing
 from workbench.core.units import MIB
 
 CACHE_FILE = "host_bandwidth.json"
@@ -154,10 +155,7 @@ def host_bandwidth(*, refresh: bool = False) -> BandwidthMeasurement:
     entry["probe"] = PROBE_VERSION
     entries[key] = entry
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(entries, indent=2), encoding="utf-8")
-        temporary.replace(path)
+        write_json_replacing(path, entries, indent=2)
     except OSError:
         pass  # a read-only cache only costs the next start another probe
     return measurement

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
 from workbench.core import paths
+from workbench.core.files.json_file import write_json_replacing
 from workbench.core.ledger.speed import SpeedCorrection
 
 HISTORY_FILE = "speed_history.json"
@@ -78,9 +78,6 @@ def record_run(device: str, decode_ratio: float | None, prefill_ratio: float | N
         history.pop(next(iter(history)))
     data = {"version": 1, "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"), "devices": history}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(data, indent=1), encoding="utf-8")
-        temporary.replace(path)
+        write_json_replacing(path, data, indent=1)
     except OSError:
         pass  # a read-only state folder only costs the correction
