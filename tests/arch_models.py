@@ -16,6 +16,8 @@ import numpy as np
 
 from gguf_factory import _add_tensor
 
+from workbench.core.bench.probe_models import write_llama_vocabulary
+
 # Turn tokens by family, as the converted models carry them.
 TURN_TOKENS = {
     "gemma": ("<start_of_turn>", "<end_of_turn>"),
@@ -132,13 +134,7 @@ def write_arch_gguf(path: Path, model: ArchModel, *, seed: int = 0) -> Path:
         writer.add_float32(f"{arch}.{key}", value)
 
     tokens, types = _vocabulary(model)
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(tokens)
-    writer.add_token_scores([0.0] * len(tokens))
-    writer.add_token_types(types)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
-    writer.add_unk_token_id(0)
+    write_llama_vocabulary(writer, tokens, types)
     if model.turn_tokens == "gemma":
         writer.add_eot_token_id(tokens.index("<end_of_turn>"))
     if model.chat_template:

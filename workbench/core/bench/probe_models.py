@@ -77,13 +77,7 @@ def write_probe_model(path: Path, model: ProbeModel, *, seed: int = 0) -> Path:
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{byte:02X}>" for byte in range(256)]
     tokens += [f"\u2581p{i}" for i in range(N_VOCAB - len(tokens))]
     types = [2, 3, 3] + [6] * 256 + [1] * (N_VOCAB - 259)  # unknown, control, byte, normal
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(tokens)
-    writer.add_token_scores([0.0] * len(tokens))
-    writer.add_token_types(types)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
-    writer.add_unk_token_id(0)
+    write_llama_vocabulary(writer, tokens, types)
     kind, embd, ff = model.weight_type, model.n_embd, model.n_ff
     _tensor(writer, "token_embd.weight", "Q8_0", (embd, N_VOCAB), rng)
     for layer in range(model.n_layer):
@@ -102,3 +96,14 @@ def write_probe_model(path: Path, model: ProbeModel, *, seed: int = 0) -> Path:
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def write_llama_vocabulary(writer, tokens: list[str], types: list[int]) -> None:
+    """A SentencePiece ("llama") vocabulary with <unk> 0, <s> 1 and </s> 2, every score 0."""
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores([0.0] * len(tokens))
+    writer.add_token_types(types)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_unk_token_id(0)
