@@ -6,12 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from workbench.core.bench.sweep import PresetMeasured, SweepConfig, SweepFinished, SweepStepStarted, run_sweep
-from workbench.core.bench.sweep import shipped_eval_text
+from workbench.core.bench.sweep import (
+    PresetMeasured,
+    SweepConfig,
+    SweepFinished,
+    SweepStepStarted,
+    run_sweep,
+    shipped_eval_text,
+)
 from workbench.core.config.devices import load_device
-from workbench.core.paths import bundled_model_path
 from workbench.core.config.preset import Preset
-from workbench.core.telemetry.sampler import Sampler
+from workbench.core.paths import bundled_model_path
 
 TREES = Path(__file__).parent / "sysfs"
 
@@ -42,12 +47,12 @@ def _isolated(tmp_path, monkeypatch):
 def test_a_jetson_tree_gives_power_energy_per_token_and_temperature():
     events, finished = _sweep("jetson-orin-nano", "jetson-orin-nano-8gb")
     [row] = finished.results.rows
-    # VDD_IN on the recorded tree: in1_input 5080 mV x curr1_input 984 mA = 4_998_720 µW = 4.99872 W, steady
-    assert row.power_w == pytest.approx(4.99872, rel=1e-6)
-    assert row.joules_per_token == pytest.approx(4.99872 / row.decode_tps, rel=1e-6)  # J/token = W / (token/s)
-    # hottest zone of the tree: gpu-thermal 49625 m°C (cpu 48562, soc0 48625, soc1 47937, soc2 46593, tj 49312;
-    # cv0 reads -256000: off)
-    assert row.peak_temp_c == 49.625
+    # VDD_IN on the recorded tree: in1_input 5048 mV x curr1_input 920 mA = 4_644_160 µW = 4.64416 W, steady
+    assert row.power_w == pytest.approx(4.64416, rel=1e-6)
+    assert row.joules_per_token == pytest.approx(4.64416 / row.decode_tps, rel=1e-6)  # J/token = W / (token/s)
+    # hottest zones of the tree: gpu-thermal and tj-thermal 48625 m°C (cpu 47687, soc0 47468, soc1 48250,
+    # soc2 46718; cv0 reads -256000: off)
+    assert row.peak_temp_c == 48.625
     assert row.throttled is False
     # the Orin Nano profile's bandwidth bounds decode: the share is a real percentage
     assert 0 < row.pct_of_bandwidth_bound < 100

@@ -12,7 +12,8 @@ TREES = Path(__file__).parent / "sysfs"
 @pytest.mark.parametrize(
     ("tree", "kind", "model", "soc", "profile"),
     [
-        ("jetson-orin-nano", "jetson", "NVIDIA Jetson Orin Nano Developer Kit", "tegra234", "jetson-orin-nano-8gb"),
+        ("jetson-orin-nano", "jetson", "NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super", "tegra234",
+         "jetson-orin-nano-8gb"),
         ("rk3588", "rockchip", "Radxa ROCK 5B", "rk3588", "rk3588-8gb"),
         ("raspberry-pi-5", "raspberry-pi", "Raspberry Pi 5 Model B Rev 1.0", "bcm2712", "raspberry-pi-5-8gb"),
         ("x86-laptop", "x86", "LENOVO ThinkPad X1 Carbon Gen 9", "", "x86-mini-pc-16gb"),

@@ -17,9 +17,11 @@ def test_once_on_the_orin_tree(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1
     line = lines[0]
-    assert "cpu 48.6°C" in line and "junction 49.3°C" in line
-    assert "cpus 0-3 1510/1510 MHz schedutil" in line
-    assert "power 5.00 W [VDD_IN (ina3221 hwmon1)]" in line and "VDD_SOC 1.46 W" in line
+    # cpu-thermal 47687 and tj-thermal 48625 m°C; both clusters at 729.6 of 1728 MHz; VDD_IN 5048 mV x 920 mA
+    # = 4.644 W, VDD_SOC 5040 mV x 288 mA = 1.452 W (tests/sysfs/jetson-orin-nano/SOURCES.md)
+    assert "cpu 47.7°C" in line and "junction 48.6°C" in line
+    assert "cpus 0-3 729/1728 MHz schedutil" in line and "cpus 4-5 729/1728 MHz schedutil" in line
+    assert "power 4.64 W [VDD_IN (ina3221 hwmon1)]" in line and "VDD_SOC 1.45 W" in line
     assert "gpu 12% @305 MHz" in line
     assert "throttle: no" in line
     assert "n/a" not in line

@@ -50,7 +50,7 @@ def test_orin_sample():
     sample = Sampler(TREES / "jetson-orin-nano").sample()
     assert [t.name for t in sample.temperatures] == ["cpu", "gpu", "soc0", "soc1", "soc2", "junction"]
     assert sample.total_power_source == "VDD_IN (ina3221 hwmon1)"
-    assert sample.total_power_w == pytest.approx(5080 * 984 / 1e6)
+    assert sample.total_power_w == pytest.approx(5048 * 920 / 1e6)  # in1_input mV x curr1_input mA
     assert dict(sample.loads) == {"gpu": 12.3}
     assert sample.throttle.active is False
     assert sample.unavailable == ()
