@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from gguf_factory import write_tiny_gguf
 from hubserver import Fault, hub, hub_cache  # noqa: F401 - hub is a fixture
+
 from workbench.cli.main import main
 from workbench.core.errors import HubError, WorkbenchError
 from workbench.core.hub.cache import BUNDLED, CACHED, LOCAL, list_models, partial_downloads
@@ -78,8 +78,8 @@ def test_cli_download_by_quant_prints_the_path_to_load(hub, tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["already_cached"] and result["fetched_bytes"] == 0 and result["path"] == path
 
-    assert main(["download", "test-org/Tiny-GGUF"]) == 2
-    assert "give either FILE or --quant" in capsys.readouterr().err
+    assert main(["download", "test-org/Tiny-GGUF", tiny.name, "--quant", "Q4_K_M"]) == 2
+    assert "give one of FILE, --quant or REPO:QUANT" in capsys.readouterr().err
 
 
 def test_cli_download_refuses_a_model_that_does_not_fit_the_device(hub, tmp_path, capsys):

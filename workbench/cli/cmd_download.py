@@ -1,4 +1,4 @@
-"""`workbench download REPO FILE` (or `--quant Q4_K_M`): resumable, verified download into the HF cache."""
+"""`workbench download REPO[:QUANT] [FILE]` (or `--quant Q4_K_M`): resumable, verified download into the HF cache."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from workbench.core.hub.download import download_model
 from workbench.core.hub.download_events import DownloadCancelled
 from workbench.core.hub.files import list_gguf_files
 from workbench.core.hub.preview import preview_fit
+from workbench.core.hub.short_ref import best_fitting_file, parse_short_ref, pick_file
 from workbench.core.units import eta_text, rate_text, size_text
 
 
@@ -28,9 +29,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Download a GGUF file (every part of a split one) into the Hugging Face cache "
         "(HF_HUB_CACHE / HF_HOME). A stopped or interrupted download resumes from the bytes on disk "
         "when run again; the file is checked against the hub's sha256 before it is usable. "
-        "Prints the model's path when done.",
+        "Prints the model's path when done. REPO alone picks the Q4_K_M file (else the only one); "
+        "REPO:QUANT picks by quantization type (as llama.cpp's -hf); with --device and no FILE, the "
+        "largest file that fits the device (header previews only).",
     )
-    parser.add_argument("repo", help="repository id, e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF")
+    parser.add_argument("repo", help="owner/repo or owner/repo:QUANT, e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M")
     parser.add_argument("file", nargs="?", help="file name (see `workbench files REPO`)")
     parser.add_argument("--quant", help="pick the file by quantization type instead, e.g. Q4_K_M")
     parser.add_argument("--revision", default="main", help="branch or commit (default: main)")
@@ -42,14 +45,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
-    if bool(args.file) == bool(args.quant):
-        raise WorkbenchError("give either FILE or --quant", fix=f"See the files with `workbench files {args.repo}`")
-    listing = list_gguf_files(args.repo, revision=args.revision)
-    model = listing.find(args.file) if args.file else listing.by_quant(args.quant)
+    ref = parse_short_ref(args.repo)
+    args.repo = ref.repo
+    if sum(map(bool, (args.file, args.quant, ref.tag))) > 1:
+        raise WorkbenchError("give one of FILE, --quant or REPO:QUANT", fix=f"See the files with `workbench files {ref.repo}`")
+    listing = list_gguf_files(ref.repo, revision=args.revision)
+    tag = ref.tag or args.quant or ""
+    if args.device and not args.file:
+        best = best_fitting_file(listing, tag, load_preset(args.preset), load_device(args.device))
+        _print_best(best)
+        model = best.file
+    else:
+        model = listing.find(args.file) if args.file else pick_file(listing, tag)
+        if args.device:
+            _check_fit(args, listing.repo, model)
     filename = model.name
-    if args.device:
-        _check_fit(args, listing.repo, model)
     printer = _ProgressPrinter(sys.stderr)
     cancel, finished = threading.Event(), threading.Event()
     outcome: dict = {}
@@ -104,6 +114,15 @@ def _check_usable(path, repo: str) -> None:
     except GGUFError as error:
         raise WorkbenchError(f"downloaded and sha256-verified, but not a usable GGUF: {error.what}", where=str(path),
                              fix=f"The repository's file itself is broken: pick another with `workbench files {repo}`") from error
+
+
+def _print_best(best) -> None:
+    for preview in best.too_large:
+        print(f"fit check ({preview.preset} on {preview.device}): {preview.header.filename}: {preview.ledger.verdict}",
+              file=sys.stderr)
+    preview = best.preview
+    print(f"fit check ({preview.preset} on {preview.device}): {preview.header.filename}: {preview.ledger.verdict}; "
+          f"largest context that fits: {preview.largest_ctx:,}; picked as the largest file that fits", file=sys.stderr)
 
 
 def _check_fit(args: argparse.Namespace, repo: str, model) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workbench.cli import text_table
+from workbench.cli import models_disk, text_table
 from workbench.cli.json_output import write_json
 from workbench.cli.text_table import fitted_table
 from workbench.core.errors import WorkbenchError
@@ -25,10 +25,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--dir", action="append", default=[], metavar="PATH", help="also list .gguf files under this folder (repeatable)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    models_disk.add_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.delete:
+        return models_disk.run_delete(args)
+    if args.disk:
+        return models_disk.run_disk(args)
     listed = list_models(tuple(args.dir))
     problems = {m.path: _problem(m.path) for m in listed}
     models = [m for m in listed if not problems[m.path]]

@@ -48,6 +48,11 @@ def cache_dir() -> Path:
     return Path(override) if override else Path(platformdirs.user_cache_dir("edge-llm-workbench"))
 
 
+def quantized_dir() -> Path:
+    """The workbench's own model folder: models it re-quantized (the only local files it deletes)."""
+    return cache_dir() / "quantized"
+
+
 def state_dir() -> Path:
     """State worth keeping across runs (the engine logs); `WORKBENCH_STATE_DIR` overrides (tests use it)."""
     override = os.environ.get("WORKBENCH_STATE_DIR")

@@ -69,7 +69,7 @@ def _name_that_fits(stem: str, suffix: str) -> str:
 
 
 def quantized_cache_dir() -> Path:
-    return paths.cache_dir() / "quantized"
+    return paths.quantized_dir()
 
 
 def cached_quantized_path(src: str | os.PathLike[str], weights_type: str) -> Path:
