@@ -13,7 +13,8 @@ TREES = Path(__file__).parent / "sysfs"
 
 def test_rk3588_npu_cores_gpu_and_memory_controller():
     reading = LoadSampler(TREES / "rk3588").read()
-    assert dict(reading.loads) == {"npu0": 12.0, "npu1": 0.0, "npu2": 0.0, "gpu": 8.0, "emc": 23.0}
+    # rknpu/load as published (airockchip/rknn-toolkit2#269): "NPU load:  Core0:  21%, Core1:  11%, Core2:  0%,"
+    assert dict(reading.loads) == {"npu0": 21.0, "npu1": 11.0, "npu2": 0.0, "gpu": 8.0, "emc": 23.0}
     assert dict(reading.clocks_mhz) == {"gpu": 300.0, "emc": 2112.0, "npu": 1000.0}
 
 
