@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Static
 
+from workbench.ui.screens.dialog_screen import DialogScreen
 
-class ConfirmModal(ModalScreen[bool]):
+
+class ConfirmModal(DialogScreen[bool]):
     """Dismisses with True when the user confirms, False on Back or Esc (the safe default has focus)."""
 
-    CSS_PATH = "modals.tcss"
     BINDINGS = [Binding("escape", "dismiss(False)", "Back")]
 
     def __init__(self, title: str, body: str, confirm_label: str, *, back_label: str = "Back") -> None:
@@ -20,7 +20,7 @@ class ConfirmModal(ModalScreen[bool]):
         self.title_text, self.body, self.confirm_label, self.back_label = title, body, confirm_label, back_label
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog -danger"):
+        with VerticalScroll(classes="dialog -danger"):
             yield Static(self.title_text, classes="dialog-title", markup=False)
             yield Static(self.body, classes="dialog-body", markup=False)
             with Horizontal(classes="dialog-buttons"):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Static
 
 from workbench.core.ledger.types import Ledger, LedgerFix
 from workbench.core.units import mib
+from workbench.ui.screens.dialog_screen import DialogScreen
 
 
 def what_breaks(ledger: Ledger) -> str:
@@ -34,10 +34,9 @@ def fix_line(key: int, fix: LedgerFix) -> str:
     return f"[{key}] {fix.change}: saves {mib(fix.saved_bytes)} ({verdict}); cost: {fix.cost}"
 
 
-class OverbudgetModal(ModalScreen[object]):
+class OverbudgetModal(DialogScreen[object]):
     """Dismisses with True to load anyway (allow_overbudget), False to go back, or the LedgerFix to apply."""
 
-    CSS_PATH = "modals.tcss"
     BINDINGS = [Binding("escape", "dismiss(False)", "Back")] + [
         Binding(str(key), f"apply_fix({key - 1})", f"Fix {key}", show=False) for key in range(1, MAX_FIXES + 1)]
 
@@ -46,7 +45,7 @@ class OverbudgetModal(ModalScreen[object]):
         self.ledger = ledger
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog -danger"):
+        with VerticalScroll(classes="dialog -danger"):
             yield Static(f"✘ {self.ledger.preset} does not fit {self.ledger.device}", classes="dialog-title")
             yield Static(what_breaks(self.ledger), classes="dialog-body", markup=False)
             fixes = self.ledger.fixes[:MAX_FIXES]

@@ -7,21 +7,20 @@ from pathlib import Path
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Input, Static
 
 from workbench.ui.conversation import Conversation, save_transcript
+from workbench.ui.screens.dialog_screen import DialogScreen
 
 
 def default_transcript_base() -> Path:
     return Path.cwd() / time.strftime("transcript-%Y%m%d-%H%M%S")
 
 
-class SaveTranscriptModal(ModalScreen[tuple[Path, Path] | None]):
+class SaveTranscriptModal(DialogScreen[tuple[Path, Path] | None]):
     """Dismisses with the two written paths, or None when cancelled."""
 
-    CSS_PATH = "modals.tcss"
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
     def __init__(self, conversation: Conversation, base: Path | None = None) -> None:
@@ -30,7 +29,7 @@ class SaveTranscriptModal(ModalScreen[tuple[Path, Path] | None]):
         self.base = base or default_transcript_base()
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
+        with VerticalScroll(classes="dialog"):
             yield Static("Save transcript", classes="dialog-title")
             yield Static("Writes NAME.md and NAME.json (relative names are in the current folder).",
                          classes="dialog-body")

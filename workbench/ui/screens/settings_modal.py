@@ -6,11 +6,11 @@ import dataclasses
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.widgets import Button, Input, Label, Static, TextArea
 
 from workbench.core.engine.events import Sampling
+from workbench.ui.screens.dialog_screen import DialogScreen
 
 # field -> (type, lowest, highest): the ranges llama.cpp's samplers make sense in
 SAMPLING_LIMITS: dict[str, tuple[type, float, float]] = {
@@ -41,10 +41,9 @@ def parse_sampling(values: dict[str, str]) -> tuple[Sampling | None, list[str]]:
     return (Sampling(**parsed), []) if not problems else (None, problems)
 
 
-class SettingsModal(ModalScreen[tuple[str, Sampling] | None]):
+class SettingsModal(DialogScreen[tuple[str, Sampling] | None]):
     """Dismisses with (system prompt, Sampling) on Apply, None on Cancel."""
 
-    CSS_PATH = "modals.tcss"
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
     def __init__(self, system_prompt: str, sampling: Sampling) -> None:
@@ -52,7 +51,7 @@ class SettingsModal(ModalScreen[tuple[str, Sampling] | None]):
         self.system_prompt, self.sampling = system_prompt, sampling
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
+        with VerticalScroll(classes="dialog"):
             yield Static("System prompt and sampling", classes="dialog-title")
             yield TextArea(self.system_prompt, id="system-prompt", soft_wrap=True)
             with Grid(id="sampling-form"):
