@@ -151,13 +151,18 @@ def test_verdicts_and_the_line_that_breaks_it(bundled):
     tight = predict_ledger(bundled, preset, _device(int(total_mb * 1.05) + 1))
     assert tight.verdict == TIGHT and "under 10%" in tight.reason
 
-    kv_breaks = predict_ledger(bundled, preset, _device(int((roomy.weights_bytes + roomy.kv_bytes / 2) / MIB)))
-    assert kv_breaks.verdict == DOES_NOT_FIT and kv_breaks.headroom_bytes < 0
-    assert "the KV cache" in kv_breaks.reason and "over the" in kv_breaks.reason
-    weights_break = predict_ledger(bundled, preset, _device(50))
-    assert "the weights" in weights_break.reason
-    overhead_breaks = predict_ledger(bundled, preset, _device(int(total_mb) - 1))
-    assert "the runtime overhead" in overhead_breaks.reason
+    # Not fitting, the reason gives the whole overrun (total minus budget) and every line of the total.
+    for budget_mb in (int((roomy.weights_bytes + roomy.kv_bytes / 2) / MIB), 50, int(total_mb) - 1):
+        over = predict_ledger(bundled, preset, _device(budget_mb))
+        assert over.verdict == DOES_NOT_FIT and over.headroom_bytes == budget_mb * MIB - over.total_bytes
+        overrun = (over.total_bytes - budget_mb * MIB) / MIB
+        assert over.reason.startswith("does not fit: ")
+        assert (f"{overrun:,.0f} MiB over" if overrun >= 100 else f"{overrun:,.1f} MiB over") in over.reason
+        assert all(name in over.reason for name in ("the weights", "the KV cache", "the compute buffer",
+                                                    "the runtime overhead"))
+        alone = over.reason.partition(" — ")[2]  # the clause naming each line larger than the budget by itself
+        assert ("the weights" in alone) == (over.weights_bytes > budget_mb * MIB)
+        assert ("the compute buffer" in alone) == (over.compute_bytes > budget_mb * MIB)
 
 
 def test_max_context_per_cache_type_is_the_largest_that_fits(bundled):

@@ -140,7 +140,7 @@ def test_no_context_that_fits_reads_none_not_zero(tmp_path: Path, cli):
     board = tmp_path / "tiny-board.toml"
     board.write_text('name = "tiny-board"\nram_total_mb = 300\nmem_bandwidth_gbs = 10\ncores = 4\n[reserves_mb]\nos = 100\n')
     code, out, _ = cli("ledger", "bundled", "--preset", "as-is", "--device", str(board))
-    assert code == 0 and "verdict: DOES NOT FIT" in out
+    assert code == 3 and "verdict: DOES NOT FIT" in out
     assert "largest context that fits: f16 none, q8_0+flash_attn none, q4_0+flash_attn none" in out
 
 
@@ -157,4 +157,4 @@ def test_ledger_prose_wraps_to_a_terminal_but_not_in_a_pipe():
     assert max(len(line) for line in narrow.splitlines()) <= 80
     assert "\n  jetson-orin-nano-8gb" in narrow  # the verdict's tail, indented under it
     piped = ledger_text(ledger, "Q4_K_M", device.mem_bandwidth_gbs, info.n_ctx_train)
-    assert f"in the 6,192 MB budget of jetson-orin-nano-8gb" in piped
+    assert "in the 6,192 MiB left for the LLM on jetson-orin-nano-8gb" in piped

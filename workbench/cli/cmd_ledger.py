@@ -28,7 +28,11 @@ from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.llama_build import VERIFIED_ON
 from workbench.core.ledger.predict import predict_ledger
 from workbench.core.ledger.speed_history import speed_correction
+from workbench.core.ledger.types import DOES_NOT_FIT
+from workbench.core.ledger.verdict_text import verdict_sentence
 from workbench.core.units import MIB
+
+EXIT_DOES_NOT_FIT = 3  # documented in the README: a script can gate on it (2 is bad input)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -36,7 +40,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "ledger",
         help="predict the memory a model + preset needs on a device, and whether it fits",
         description="Predict weights, KV cache, compute buffer and overhead for MODEL run with PRESET, "
-        "against DEVICE's budget (its RAM minus reserves). Nothing is loaded.",
+        "against DEVICE's budget (its RAM minus reserves). Nothing is loaded. Exits 0 when it fits (or is tight), "
+        f"{EXIT_DOES_NOT_FIT} when it does not fit, 2 on bad input.",
     )
     parser.add_argument("model", help="a .gguf path, or 'bundled' for the demo model")
     parser.add_argument("--preset", required=True, help="preset name or TOML path (see `workbench presets`)")
@@ -86,8 +91,8 @@ def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0
     rows.append(("headroom", mb_text(ledger.headroom_bytes), f"{ledger.headroom_bytes / ledger.budget_bytes:.0%} of budget"
                  if ledger.budget_bytes > 0 else ""))
     out = [wrap_text(f"{ledger.model} with preset {ledger.preset} on {ledger.device}", width) + "\n\n"]
-    out.append(format_table(("LINE", "MB", "SOURCE"), rows, right=(1,)))
-    out.append("\n" + wrap_text(f"verdict: {ledger.verdict.upper()} — {ledger.reason}", width) + "\n")
+    out.append(format_table(("LINE", "MiB", "SOURCE"), rows, right=(1,)))
+    out.append("\n" + wrap_text(f"verdict: {verdict_sentence(ledger)}", width) + "\n")
     out.append(extras_text(ledger, width))
     max_ctx = ", ".join(f"{name} {ctx:,}" if ctx else f"{name} none" for name, ctx in ledger.max_ctx_by_kv_type)
     out.append(wrap_text(f"largest context that fits: {max_ctx}", width) + "\n")
@@ -132,7 +137,9 @@ def run(args: argparse.Namespace) -> int:
         if rpc or preset.rpc or any(d.layers or d.holds_output for d in split.devices[1:]):
             sys.stdout.write(devices_text(split, reports, width))
         sys.stdout.write(problems_text(problems, width))
-    return 0
+    # A split over RPC nodes is judged by its per-device verdict, a local load by the ledger's.
+    verdict = split.verdict if rpc or preset.rpc else ledger.verdict
+    return EXIT_DOES_NOT_FIT if verdict == DOES_NOT_FIT else 0
 
 
 def problems_text(problems, width: int | None = None) -> str:
@@ -147,16 +154,16 @@ def extras_text(ledger, width: int | None = None) -> str:
     out = []
     if ledger.resident is not None:
         resident = ledger.resident
-        out.append(wrap_text(f"expected RSS after load: {mb_text(resident.after_load_bytes)} MB "
+        out.append(wrap_text(f"expected RSS after load: {mb_text(resident.after_load_bytes)} MiB "
                              f"({resident.after_load_source})", width))
-        out.append(wrap_text(f"expected RSS after a full prompt: {mb_text(resident.after_prompt_bytes)} MB "
+        out.append(wrap_text(f"expected RSS after a full prompt: {mb_text(resident.after_prompt_bytes)} MiB "
                              f"({resident.after_prompt_source})", width))
     if ledger.experts is not None:
         experts = ledger.experts
         shared = f", {experts.shared} shared" if experts.shared else ""
         out.append(wrap_text(f"experts: {experts.total} per layer, {experts.used} used per token{shared}; all "
-                             f"{mb_text(experts.expert_bytes)} MB of experts are in memory, a token reads "
-                             f"{mb_text(experts.active_bytes_per_token)} MB (decode bound)", width))
+                             f"{mb_text(experts.expert_bytes)} MiB of experts are in memory, a token reads "
+                             f"{mb_text(experts.active_bytes_per_token)} MiB (decode bound)", width))
     if ledger.unverified:
         out.append(wrap_text(f"warning: {ledger.unverified}", width))
     elif ledger.verified_on:
@@ -165,6 +172,6 @@ def extras_text(ledger, width: int | None = None) -> str:
         out.append("to make it fit (cheapest first):")
         for fix in ledger.fixes:
             verdict = "fits" if fix.fits else "not enough alone"
-            out.append(wrap_text(f"  {fix.change}: saves {mb_text(fix.saved_bytes)} MB ({verdict}); cost: {fix.cost}",
+            out.append(wrap_text(f"  {fix.change}: saves {mb_text(fix.saved_bytes)} MiB ({verdict}); cost: {fix.cost}",
                                  width))
     return "".join(line + "\n" for line in out)

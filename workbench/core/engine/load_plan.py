@@ -9,13 +9,14 @@ from workbench.core.config.device_accelerator import offload_problems
 from workbench.core.config.devices import load_device
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.config.presets import preset_problems
-from workbench.core.engine.load_refused import LoadRefused
+from workbench.core.engine.load_refused import LOAD_ANYWAY, LoadRefused
 from workbench.core.engine.load_split import plan_split
 from workbench.core.engine.quantize import weights_type_name
 from workbench.core.errors import GGUFError
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.predict import predict_ledger
 from workbench.core.ledger.types import DOES_NOT_FIT, Ledger
+from workbench.core.ledger.verdict_text import overrun_text
 from workbench.core.units import MIB
 
 
@@ -70,7 +71,7 @@ def plan_load(
     if ledger.verdict == DOES_NOT_FIT and not allow_overbudget:
         raise LoadRefused(
             "refused",
-            f"preset {preset.name} does not fit {device.name}: {ledger.reason}; {prediction}. "
-            "Pick a smaller preset or a shorter context, or load anyway with the over-budget override",
+            f"preset {preset.name} does not fit {device.name}: {overrun_text(ledger)}. "
+            f"Pick a smaller preset or a shorter context, or {LOAD_ANYWAY}",
         )
     return LoadPlan(quantize_to, prediction, warnings, memory_budget_bytes=ledger.total_bytes)

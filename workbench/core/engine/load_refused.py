@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# How to load past a "does not fit", named where each front end offers it.
+LOAD_ANYWAY = "load anyway with --allow-overbudget (workbench chat, api) or the dialog's Load anyway (the app)"
+
 
 class LoadRefused(Exception):
     """The load must not reach llama.cpp; `kind` is EngineFailed's ("load" for a bad file, else "refused")."""

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from workbench.core.config.devices import load_device
 from workbench.core.config.preset import DeviceProfile, Preset
-from workbench.core.engine.load_refused import LoadRefused
+from workbench.core.engine.load_refused import LOAD_ANYWAY, LoadRefused
 from workbench.core.errors import WorkbenchError
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.split import predict_split
@@ -53,6 +53,6 @@ def plan_split(model: ModelInfo, preset: Preset, host: DeviceProfile | None, rpc
                           host_bandwidth_bytes_per_s=host.mem_bandwidth_gbs * 1e9 or None)
     prediction = describe_split(split)
     if split.verdict == DOES_NOT_FIT and not allow_overbudget:
-        raise LoadRefused("refused", f"preset {preset.name} does not fit: {split.reason}; {prediction}. Move layers "
-                          "with tensor_split or gpu_layers, shorten the context, or load anyway with the over-budget override")
+        raise LoadRefused("refused", f"preset {preset.name}: {split.reason}; {prediction}. Move layers "
+                          f"with tensor_split or gpu_layers, shorten the context, or {LOAD_ANYWAY}")
     return prediction, tuple(endpoint.address for endpoint in endpoints)

@@ -19,6 +19,7 @@ from workbench.core.ledger.kv_layers import CTX_PAD, predicted_kv_layers, preset
 from workbench.core.ledger.llama_build import VERIFIED_LLAMA_CPP, unverified_reason
 from workbench.core.ledger.speed import SpeedCorrection, predict_speed
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT, KVSplit, Ledger, ResidentMemory
+from workbench.core.ledger.verdict_text import verdict_reason
 from workbench.core.ledger.weights import requantized_weights_bytes
 from workbench.core.units import MIB
 
@@ -149,10 +150,6 @@ def max_ctx_that_fits(model: ModelInfo, preset: Preset, weights_bytes: int, cach
     return low * CTX_PAD
 
 
-def _mb(n_bytes: int) -> str:
-    return f"{n_bytes / MIB:,.0f} MB"
-
-
 def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, ctx_size: int | None = None,
                    speed_correction: SpeedCorrection | None = None) -> Ledger:
     """Predict what `model` run with `preset` costs on `device`, line by line, and whether it fits.
@@ -179,27 +176,12 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
     budget = device.budget_mb * MIB
     headroom = budget - total
 
-    lines = (
-        ("weights", weights_bytes, f"the weights ({_mb(weights_bytes)}, {preset.weights})"),
-        ("kv", kv_bytes, f"the KV cache ({_mb(kv_bytes)} at ctx {n_ctx}, {preset.cache_type_k}/{preset.cache_type_v})"),
-        ("compute", compute_bytes, f"the compute buffer ({_mb(compute_bytes)})"),
-        ("overhead", overhead_bytes, f"the runtime overhead ({_mb(overhead_bytes)})"),
-    )
     if headroom < 0:
         verdict = DOES_NOT_FIT
-        running = 0
-        for _, n_bytes, text in lines:
-            running += n_bytes
-            if running > budget:
-                reason = (f"does not fit: {text} takes the total to {_mb(running)}, "
-                          f"{_mb(running - budget)} over the {_mb(budget)} budget of {device.name}")
-                break
     elif headroom < TIGHT_HEADROOM * budget:
         verdict = TIGHT
-        reason = f"tight: {_mb(headroom)} headroom is under 10% of the {_mb(budget)} budget of {device.name}"
     else:
         verdict = FITS
-        reason = f"fits with {_mb(headroom)} ({headroom / budget:.0%}) headroom in the {_mb(budget)} budget of {device.name}"
 
     max_ctx = []
     for cache in MAX_CTX_TYPES:
@@ -214,7 +196,7 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
         max_ctx_of=lambda changed: max_ctx_that_fits(
             model, changed, predicted_weights_bytes(model, changed.weights), changed.cache_type_k, budget))
 
-    return Ledger(
+    ledger = Ledger(
         model=model.name,
         preset=preset.name,
         device=device.name,
@@ -231,7 +213,7 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
         total_bytes=total,
         headroom_bytes=headroom,
         verdict=verdict,
-        reason=reason,
+        reason="",  # worded below from the finished ledger (verdict_text)
         kv_bytes_per_token=kv_bytes_per_token(model, preset.cache_type_k, preset.cache_type_v),
         max_ctx_by_kv_type=tuple(max_ctx),
         decode_tps_bound=decode_tps_bound(device.mem_bandwidth_gbs, read_per_token, kv_bytes),
@@ -244,6 +226,7 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
         unverified=unverified_reason(),
         speed=predict_speed(model, preset, device, n_ctx=n_ctx, correction=speed_correction),
     )
+    return dataclasses.replace(ledger, reason=verdict_reason(ledger))
 
 
 def _predicted_total(model: ModelInfo, preset: Preset, n_ctx: int) -> int:

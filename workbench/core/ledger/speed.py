@@ -188,7 +188,7 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
         read = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.read_gbs)
         flops = ", ".join(f"{kind} {gflops:.0f}" for kind, gflops in rates.prefill_gflops)
         basis = (f"measured: {rates.token_us:.0f} us per token + {costs.n_layer} layers x {rates.layer_us:.1f} us + "
-                 f"{read_mb:.1f} MB read at {read} GB/s effective of {device.mem_bandwidth_gbs:g} GB/s; prefill "
+                 f"{read_mb:.1f} MiB read at {read} GB/s effective of {device.mem_bandwidth_gbs:g} GB/s; prefill "
                  f"compute-bound at {flops or 'unmeasured'} GFLOP/s; {_threads(threads)}, {backend}{rates_note}; source: {_note(device, 'speed')}")
         bandwidth, gflops = 0.0, None
     elif device.effective_bandwidth_gbs and backend.lower() == device.effective_backend:
@@ -196,7 +196,7 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
         bandwidth, gflops = device.effective_bandwidth_gbs or 0.0, device.effective_gflops
         prefill = (f"prefill compute-bound at {gflops:g} GFLOP/s ({_note(device, 'effective_gflops')})" if gflops
                    else "prefill: unavailable (no published prefill throughput for this device)")
-        basis = (f"memory-bound: {read_mb:.1f} MB per token at {bandwidth:g} GB/s effective of "
+        basis = (f"memory-bound: {read_mb:.1f} MiB per token at {bandwidth:g} GB/s effective of "
                  f"{device.mem_bandwidth_gbs:g} GB/s ({_note(device, 'effective_bandwidth_gbs')}); {prefill}; "
                  f"no fixed per-token costs known: small models run slower; "
                  f"{_threads(threads)}{_threads_why(preset, device, threads)}, {backend}")
@@ -205,7 +205,7 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
         bandwidth, gflops = device.mem_bandwidth_gbs, None
         published = (f"; its published figures are for {device.effective_backend.upper()}, this preset runs "
                      f"{backend}" if device.effective_bandwidth_gbs else "")
-        basis = (f"upper bound only: {read_mb:.1f} MB per token at the {bandwidth:g} GB/s peak (no effective "
+        basis = (f"upper bound only: {read_mb:.1f} MiB per token at the {bandwidth:g} GB/s peak (no effective "
                  f"figures for {device.name} on {backend}{published}: run `workbench devices probe` on it); "
                  f"prefill: unavailable; {_threads(threads)}{_threads_why(preset, device, threads)}, {backend}")
     if costs.expert_note:

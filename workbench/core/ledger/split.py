@@ -32,7 +32,8 @@ from workbench.core.ledger.split_types import (
     SplitLedger,
 )
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT
-from workbench.core.units import MIB
+from workbench.core.ledger.verdict_text import overrun_words
+from workbench.core.units import mib
 
 
 def _verdict(total: int, budget: int | None, name: str, lines: Sequence[tuple[str, int]]) -> tuple[str, str]:
@@ -40,15 +41,11 @@ def _verdict(total: int, budget: int | None, name: str, lines: Sequence[tuple[st
         return UNKNOWN, f"{name}: no budget (give the node a device profile with --rpc host:port@profile)"
     headroom = budget - total
     if headroom < 0:
-        running = 0
-        for label, n_bytes in lines:
-            running += n_bytes
-            if running > budget:
-                return DOES_NOT_FIT, (f"does not fit {name}: {label} takes it to {running / MIB:,.0f} MB, "
-                                      f"{(running - budget) / MIB:,.0f} MB over its {budget / MIB:,.0f} MB budget")
+        return DOES_NOT_FIT, (f"does not fit {name}: " + overrun_words(
+            [(label, n_bytes, "") for label, n_bytes in lines], total, budget, f"its {mib(budget)} budget"))
     if headroom < TIGHT_HEADROOM * budget:
-        return TIGHT, f"tight on {name}: {headroom / MIB:,.0f} MB headroom of {budget / MIB:,.0f} MB"
-    return FITS, f"fits {name} with {headroom / MIB:,.0f} MB ({headroom / budget:.0%}) headroom"
+        return TIGHT, f"tight on {name}: {mib(headroom)} headroom of {mib(budget)}"
+    return FITS, f"fits {name} with {mib(headroom)} ({headroom / budget:.0%}) headroom"
 
 
 def _device_ledgers(model: ModelInfo, preset: Preset, n_ctx: int, host_budget: int | None, host_source: str,

@@ -12,6 +12,7 @@ from textual.reactive import reactive
 from textual.widgets import ProgressBar, Static
 
 from workbench.core.ledger.types import DOES_NOT_FIT, TIGHT, Ledger
+from workbench.core.ledger.verdict_text import verdict_sentence
 from workbench.core.units import mib
 from workbench.ui.device_problems import DeviceProblem
 from workbench.ui.loaded_choice import Choice
@@ -141,14 +142,3 @@ def describe_in_figures(prediction: Prediction, loaded: Choice | None = None) ->
     note = f"  ·  {prediction.note}" if prediction.note else ""
     return (f"{verdict_mark(ledger.verdict)} {ledger.verdict.upper()}: {mib(ledger.total_bytes)} of "
             f"{mib(ledger.budget_bytes)} on {ledger.device}{note}", verdict_class(ledger.verdict))
-
-
-def verdict_sentence(ledger: Ledger) -> str:
-    """The verdict in MiB, llama.cpp's unit, as every other figure on screen (the core's reason says MB)."""
-    budget = f"the {mib(ledger.budget_bytes)} left for the LLM on {ledger.device}"
-    if ledger.verdict == DOES_NOT_FIT:
-        return (f"DOES NOT FIT — {mib(ledger.total_bytes)} predicted, "
-                f"{mib(ledger.total_bytes - ledger.budget_bytes)} over {budget}")
-    share = ledger.headroom_bytes / ledger.budget_bytes if ledger.budget_bytes else 0.0
-    return (f"{ledger.verdict.upper()} — {mib(ledger.total_bytes)} predicted, {mib(ledger.headroom_bytes)} "
-            f"({share:.0%}) headroom in {budget}")

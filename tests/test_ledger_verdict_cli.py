@@ -1,0 +1,104 @@
+"""`workbench ledger`'s verdict when it does not fit: the whole overrun and the lines that make the total,
+the same words on the app's verdict line, and exit code 3 for a script to gate on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+MIB = 2**20
+
+
+@pytest.fixture(autouse=True)
+def _isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def board(tmp_path: Path) -> Path:
+    """The field report's board: 512 MiB of RAM, 250 MiB reserved, so 262 MiB left for the LLM."""
+    path = tmp_path / "b512.toml"
+    path.write_text('name = "b512"\nram_total_mb = 512\nmem_bandwidth_gbs = 10\ncores = 4\n[reserves_mb]\nos = 250\n')
+    return path
+
+
+def _figures(cli, *argv: str) -> dict:
+    code, out, _ = cli("ledger", "bundled", *argv, "--json")
+    assert code == 3, "--json exits 3 on 'does not fit' too"
+    return json.loads(out)
+
+
+def _verdict_line(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("verdict:"))
+
+
+def _mib(n_bytes: int) -> str:  # written here, not the product's formatter: one decimal under 100 MiB
+    value = n_bytes / MIB
+    return f"{value:,.0f} MiB" if value >= 100 else f"{value:,.1f} MiB"
+
+
+def test_the_verdict_gives_the_whole_overrun_and_the_lines_that_make_it(cli, board):
+    figures = _figures(cli, "--preset", "quality-q8", "--device", str(board))
+    code, out, _ = cli("ledger", "bundled", "--preset", "quality-q8", "--device", str(board))
+    assert code == 3
+    verdict = _verdict_line(out)
+    budget = (512 - 250) * MIB
+    over = figures["total_bytes"] - budget
+    assert over > figures["compute_bytes"] / 2  # the report's case: far more than the first line past the budget
+    # the whole overrun against the budget worked out by hand, not a running total at the first crossing line
+    assert f"= {_mib(figures['total_bytes'])} predicted, {_mib(over)} over the 262 MiB left for the LLM on b512" in verdict
+    assert "takes the total to" not in verdict and "does not fit: does not fit" not in verdict
+    # every line that adds up to the total, with its own figure, largest first
+    named = {"the weights": figures["weights_bytes"], "the KV cache": figures["kv_bytes"],
+             "the compute buffer": figures["compute_bytes"], "the runtime overhead": figures["overhead_bytes"]}
+    for name, n_bytes in named.items():
+        assert f"{name} {_mib(n_bytes)}" in verdict
+    order = sorted(named, key=lambda name: -named[name])
+    positions = [verdict.index(name) for name in order]
+    assert positions == sorted(positions)
+    assert " MB" not in out  # the table and the lines under it hold MiB and say so
+    assert "LINE               MiB  SOURCE" in out
+
+
+def test_an_absurd_context_names_the_lines_over_the_budget_alone(cli, board):
+    figures = _figures(cli, "--preset", "quality-q8", "--device", str(board), "--ctx", "100000000")
+    code, out, _ = cli("ledger", "bundled", "--preset", "quality-q8", "--device", str(board), "--ctx", "100000000")
+    assert code == 3
+    verdict = _verdict_line(out)
+    over = figures["total_bytes"] - 262 * MIB
+    assert f"{_mib(over)} over the 262 MiB left" in verdict
+    alone = verdict.rpartition(" — ")[2]  # each line that is larger than the budget by itself
+    assert figures["kv_bytes"] > 262 * MIB and figures["compute_bytes"] > 262 * MIB
+    assert alone == "the KV cache and the compute buffer are each over the budget alone"
+    assert verdict.index("the KV cache") < verdict.index("the weights")  # the largest line first
+
+
+def test_a_ledger_that_fits_exits_zero(cli):
+    code, out, _ = cli("ledger", "bundled", "--preset", "as-is", "--device", "jetson-orin-nano-8gb")
+    assert code == 0 and "verdict: FITS — " in out and "left for the LLM on jetson-orin-nano-8gb" in out
+
+
+def test_the_app_verdict_line_says_the_same_sentence(cli, board):
+    from workbench.core.config.devices import load_device
+    from workbench.core.config.presets import load_preset
+    from workbench.core.gguf.reader import read_gguf
+    from workbench.core.ledger.predict import predict_ledger
+    from workbench.core.paths import bundled_model_path
+    from workbench.ui.widgets.verdict_line import Prediction, describe_for_main
+
+    ledger = predict_ledger(read_gguf(bundled_model_path()), load_preset("quality-q8"), load_device(str(board)))
+    text, css_class = describe_for_main(Prediction(None, ledger), None)
+    _, out, _ = cli("ledger", "bundled", "--preset", "quality-q8", "--device", str(board))
+    assert css_class == "-nofit"
+    assert text == "✘ " + _verdict_line(out).removeprefix("verdict: ")
+
+
+def test_chat_refusal_names_the_flag_and_says_does_not_fit_once(cli, board):
+    code, out, err = cli("chat", "bundled", "--preset", "quality-q8", "--device", str(board))
+    assert code == 2, err
+    assert err.count("does not fit") == 1 and "does not fit: does not fit" not in err
+    assert "over the 262 MiB left for the LLM on b512" in err
+    assert "--allow-overbudget" in err
