@@ -3,6 +3,7 @@
 
     python install.py              # detect, say what and why, build, install with the test tools
     python install.py --dry-run    # only say what it would run
+    (with the test extras, Debian's chromium is installed through apt-get when /usr/bin/chromium is missing)
     WORKBENCH_BACKEND=cpu|cuda|vulkan python install.py   # another backend than the detected one
 
 Your own CMAKE_ARGS are passed to llama.cpp's build after ours. pip reuses a wheel it built
@@ -17,6 +18,7 @@ import argparse
 import importlib.util
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +101,28 @@ def plan(root: Path, env: dict[str, str], *, extras: str, rebuild: bool) -> tupl
     return choice, lines, commands
 
 
+TEST_BROWSER = Path("/usr/bin/chromium")  # the report's browser test drives this one (playwright never downloads one)
+
+
+def browser_plan(extras: str, *, browser: Path = TEST_BROWSER, apt_get: str | None = None,
+                 is_root: bool = False) -> tuple[list[str], list]:
+    """With the test extras, the lines and [(env, argv)] that make the test browser present: Debian's chromium
+    through apt-get when it is missing and apt-get can run as root; otherwise the way to get one."""
+    if "test" not in extras.split(","):
+        return [], []
+    if browser.exists():
+        return [f"  test browser: {browser} (the report's browser test)"], []
+    if apt_get and is_root:
+        return ([f"  test browser: {browser} is missing; the report's browser test needs it: Debian's chromium "
+                 "package (apt-get update, then apt-get install chromium)"],
+                [({"DEBIAN_FRONTEND": "noninteractive"}, [apt_get, "update"]),
+                 ({"DEBIAN_FRONTEND": "noninteractive"}, [apt_get, "install", "-y", "--no-install-recommends",
+                                                          "chromium"])])
+    why = "apt-get is not here" if not apt_get else "this is not root"
+    return [f"  test browser: {browser} is missing and {why}: install Chromium (Debian: `sudo apt-get install "
+            "chromium`), or the report's browser test fails"], []
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
@@ -108,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     env = dict(os.environ)
     choice, lines, commands = plan(Path(args.root), env, extras=args.extras, rebuild=args.rebuild)
+    browser_lines, browser_commands = browser_plan(args.extras, apt_get=shutil.which("apt-get"),
+                                                   is_root=hasattr(os, "geteuid") and os.geteuid() == 0)
+    lines += browser_lines
+    commands += browser_commands
     print("\n".join(lines), flush=True)
     if choice.error:
         print(f"install: {choice.error}", file=sys.stderr)

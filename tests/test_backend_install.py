@@ -188,3 +188,32 @@ def test_a_driver_without_nvidia_smi_builds_for_the_native_architecture(tmp_path
     assert [gpu.name for gpu in gpus.nvidia] == ["NVIDIA GeForce RTX 3060"]
     choice = choose_build(gpus, nvcc, {})
     assert choice.cmake_args[-1] == "-DCMAKE_CUDA_ARCHITECTURES=native"
+
+
+def test_the_test_extras_bring_debians_chromium_when_it_is_missing(tmp_path):
+    sys.path.insert(0, str(REPO))
+    try:
+        import install  # the top-level script, importable for its functions
+    finally:
+        sys.path.remove(str(REPO))
+    missing, present = tmp_path / "chromium", tmp_path / "here"
+    present.write_bytes(b"")
+    lines, commands = install.browser_plan("test", browser=missing, apt_get="/usr/bin/apt-get", is_root=True)
+    assert [argv for _, argv in commands] == [["/usr/bin/apt-get", "update"],
+                                              ["/usr/bin/apt-get", "install", "-y", "--no-install-recommends", "chromium"]]
+    assert all(env == {"DEBIAN_FRONTEND": "noninteractive"} for env, _ in commands)
+    assert "is missing" in lines[0] and "browser test needs it" in lines[0]
+    for kwargs, why in (({"apt_get": None, "is_root": True}, "apt-get is not here"),
+                        ({"apt_get": "/usr/bin/apt-get", "is_root": False}, "this is not root")):
+        lines, commands = install.browser_plan("test", browser=missing, **kwargs)
+        assert commands == [] and why in lines[0] and "apt-get install chromium" in lines[0]
+    assert install.browser_plan("test", browser=present, apt_get="/usr/bin/apt-get", is_root=True)[1] == []
+    assert install.browser_plan("", browser=missing, apt_get="/usr/bin/apt-get", is_root=True) == ([], [])
+
+
+def test_the_dry_run_names_the_test_browser():
+    done = subprocess.run([sys.executable, str(REPO / "install.py"), "--dry-run"], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    browser = [line for line in done.stdout.splitlines() if "test browser" in line]
+    assert len(browser) == 1 and browser[0].startswith("  test browser: /usr/bin/chromium")

@@ -29,7 +29,7 @@ BELOW = {  # core package → the core packages it may import, as DESIGN.md orde
 # Outside packages whose import costs start-up time; only these (or workbench modules that import them)
 # may be imported inside a function, with a `# deferred:` comment saying which.
 COSTLY = {"llama_cpp", "numpy", "gguf", "huggingface_hub", "textual", "textual_plotext", "textual_serve", "plotext",
-          "rich", "starlette", "uvicorn", "httpx", "jinja2", "prometheus_client", "openai"}
+          "rich", "starlette", "uvicorn", "httpx", "jinja2", "prometheus_client", "openai", "matplotlib"}
 MAX_LINES = 400
 
 

@@ -24,6 +24,7 @@ COMMANDS = (
     "download",
     "monitor",
     "bench",
+    "report",
     "serve",
     "node",
     "api",

@@ -74,6 +74,7 @@ class BenchRow:
     decode_vs_predicted: float | None = None
     prefill_vs_predicted: float | None = None
     speed_basis: str = ""
+    preset_toml: str = ""  # the preset as its TOML file: what a report's appendix reproduces it from
 
     def why_unavailable(self, field_name: str) -> str:
         return dict(self.unavailable).get(field_name, "")

@@ -15,7 +15,9 @@ from workbench.core.bench.report import BenchResults
 from workbench.core.bench.rows import BenchRow, with_references
 from workbench.core.bench.speed_rows import with_speed_prediction
 from workbench.core.bench.split_rows import split_row_fields
+from workbench.core.config.host import profile_is_this_machine
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.config.presets import preset_to_toml
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import EngineFailed, Loaded, LoadProgressed
 from workbench.core.engine.measured import EngineFacts, PerplexityMeasured, SpeedMeasured
@@ -128,8 +130,9 @@ def run_sweep(config: SweepConfig, cancel: threading.Event | None = None) -> Ite
             if cancel.is_set():
                 break
             ledger, ledger_error = _predict(model_info, preset, config.device)
+            # A board simulated here: this machine's rate would mis-correct the board's predictions.
             row = with_speed_prediction(build_row(config, preset, run, ledger, ledger_error), model_info, preset,
-                                        config.device)
+                                        config.device, remember=profile_is_this_machine(config.device.name))
             machine_facts = machine_facts or run.facts
             rows.append(row)
             yield PresetMeasured(row)
@@ -342,6 +345,7 @@ def build_row(
         ppl_ctx=ppl.n_ctx if ppl else None,
         ppl_tokens=ppl.n_tokens_scored if ppl else None,
         unavailable=tuple(notes.items()),
+        preset_toml=preset_to_toml(preset),
         **split,
     )
 

@@ -14,10 +14,19 @@ from workbench.core.config.preset import DeviceProfile
 from workbench.core.units import MIB
 
 
-def probed_profile_name() -> str:
-    """The user profile `workbench devices probe` writes for this machine: its host name, lowercased."""
-    node = "".join(c if c.isalnum() else "-" for c in platform.node().lower()).strip("-") or "machine"
+def probed_profile_name(hostname: str | None = None) -> str:
+    """The user profile `workbench devices probe` writes for this machine (or the one named): its host
+    name, lowercased."""
+    name = platform.node() if hostname is None else hostname
+    node = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "machine"
     return f"{node[:40]}-probed"
+
+
+def profile_is_this_machine(profile_name: str, hostname: str | None = None) -> bool:
+    """Whether a device profile describes the machine the engine runs on (this one, or the one named):
+    the detected host or that machine's probed profile. Any other profile is a board simulated here:
+    its memory verdict is the board's, a rate measured here is this machine's."""
+    return profile_name in ("host", probed_profile_name(hostname))
 
 
 def os_reserve_mb(total_bytes: int, available_bytes: int) -> int:
