@@ -12,6 +12,7 @@ from workbench.core.config.loopback import is_loopback_host
 from workbench.core.errors import WorkbenchError
 from workbench.core.serve.load_test import PROMPTS, run_level, server_queue_wait, stream_one, summarize
 from workbench.core.telemetry.sampler import Sampler
+from workbench.core.units import size
 
 MAX_CLIENTS = 256
 MAX_MODELS_BYTES = 1_000_000
@@ -26,7 +27,8 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> None:
         "p50/p95, per-request and aggregate tok/s, queue wait (from a workbench server's /metrics), "
         "rejections (429) and errors per level, with telemetry beside it when the server is on this machine.",
     )
-    parser.add_argument("--url", required=True, help="the API base, e.g. http://127.0.0.1:8080/v1")
+    parser.add_argument("--url", required=True, help="the server or its API base: http://127.0.0.1:8080 or "
+                        "http://127.0.0.1:8080/v1 (without /v1, /v1 is added when the URL itself has no /models)")
     parser.add_argument("--clients", default="1,2,4,8", help="comma-separated concurrency levels (default 1,2,4,8)")
     parser.add_argument("-n", "--max-tokens", type=int, default=64, help="tokens per answer (default 64)")
     parser.add_argument("--requests", type=int, default=3, help="requests per client and level (default 3)")
@@ -63,6 +65,7 @@ def run_serve(args: argparse.Namespace) -> int:
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     timeout = httpx.Timeout(600.0, connect=10.0)
     with httpx.Client(timeout=timeout, limits=httpx.Limits(max_connections=max(levels) + 4)) as client:
+        url = api_base(client, url, headers)
         model = args.model or _first_model(client, url, headers)
         local = is_loopback_host(parsed.hostname)
         sampler = _sampler() if local else None
@@ -81,6 +84,20 @@ def run_serve(args: argparse.Namespace) -> int:
     if sampler is not None:
         sampler.close()
     return 0 if all(result.ok for result in results) else 1
+
+
+def api_base(client, url: str, headers: dict[str, str]) -> str:
+    """The OpenAI base the user means: the URL as given when its /models answers, else the URL + /v1
+    (a server's address without the /v1 that llama-server, Ollama and ours put the API under)."""
+    if urlparse(url).path.endswith("/v1"):
+        return url
+    status, _ = _get_capped(client, url + "/models", headers, MAX_MODELS_BYTES)
+    if status in (404, 405):
+        with_v1 = url + "/v1"
+        status_v1, _ = _get_capped(client, with_v1 + "/models", headers, MAX_MODELS_BYTES)
+        if status_v1 is not None and status_v1 != 404:
+            return with_v1
+    return url
 
 
 def _first_model(client, url: str, headers: dict[str, str]) -> str:
@@ -148,7 +165,7 @@ def _telemetry_text(sampler, first) -> str:
         why = next((u.why for u in last.unavailable if u.what in ("power", "energy")), "no power source")
         parts.append(f"power unavailable ({why})")
     used = last.mem_total_bytes - last.mem_available_bytes
-    parts.append(f"memory used {used / 2**30:.2f} GiB of {last.mem_total_bytes / 2**30:.2f}")
+    parts.append(f"memory used {size(used)} of {size(last.mem_total_bytes)}")
     return "; ".join(parts)
 
 
