@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from textual.app import App, SystemCommand
+from textual.binding import Binding
 from textual.screen import Screen
 
+from workbench.core.config.app_settings import CHAT_SHARE_RANGE
 from workbench.core.engine.client import EngineClient
 from workbench.core.telemetry.sampler import Sampler
+from workbench.ui.remembered import SettingsKeeper
 from workbench.ui.screens.confirm_modal import ConfirmModal
 from workbench.ui.screens.main_screen import MainScreen
 from workbench.ui.screens.model_screen import ModelScreen
@@ -38,21 +41,26 @@ MAIN_COMMANDS = (
     ("Presets", "Browse, edit and save presets; copy the llama-server command", "open_presets"),
     ("Bench", "Measure speed and quality for the loaded model", "open_bench"),
 )
+CHAT_SHARE_STEP = 5  # percent of the width per "wider / narrower chat" command
 
 
 class WorkbenchApp(App):
     """`engine_factory()` makes an engine client; `sampler_factory(engine_pid)` a telemetry sampler."""
 
     TITLE = "Edge LLM Workbench"
+    BINDINGS = [Binding("ctrl+q", "quit", "Quit", priority=True)]  # Textual's own, shown in the footer
     # the default screen is not "pushed", so Textual would not load its CSS_PATH: the app loads it
     CSS_PATH = ["app.tcss", "screens/main_screen.tcss"]
 
     def __init__(self, selection: Selection, *, engine_factory: Callable | None = None,
                  sampler_factory: Callable | None = None, theme_name: str | None = None,
-                 telemetry_interval_s: float = 0.5, token_batch_interval_s: float = 0.1) -> None:
+                 telemetry_interval_s: float = 0.5, token_batch_interval_s: float = 0.1,
+                 keeper: SettingsKeeper | None = None, startup_notes: tuple[str, ...] = ()) -> None:
         release_styles_caches()
         super().__init__()
         self.selection = selection
+        self.keeper = keeper  # None: nothing is remembered (a test's app)
+        self.startup_notes = [note for note in startup_notes if note]
         self.engine_factory = engine_factory or default_engine_factory
         self.sampler_factory = sampler_factory or default_sampler_factory
         self.telemetry_interval_s = telemetry_interval_s
@@ -97,6 +105,40 @@ class WorkbenchApp(App):
     def on_mount(self) -> None:
         for problem in self.startup_problems:
             self.notify(problem, title="Theme", severity="warning", timeout=10)
+        for note in self.startup_notes:
+            self.notify(note, title="Settings", severity="warning", timeout=10)
+        if self.keeper is not None:
+            self._remembered(self.keeper.remember_choice(self.selection.choice()))
+            self.theme_changed_signal.subscribe(self, lambda theme: self._remembered(self.keeper.remember_theme(theme.name)))
+            if self.keeper.settings.chat_share:
+                self.call_after_refresh(self._apply_chat_share, self.keeper.settings.chat_share)
+
+    def on_choice_bar_changed(self, message) -> None:
+        """The model, preset or device chosen (bubbled from the main screen's choice bar) is remembered."""
+        if self.keeper is not None:
+            self._remembered(self.keeper.remember_choice(message.choice, tuple(self.selection.unsaved_presets)))
+
+    def _remembered(self, problem: str) -> None:
+        if problem:
+            self.notify(problem, title="Settings", severity="warning", timeout=10)
+
+    def change_chat_share(self, step: int) -> None:
+        """Give the chat pane `step` percent more (or less) of the width beside the panels, and remember it."""
+        current = self.keeper.settings.chat_share if self.keeper is not None and self.keeper.settings.chat_share else 40
+        share = self._apply_chat_share(current + step)
+        if self.keeper is not None:
+            self._remembered(self.keeper.remember_chat_share(share))
+
+    def _apply_chat_share(self, percent: int) -> int:
+        low, high = CHAT_SHARE_RANGE
+        share = max(low, min(high, percent))
+        try:
+            main = self.main_screen
+        except LookupError:
+            return share
+        main.query_one("#chat-pane").styles.width = f"{share}fr"
+        main.query_one("#panels").styles.width = f"{100 - share}fr"
+        return share
 
     async def action_quit(self) -> None:
         """Quit; a conversation no saved transcript holds is discarded only when the user says so."""
@@ -125,3 +167,7 @@ class WorkbenchApp(App):
             return
         for title, help_text, action in MAIN_COMMANDS:
             yield SystemCommand(title, help_text, getattr(main, f"action_{action}"))
+        yield SystemCommand("Wider chat", "Give the chat more of the width beside the panels (remembered)",
+                            lambda: self.change_chat_share(CHAT_SHARE_STEP))
+        yield SystemCommand("Narrower chat", "Give the panels more of the width beside the chat (remembered)",
+                            lambda: self.change_chat_share(-CHAT_SHARE_STEP))

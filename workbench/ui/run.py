@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from workbench.core.config.app_settings import load_settings
 from workbench.core.config.devices import load_device
 from workbench.core.config.presets import load_preset
 from workbench.core.config.rpc_endpoints import parse_rpc_option
 from workbench.core.errors import WorkbenchError
 from workbench.core.files.model_ref import BUNDLED, resolve_model
+from workbench.ui.remembered import SettingsKeeper, apply_remembered
 from workbench.ui.selection import DEFAULT_DEVICE, DEFAULT_PRESET, Selection
 
 
@@ -42,7 +44,25 @@ def check_theme(name: str) -> None:
         raise WorkbenchError(f"unknown theme {name!r}", where="--theme", fix=f"Use one of: {', '.join(names)}")
 
 
-def run_app(args: argparse.Namespace) -> int:
+def build_app(args: argparse.Namespace, **app_options):
+    """The app as `workbench` starts it: remembered settings fill what the command line leaves out."""
+    loaded = load_settings()
+    notes = [loaded.problem, *apply_remembered(args, loaded.settings)]
+    if getattr(args, "theme", None) and args.theme == loaded.settings.theme:
+        try:
+            check_theme(args.theme)
+        except WorkbenchError as error:
+            notes.append(f"the last theme is not usable ({error.what})")
+            args.theme = None
+    check_arguments(args)
+    selection = build_selection(args)
+    from workbench.ui.app import WorkbenchApp  # deferred: textual, once the arguments are checked
+
+    return WorkbenchApp(selection, theme_name=getattr(args, "theme", None), keeper=SettingsKeeper(loaded.settings),
+                        startup_notes=tuple(notes), **app_options)
+
+
+def check_arguments(args: argparse.Namespace) -> None:
     # A preset or device named on the command line is checked here, so a typo is one line on
     # stderr before the screen opens rather than a notification inside it.
     if getattr(args, "preset", None):
@@ -51,9 +71,9 @@ def run_app(args: argparse.Namespace) -> int:
         load_device(args.device)
     if getattr(args, "theme", None):
         check_theme(args.theme)
-    selection = build_selection(args)
-    from workbench.ui.app import WorkbenchApp  # deferred: textual, once the arguments are checked
 
-    app = WorkbenchApp(selection, theme_name=getattr(args, "theme", None))
+
+def run_app(args: argparse.Namespace) -> int:
+    app = build_app(args)
     app.run()
     return int(app.return_code or 0)
