@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -479,3 +480,22 @@ def test_a_long_string_value_is_skipped_not_held(tmp_path: Path):
     assert infos[0].metadata["general.description"] == LongString(5 << 20)
     assert infos[0].name == "after the long one"
     assert peak < 2 * 1024 * 1024
+
+
+def test_truncated_within_one_mib_of_the_end_says_two_different_sizes(tmp_path: Path):
+    # The field report: "file ends at 48 MB but ... needs bytes up to 48 MB". Cut the bundled model
+    # 20 kB before its last tensor's end: the file's end and the tensor's end are in the same MiB.
+    from workbench.core.paths import bundled_model_path
+
+    raw = bundled_model_path().read_bytes()
+    cut_at = len(raw) - 20_000
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(raw[:cut_at])
+    message = _error(cut)
+    found = re.search(r"file ends at ([\d,.]+) MiB but tensor \S+ needs bytes up to ([\d,.]+) MiB", message)
+    assert found, message
+    ends, needed = (float(text.replace(",", "")) for text in found.groups())
+    assert ends < needed  # as the file's bytes are, not one figure said twice
+    decimals = len(found.group(1).partition(".")[2])
+    assert abs(ends - cut_at / 2**20) <= 0.5 * 10 ** -decimals
+    assert needed * 2**20 > cut_at and needed * 2**20 <= len(raw) + 2**20 * 0.5 * 10 ** -decimals

@@ -19,7 +19,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("src", metavar="SRC", help="the model to quantize: a .gguf path or 'bundled'")
     parser.add_argument("--to", required=True, metavar="TYPE", help="weight type: Q4_K_M, Q8_0, F16, ...")
-    parser.add_argument("-o", "--output", metavar="OUT", help="write here instead of the cache")
+    parser.add_argument("-o", "--output", metavar="OUT", help="write here instead of the cache (a file already "
+                        "there is refused without --force)")
+    parser.add_argument("--force", action="store_true", help="replace the file at -o OUT if there is one")
     parser.set_defaults(func=run)
 
 
@@ -57,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         path = quantize(
             source, target, args.output, on_progress=progress,
-            on_warning=lambda text: print(f"warning: {text}", file=sys.stderr, flush=True),
+            on_warning=lambda text: print(f"warning: {text}", file=sys.stderr, flush=True), overwrite=args.force,
         )
     finally:
         progress.end()

@@ -25,9 +25,17 @@ def mib_number(n_bytes: int | float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
 
 
-def bytes_or_mib(n_bytes: int) -> str:
-    """Exact bytes under a MiB, whole MiB above: where a file ends, as error messages say it."""
-    return f"{n_bytes / MIB:.0f} MiB" if n_bytes >= MIB else f"{n_bytes} bytes"
+def sizes_that_differ(first: int, second: int) -> tuple[str, str]:
+    """Two byte counts as error messages say them (where a file ends, what a tensor needs): exact bytes
+    under a MiB, else MiB with as many decimals as it takes for different counts to read differently
+    ("48.37 MiB" against "48.41 MiB", never "48 MiB" twice); exact bytes when MiB decimals cannot."""
+    if first < MIB or second < MIB:
+        return f"{first} bytes", f"{second} bytes"
+    for decimals in range(4):
+        texts = (f"{first / MIB:,.{decimals}f} MiB", f"{second / MIB:,.{decimals}f} MiB")
+        if texts[0] != texts[1] or first == second:
+            return texts
+    return f"{first} bytes", f"{second} bytes"
 
 
 def size(n_bytes: int | float | None) -> str:

@@ -101,8 +101,9 @@ def default_output_name(source: Path, weights_type: str) -> str:
     return _name_that_fits(stem, f".{weights_type}.gguf")
 
 
-def output_path(source: Path, weights_type: str, out: Path) -> Path:
-    """Where `-o OUT` puts the result: inside OUT when it is a folder; WorkbenchError when it cannot be written."""
+def output_path(source: Path, weights_type: str, out: Path, *, overwrite: bool = False) -> Path:
+    """Where `-o OUT` puts the result: inside OUT when it is a folder; WorkbenchError when it cannot be written,
+    or when a file is there already and `overwrite` was not asked."""
     destination = out / default_output_name(source, weights_type) if out.is_dir() else out
     folder = destination.parent
     if not folder.is_dir():
@@ -111,6 +112,9 @@ def output_path(source: Path, weights_type: str, out: Path) -> Path:
     if destination.resolve() == source.resolve():
         raise WorkbenchError("the output would overwrite the source", where=str(destination),
                              fix="Give another -o path")
+    if not overwrite and (destination.exists() or destination.is_symlink()):
+        raise WorkbenchError("the output file exists", where=str(destination),
+                             fix="Replace it with --force, or give another -o path")
     return destination
 
 
@@ -148,13 +152,15 @@ def quantize(
     on_progress: Callable[[float], None] | None = None,
     *,
     on_warning: Callable[[str], None] | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Re-quantize `src` to `weights_type` and return the new file's path.
 
     Without `out` the result goes to the cache (`cache_dir()/quantized`, keyed by the source's
     fingerprint and the type) and a cached file is returned at once. llama.cpp's quantizer runs
     in a separate process, so a crash in it is an error here, not a dead caller. `on_progress`
-    gets the fraction of tensors done; `on_warning` the re-quantization warning, if any.
+    gets the fraction of tensors done; `on_warning` the re-quantization warning, if any. A file
+    already at `out` is replaced only with `overwrite`.
     """
     source = Path(src)
     target = weights_type_name(weights_type)
@@ -172,7 +178,7 @@ def quantize(
                                  where=str(destination.parent),
                                  fix="Point WORKBENCH_CACHE_DIR at a folder you can write to, or give -o") from None
     else:
-        destination = output_path(source, target, Path(out))
+        destination = output_path(source, target, Path(out), overwrite=overwrite)
     check_writable_folder(destination.parent)
     warning = requantize_warning(model, target)
     if warning and on_warning is not None:

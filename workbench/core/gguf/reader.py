@@ -19,7 +19,7 @@ from workbench.core.gguf.hyperparameters import (
     must_be_count,
 )
 from workbench.core.gguf.model_info import LongArray, LongString, ModelInfo, TensorInfo
-from workbench.core.units import MIB, bytes_or_mib
+from workbench.core.units import MIB, sizes_that_differ
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -338,9 +338,9 @@ def _place_tensors(reader: HeaderStream, raw_tensors: list[_RawTensor], alignmen
     for tensor_name, type_name, shape, relative, n_bytes in raw_tensors:
         start = data_start + relative
         if start + n_bytes > reader.file_size:
+            ends, needed = sizes_that_differ(reader.file_size, start + n_bytes)
             raise GGUFError(
-                f"file ends at {bytes_or_mib(reader.file_size)} but tensor {tensor_name.removesuffix('.weight')} "
-                f"needs bytes up to {bytes_or_mib(start + n_bytes)}",
+                f"file ends at {ends} but tensor {tensor_name.removesuffix('.weight')} needs bytes up to {needed}",
                 where=f"{reader.name} (tensor table, data offset {start})",
                 fix="The download is incomplete, fetch it again",
             )
