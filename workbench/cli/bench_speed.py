@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import platform
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -12,7 +13,7 @@ from typing import TextIO
 from workbench.cli.progress_bar import draw_bar
 from workbench.cli.split_output import rpc_endpoints
 from workbench.core.bench.backend_sweep import backend_plan, parse_backends
-from workbench.core.bench.report import render, write_results
+from workbench.core.bench.report import render, simulated_board_note, write_results
 from workbench.core.bench.soak import SoakInterval, SoakResult, parse_duration
 from workbench.core.bench.soak_runner import soak_preset
 from workbench.core.bench.sweep import (
@@ -25,6 +26,7 @@ from workbench.core.bench.sweep import (
 )
 from workbench.core.config.device_accelerator import offload_problems
 from workbench.core.config.devices import load_device
+from workbench.core.config.host import profile_is_this_machine
 from workbench.core.config.presets import load_preset
 from workbench.core.engine.backends import loaded_backends
 from workbench.core.errors import WorkbenchError
@@ -52,6 +54,9 @@ def run_speed(args: argparse.Namespace) -> int:
         if not presets:
             raise WorkbenchError("no backend of --backends can run here", where="bench", fix="See the lines above")
     device = load_device(args.device)
+    if not profile_is_this_machine(device.name):
+        print(f"workbench: {simulated_board_note(device.name, platform.node())} This sweep stays out of the "
+              "board's speed history.", file=sys.stderr)
     for preset in presets:
         for _, message, fix in offload_problems(preset, device):
             print(f"workbench: {preset.name}: warning: {message}. {fix}", file=sys.stderr)

@@ -36,6 +36,8 @@ from workbench.core.engine.events import (
 from workbench.core.engine.sampling_checks import validate_sampling
 from workbench.core.errors import EngineError
 from workbench.core.files.model_ref import resolve_model
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.simulated import BoardSimulation, board_simulation
 from workbench.core.units import MIB
 
 _SAMPLING_FLAGS = {
@@ -154,6 +156,7 @@ class _ChatSession:
         self._device = device
         self._allow_overbudget = allow_overbudget
         self._show_stats = show_stats
+        self._board: BoardSimulation | None = None  # --device names another machine than this one
 
     def close(self) -> None:
         self._client.close()
@@ -171,6 +174,10 @@ class _ChatSession:
                     _say(f"  {event.message}")
             elif isinstance(event, Loaded):
                 _say(_loaded_summary(event))
+                self._board = board_simulation(read_gguf(self._model_path), self._preset,
+                                               self._device)
+                if self._board is not None:
+                    _say(f"  note: {self._board.notice()}")
                 if len(event.devices) > 1:
                     _say(loaded_devices_text(event))
             elif isinstance(event, EngineFailed):
@@ -212,7 +219,7 @@ class _ChatSession:
                         if event.answer_note:
                             _say(f"[{event.answer_note}]")
                         if self._show_stats:
-                            _say(format_turn_stats(event))
+                            _say(format_turn_stats(event, self._board))
                         return event
                     elif isinstance(event, EngineFailed):
                         print(flush=True)
@@ -267,7 +274,7 @@ def _duration(seconds: float, measured: bool) -> str:
     return f"{seconds * 1000:.1f}ms" if seconds < 1 else f"{seconds:.3f}s"
 
 
-def format_turn_stats(turn: Any) -> str:
+def format_turn_stats(turn: Any, board: BoardSimulation | None = None) -> str:
     """A turn's figures, laid out like `ollama run --verbose` plus cache and context lines."""
     evaluated = turn.prompt_tokens - turn.reused_tokens
     generated_after_first = max(0, turn.generated_tokens - 1)
@@ -290,4 +297,7 @@ def format_turn_stats(turn: Any) -> str:
     )
     if turn.draft_proposed:
         rows += (("draft tokens accepted", f"{turn.draft_accepted} of {turn.draft_proposed}"),)
+    if board is not None:  # the eval rate above is this machine's: the board's own is predicted
+        measured = generated_after_first / turn.decode_s if turn.decode_s > 0 and generated_after_first else None
+        rows += (("board eval rate", board.beside(measured, turn.kv_cells_used)),)
     return "\n".join(f"{label + ':':<22}{value}" for label, value in rows)

@@ -16,6 +16,7 @@ from workbench.core.bench.llama_bench import MAX_TESTS, LlamaBenchTest, is_ours,
 from workbench.core.bench.machine import Machine, machine_from_dict
 from workbench.core.bench.rows import ROW_FIELDS, BenchRow, row_from_dict
 from workbench.core.bench.split_rows import DeviceBench
+from workbench.core.config.host import profile_is_this_machine
 from workbench.core.errors import WorkbenchError
 from workbench.core.files.regular import read_regular_file
 from workbench.core.units import MIB
@@ -171,11 +172,20 @@ def to_markdown(results: BenchResults) -> str:
     footnotes: dict[str, list[str]] = {}
     body = [md_cells(row, footnotes) for row in results.rows]
     text = f"Machine: {machine_summary(results.machine)}\n\n"
+    if not profile_is_this_machine(results.machine.device_profile, results.machine.hostname):
+        text += simulated_board_note(results.machine.device_profile, results.machine.hostname) + "\n\n"
     text += markdown_table([header for header, _, _ in MD_COLUMNS], body)
     text += "".join(f"\n{line}" for line in sweep_notes(results.rows))
     if footnotes:
         text += "\n" + footnote_lines(footnotes)
     return text
+
+
+def simulated_board_note(board: str, host: str) -> str:
+    """What a sweep of a board profile run on another machine measured, and what is the board's."""
+    return (f"{board} is a board simulated on {host}: the memory verdict is the board's, but the measured speed "
+            f"(t/s, load, TTFT, power, temperature) is {host}'s; the board's own rates are the predicted columns "
+            "(decode pred t/s, prefill pred t/s).")
 
 
 def sweep_notes(rows: tuple[BenchRow, ...]) -> list[str]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import platform
 import time
 from dataclasses import replace
 
 from textual.app import ComposeResult
 from textual.containers import Grid
 
+from workbench.core.config.host import profile_is_this_machine
 from workbench.core.engine.events import Loaded, TurnFinished
 from workbench.core.ledger.split_types import SplitLedger
 from workbench.core.ledger.types import Ledger
@@ -68,8 +70,10 @@ class PanelGrid(Grid):
         """The bandwidth bound at the current context (time per token grows with the KV read) and the
         speed model's prediction for the ledger described."""
         ledger = self.ledger_view.ledger
+        board = ledger.device if ledger is not None and not profile_is_this_machine(ledger.device) else ""
         self.query_one(SpeedPanel).view = SpeedView(decode_bound_tps(ledger, self.kv),
-                                                    ledger.speed if ledger is not None else None)
+                                                    ledger.speed if ledger is not None else None,
+                                                    board=board, host=platform.node() or "this machine")
 
     # ---- the ledger and the engine --------------------------------------------------------
 

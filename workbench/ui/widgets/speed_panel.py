@@ -38,17 +38,29 @@ class SpeedView:
 
     bound_tps: float = 0.0
     prediction: SpeedPrediction | None = None
+    board: str = ""  # a device profile simulated on this machine: the prediction is the board's, the rates here's
+    host: str = ""  # the machine the engine runs on
 
 
-def predicted_line(prediction: SpeedPrediction | None) -> str:
-    """"predicted: decode 117.6, prefill 214.6 tok/s (measured, x0.85-x1.15)", or why there is none."""
+def simulated_line(view: SpeedView) -> str:
+    """For a simulated board: which figures are whose, and a rate measured above the board's prediction said so."""
+    if not view.board:
+        return ""
+    return (f"{view.board} is simulated on {view.host}: the memory verdict is the board's, the measured t/s "
+            f"are {view.host}'s; the board's own are predicted")
+
+
+def predicted_line(prediction: SpeedPrediction | None, board: str = "") -> str:
+    """"predicted: decode 117.6, prefill 214.6 tok/s (measured, x0.85-x1.15)", or why there is none; a simulated
+    board's prediction is named as the board's."""
+    where = f"predicted on {board}" if board else "predicted"
     if prediction is None:
-        return "predicted: no ledger yet"
+        return f"{where}: no ledger yet"
     if prediction.method == "bound":
-        return "predicted: bound only (no measured or published figures)"
+        return f"{where}: bound only (no measured or published figures)"
     decode = number_or_na(prediction.decode_tps_empty or 0.0)
     prefill = number_or_na(prediction.prefill_tps or 0.0)
-    return (f"predicted: decode {decode}, prefill {prefill} tok/s ({prediction.method}, "
+    return (f"{where}: decode {decode}, prefill {prefill} tok/s ({prediction.method}, "
             f"x{prediction.band[0]:.2f}-x{prediction.band[1]:.2f})")
 
 
@@ -205,7 +217,9 @@ class SpeedPanel(Vertical):
         if not self.turns:
             bound = (f"bandwidth bound {rate(self.bound_tps)}" if self.bound_tps > 0
                      else "bandwidth bound n/a: the device profile gives no memory bandwidth")
-            return Text(f"No turns yet. {bound}.\n{predicted_line(self.view.prediction)}", style="dim")
+            notes = "\n".join(filter(None, (predicted_line(self.view.prediction, self.view.board),
+                                             simulated_line(self.view))))
+            return Text(f"No turns yet. {bound}.\n{notes}", style="dim")
         table = Table(box=None, expand=True, padding=(0, 0, 0, 1), header_style="bold", show_edge=False)
         for name in ("#", "TTFT", "prefill t/s", "decode t/s", "tokens"):
             table.add_column(name, justify="left" if name == "#" else "right", no_wrap=True)
@@ -213,4 +227,10 @@ class SpeedPanel(Vertical):
         for number, finished in enumerate(shown, start=self._turn_count - len(shown) + 1):
             table.add_row(f"#{number}", seconds(finished.ttft_s), number_or_na(finished.prefill_tps),
                           number_or_na(finished.decode_tps), str(finished.generated_tokens))
-        return Group(table, Text(predicted_line(self.view.prediction), style="dim"))
+        lines = [predicted_line(self.view.prediction, self.view.board), simulated_line(self.view)]
+        board_rate = self.view.prediction.decode_tps_empty if self.view.board and self.view.prediction else None
+        fastest = max(finished.decode_tps for finished in shown)
+        if board_rate and fastest > board_rate:
+            lines.append(f"decode {fastest:,.1f} here is above the board's predicted {board_rate:,.1f}: "
+                         f"{self.view.host}'s rate, not {self.view.board}'s")
+        return Group(table, Text("\n".join(filter(None, lines)), style="dim"))
