@@ -21,10 +21,11 @@ BELOW = {  # core package → the core packages it may import, as DESIGN.md orde
     "hub": {"files", "gguf", "config", "ledger"},
     "rpc": {"files", "gguf", "config", "ledger"},
     "telemetry": {"files", "gguf", "config", "ledger"},
-    "engine": {"files", "gguf", "config", "ledger", "hub", "rpc", "telemetry"},
-    "serve": {"files", "gguf", "config", "ledger", "hub", "rpc", "telemetry", "engine"},
-    "tasks": {"files", "gguf", "config", "ledger", "hub", "rpc", "telemetry", "engine"},
-    "bench": {"files", "gguf", "config", "ledger", "hub", "rpc", "telemetry", "engine", "serve", "tasks"},
+    "fit": {"files", "gguf", "config", "ledger", "hub", "rpc", "telemetry"},
+    "engine": {"files", "gguf", "config", "ledger", "hub", "rpc", "telemetry", "fit"},
+    "serve": {"files", "gguf", "config", "ledger", "hub", "rpc", "telemetry", "fit", "engine"},
+    "tasks": {"files", "gguf", "config", "ledger", "hub", "rpc", "telemetry", "fit", "engine"},
+    "bench": {"files", "gguf", "config", "ledger", "hub", "rpc", "telemetry", "fit", "engine", "serve", "tasks"},
 }
 # Outside packages whose import costs start-up time; only these (or workbench modules that import them)
 # may be imported inside a function, with a `# deferred:` comment saying which.

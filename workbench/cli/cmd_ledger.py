@@ -26,8 +26,10 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.files.model_ref import resolve_model
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.llama_build import VERIFIED_ON
+from workbench.core.ledger.placement_fixes import with_placement_fixes
 from workbench.core.ledger.predict import predict_ledger
 from workbench.core.ledger.speed_history import speed_correction
+from workbench.core.rpc.nodes import node_profiles, rpc_device
 from workbench.core.ledger.types import DOES_NOT_FIT
 from workbench.core.ledger.verdict_text import verdict_sentence
 from workbench.core.units import MIB
@@ -119,11 +121,14 @@ def run(args: argparse.Namespace) -> int:
     preset = load_preset(args.preset)
     device = load_device(args.device)
     ledger = predict_ledger(info, preset, device, ctx_size=args.ctx, speed_correction=speed_correction(device.name))
+    rpc = rpc_endpoints(args)
+    # The fixes that move layers: to the profile's GPU, or to the --rpc nodes that have a profile.
+    nodes = tuple(rpc_device(i, e, None, p) for i, (e, p) in enumerate(zip(rpc, node_profiles(rpc), strict=True)))
+    ledger = with_placement_fixes(ledger, info, preset, device, nodes)
     # The preset as it would run: --ctx replaces its context (0 = the trained one, as llama.cpp does).
     problems = preset_problems(dataclasses.replace(preset, ctx_size=ledger.ctx_size), info) + tuple(
         Problem(level, message, fix) for level, message, fix in offload_problems(preset, device))
 
-    rpc = rpc_endpoints(args)
     split, reports = predict_devices(info, preset, device, rpc, ctx_size=args.ctx)
     if args.json:
         data = ledger_json(ledger)

@@ -14,6 +14,7 @@ from workbench.ui.run import run_app
 COMMANDS = (
     "inspect",
     "ledger",
+    "fit",
     "presets",
     "devices",
     "chat",

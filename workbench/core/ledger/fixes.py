@@ -13,8 +13,8 @@ from workbench.core.ledger.types import LedgerFix
 # A candidate change: (what it changes, the Preset fields to replace, its known cost, cost rank).
 # Rank orders equally effective fixes: what costs nothing first, quality last.
 Candidate = tuple[str, tuple[tuple[str, object], ...], str, int]
-# A provider proposes candidates for a model and preset. The devices helper adds one for
-# GPU layers and a second node (its fixes change placement, not the preset alone).
+# A provider proposes candidates for a model and preset. The fixes that move layers to the profile's
+# GPU or to a second node are priced per device, in ledger/placement_fixes.py (with_placement_fixes).
 FixProvider = Callable[[ModelInfo, Preset], Iterable[Candidate]]
 
 _SMALL_UBATCHES = (256, 128, 64)

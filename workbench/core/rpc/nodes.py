@@ -10,12 +10,11 @@ from workbench.core.config.devices import load_device
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.config.rpc_endpoints import RpcEndpoint, parse_endpoint
 from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.gpu_device import local_gpu_device
 from workbench.core.ledger.split import predict_split
 from workbench.core.ledger.split_types import SplitDevice, SplitLedger
 from workbench.core.rpc.wire import NodeReport, probe_node
 from workbench.core.units import MIB
-
-_GPU_NAMES = {"cuda": "CUDA0", "vulkan": "Vulkan0"}
 
 
 def probe_nodes(endpoints: Sequence[RpcEndpoint], *, measure_link: bool = True, timeout_s: float = 5.0) -> tuple[NodeReport, ...]:
@@ -47,22 +46,6 @@ def rpc_device(index: int, endpoint: RpcEndpoint, report: NodeReport | None, pro
         link_latency_s=report.latency_s if report is not None else None,
         speed_profile=profile, speed_source=f"device profile {profile.name}" if profile is not None else "",
     )
-
-
-def local_gpu_device(host: DeviceProfile) -> SplitDevice | None:
-    """The host profile's own accelerator (modelled: this device list is what a CUDA/Vulkan build would see)."""
-    if host.accelerator not in _GPU_NAMES:
-        return None
-    if host.vram_mb is None:
-        return SplitDevice(name=_GPU_NAMES[host.accelerator], free_bytes=host.budget_mb * MIB, budget_bytes=None,
-                           budget_source="unified memory: the host's budget",
-                           bandwidth_bytes_per_s=host.mem_bandwidth_gbs * 1e9 or None,
-                           bandwidth_source=f"device profile {host.name}", shares_host_memory=True)
-    bandwidth = host.vram_bandwidth_gbs or 0.0
-    return SplitDevice(name=_GPU_NAMES[host.accelerator], free_bytes=host.vram_mb * MIB, budget_bytes=host.vram_mb * MIB,
-                       budget_source=f"vram_mb of {host.name}", bandwidth_bytes_per_s=bandwidth * 1e9 or None,
-                       bandwidth_source=f"vram_bandwidth_gbs of {host.name}" if bandwidth else "",
-                       alignment=128 if host.accelerator == "cuda" else 256)
 
 
 def split_devices(host: DeviceProfile, endpoints: Sequence[RpcEndpoint], reports: Sequence[NodeReport | None],
