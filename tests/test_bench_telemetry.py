@@ -51,7 +51,7 @@ def test_a_jetson_tree_gives_power_energy_per_token_and_temperature():
     assert row.power_w == pytest.approx(4.64416, rel=1e-6)
     assert row.joules_per_token == pytest.approx(4.64416 / row.decode_tps, rel=1e-6)  # J/token = W / (token/s)
     # hottest zones of the tree: gpu-thermal and tj-thermal 48625 m°C (cpu 47687, soc0 47468, soc1 48250,
-    # soc2 46718; cv0 reads -256000: off)
+    # soc2 46718; cv0-cv2 read -256000: off)
     assert row.peak_temp_c == 48.625
     assert row.throttled is False
     # the Orin Nano profile's bandwidth bounds decode: the share is a real percentage

@@ -126,8 +126,9 @@ def test_jetpack4_ina3221x_iio_rails(tmp_path):
 def _agx_orin_ina3221(root):
     """Two INA3221 chips as on an AGX Orin module: 0x40 VDD_GPU_SOC, VDD_CPU_CV, VIN_SYS_5V0; 0x41 NC,
     VDDQ_VDD2_1V8AO, NC; in7 is the chip's "sum of shunt voltages". The rail names and the NC channels are
-    the module's (as tegrastats prints them in tests/sysfs/tegrastats/agx-orin-jetpack5-nc.log); the
-    millivolt and milliamp values are written here by hand."""
+    the module's (as tegrastats prints them in tests/sysfs/tegrastats/agx-orin-jetpack5-nc.log, and as jtop's log
+    on an AGX Orin shows them: "Skipped NC /sys/bus/i2c/devices/1-0041/hwmon/hwmon2/in1_label", "Alarms
+    VDDQ_VDD2_1V8AO", rbonghi/jetson_stats#381); the millivolt and milliamp values are written here by hand."""
     chips = {
         "hwmon2": [("VDD_GPU_SOC", 5000, 468), ("VDD_CPU_CV", 5000, 78), ("VIN_SYS_5V0", 5000, 805),
                    ("sum of shunt voltages", 5000, 9999)],
