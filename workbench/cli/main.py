@@ -18,6 +18,7 @@ COMMANDS = (
     "presets",
     "devices",
     "chat",
+    "conversations",
     "quantize",
     "models",
     "search",

@@ -91,6 +91,10 @@ def stats_fields(stats: object) -> Fields:
     return tuple((name, value) for name, value in asdict(stats).items() if name != "text")
 
 
+def is_journal_name(file_name: str) -> bool:
+    return bool(_NAME.fullmatch(file_name))
+
+
 def journal_folder() -> Path:
     return state_dir() / "conversations"
 
