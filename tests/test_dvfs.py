@@ -44,7 +44,7 @@ def test_apply_then_restore_rk3588(tmp_path):
     root = tree(tmp_path, "rk3588")
     state = tmp_path / "state.json"
     limits = CpufreqLimits(root, state)
-    # the recorded tree: policy4 capped at 1.8 of 2.4 GHz, schedutil (tests/sysfs/README.md)
+    # the recorded tree: policy4 capped at 1.8 of 2.4 GHz, schedutil (a scenario by hand, tests/sysfs/rk3588/SOURCES.md)
     assert attr(root, "policy4", "scaling_max_freq") == "1800000"
     with limits_held(limits):
         limits.apply(DvfsSetting(max_khz=1_200_000, governor="powersave"))
