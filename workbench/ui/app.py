@@ -10,9 +10,12 @@ from textual.screen import Screen
 
 from workbench.core.config.app_settings import CHAT_SHARE_RANGE
 from workbench.core.engine.client import EngineClient
+from workbench.core.errors import WorkbenchError
+from workbench.core.files.chat_journal import find_journal, read_journal
 from workbench.core.telemetry.sampler import Sampler
 from workbench.ui.remembered import SettingsKeeper
 from workbench.ui.screens.confirm_modal import ConfirmModal
+from workbench.ui.screens.conversations_modal import ConversationsModal
 from workbench.ui.screens.main_screen import MainScreen
 from workbench.ui.screens.model_screen import ModelScreen
 from workbench.ui.selection import Selection
@@ -118,6 +121,34 @@ class WorkbenchApp(App):
         if self.keeper is not None:
             self._remembered(self.keeper.remember_choice(message.choice, tuple(self.selection.unsaved_presets)))
 
+    def action_conversations(self) -> None:
+        """The kept conversations; the one chosen opens in the chat in place of the current one."""
+        try:
+            chat = self.main_screen.chat_pane
+        except LookupError:
+            return
+
+        def chosen(name: str | None) -> None:
+            if not name:
+                return
+            try:
+                found = read_journal(find_journal(chat.journal_folder, name))
+            except WorkbenchError as error:
+                self.notify(str(error), title="Conversations", severity="error", timeout=10)
+                return
+            chat.open_conversation(found)
+
+        self.push_screen(ConversationsModal(chat.journal_folder), chosen)
+
+    def on_settings_modal_prompt_saved(self, message) -> None:
+        """A system prompt saved in F5 is kept in the settings file."""
+        if self.keeper is None:
+            return
+        try:
+            self._remembered(self.keeper.save_prompt(message.name, message.text))
+        except WorkbenchError as error:
+            self._remembered(str(error))
+
     def _remembered(self, problem: str) -> None:
         if problem:
             self.notify(problem, title="Settings", severity="warning", timeout=10)
@@ -167,6 +198,8 @@ class WorkbenchApp(App):
             return
         for title, help_text, action in MAIN_COMMANDS:
             yield SystemCommand(title, help_text, getattr(main, f"action_{action}"))
+        yield SystemCommand("Conversations", "The kept conversations: open, rename, export, delete",
+                            self.action_conversations)
         yield SystemCommand("Wider chat", "Give the chat more of the width beside the panels (remembered)",
                             lambda: self.change_chat_share(CHAT_SHARE_STEP))
         yield SystemCommand("Narrower chat", "Give the panels more of the width beside the chat (remembered)",

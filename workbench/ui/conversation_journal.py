@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import asdict, fields
+from pathlib import Path
 
 from workbench.core.engine.events import ChatMessage, Sampling, TurnFinished
 from workbench.core.files.chat_journal import (
+    ChatJournal,
     JournalHead,
     JournalTurn,
     RestoredConversation,
     stats_fields,
 )
+from workbench.core.files.conversations import move_title
 from workbench.ui.conversation import Conversation
 
 
@@ -77,3 +80,12 @@ def offer_text(restored: RestoredConversation) -> tuple[str, str]:
             f"{head.model or 'a model'} ({head.preset or 'no preset'}), started {head.started or 'at an unknown time'}."
             f"{skipped}\nStart fresh keeps it on disk: `workbench chat MODEL --resume {restored.path.stem}`.")
     return "Restore the last conversation?", body
+
+
+def retire(folder: Path, opened: RestoredConversation, journal: ChatJournal | None) -> None:
+    """An opened conversation goes on in `journal`, which now holds all its turns: its title moves there and
+    the old file goes, so the list holds it once. Kept when the new journal could not be written."""
+    if journal is None or journal.path is None or journal.failure or journal.path == opened.path:
+        return
+    move_title(folder, opened.path.stem, journal.path.stem)
+    opened.path.unlink(missing_ok=True)

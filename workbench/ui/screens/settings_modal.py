@@ -1,14 +1,21 @@
-"""Edit the system prompt and the sampling settings; bad numbers are named before applying."""
+"""Edit the system prompt and the sampling settings; bad numbers are named before applying.
+
+Saved system prompts (the settings file's presets) are picked from a list above the prompt,
+and the prompt being edited is saved under a name with Save prompt (the app writes it).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, VerticalScroll
-from textual.widgets import Button, Input, Label, Static, TextArea
+from textual.message import Message
+from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
+from workbench.core.config.app_settings import load_settings, prompt_name_problem
 from workbench.core.engine.events import Sampling
 from workbench.ui.screens.dialog_screen import DialogScreen
 
@@ -46,13 +53,25 @@ class SettingsModal(DialogScreen[tuple[str, Sampling] | None]):
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
-    def __init__(self, system_prompt: str, sampling: Sampling) -> None:
+    @dataclass
+    class PromptSaved(Message):
+        """The user saved the prompt being edited as a system-prompt preset (the app remembers it)."""
+
+        name: str
+        text: str
+
+    def __init__(self, system_prompt: str, sampling: Sampling, prompts: tuple[tuple[str, str], ...] | None = None) -> None:
         super().__init__()
         self.system_prompt, self.sampling = system_prompt, sampling
+        self.prompts = dict(load_settings().settings.system_prompts if prompts is None else prompts)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog"):
             yield Static("System prompt and sampling", classes="dialog-title")
+            with Horizontal(id="prompt-presets"):
+                yield Select(self._prompt_options(), id="prompt-preset", prompt="Saved prompts")
+                yield Input("", id="prompt-name", placeholder="name to save it as")
+                yield Button("Save prompt", id="save-prompt")
             yield TextArea(self.system_prompt, id="system-prompt", soft_wrap=True)
             with Grid(id="sampling-form"):
                 for field in dataclasses.fields(Sampling):
@@ -63,6 +82,26 @@ class SettingsModal(DialogScreen[tuple[str, Sampling] | None]):
                 yield Button("Cancel", id="cancel")
                 yield Button("Apply", id="apply", variant="primary")
 
+    def _prompt_options(self) -> list[tuple[str, str]]:
+        return [(name, name) for name in self.prompts]
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "prompt-preset" and isinstance(event.value, str) and event.value in self.prompts:
+            self.query_one("#system-prompt", TextArea).text = self.prompts[event.value]
+            self.query_one("#prompt-name", Input).value = event.value
+
+    def save_prompt(self) -> None:
+        name = self.query_one("#prompt-name", Input).value.strip()
+        text = self.query_one("#system-prompt", TextArea).text
+        problem = prompt_name_problem(name)
+        if problem:
+            self.query_one("#settings-problems", Static).update(f"prompt name: {problem}")
+            return
+        self.prompts[name] = text
+        self.query_one("#prompt-preset", Select).set_options(self._prompt_options())
+        self.post_message(self.PromptSaved(name, text))
+        self.notify(f"System prompt saved as {name!r}.", title="Settings")
+
     def values(self) -> dict[str, str]:
         return {name: self.query_one(f"#sampling-{name}", Input).value for name in SAMPLING_LIMITS}
 
@@ -72,6 +111,9 @@ class SettingsModal(DialogScreen[tuple[str, Sampling] | None]):
         self.query_one("#apply", Button).disabled = bool(problems)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "save-prompt":
+            self.save_prompt()
+            return
         if event.button.id == "cancel":
             self.dismiss(None)
             return

@@ -36,6 +36,7 @@ from workbench.ui.conversation_journal import (
     journal_turn,
     offer_text,
     restore,
+    retire,
 )
 from workbench.ui.engine_session import Phase
 from workbench.ui.failure_notices import died_notice, died_toast, restarted_notice
@@ -320,6 +321,21 @@ class ChatPane(Vertical):
             "Discard this conversation?",
             f"Its {count} messages are not in a saved transcript. Back, then Ctrl+S, saves them first.",
             "Discard"), answered)
+
+    def open_conversation(self, found: RestoredConversation) -> None:
+        """Show a journaled conversation in place of this one (whose finished turns stay in their journal)."""
+        if self.answering:
+            self.notify("Cancel the answer first (Esc).", severity="warning")
+            return
+
+        async def replace() -> None:
+            self._close_journal()
+            self.conversation.clear()
+            await self.query_one(ChatView).clear()
+            await self._restore(found)
+            retire(self.journal_folder, found, self._journal)
+
+        self.run_worker(replace())
 
     async def _start_new_conversation(self) -> None:
         self._close_journal()
