@@ -6,13 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-import workbench
 from workbench.core.bench.report import read_results
-from workbench.core.bench.report_html import render_html
-from workbench.core.bench.report_model import build_report
 from workbench.core.bench.report_pdf import print_pdf
-from workbench.core.config.presets import list_presets, preset_to_toml
-from workbench.core.errors import WorkbenchError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -29,27 +24,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def library_toml() -> dict[str, str]:
-    """The preset library's TOML per name: the appendix's source for rows written before the bench kept it."""
-    return {preset.name: preset_to_toml(preset) for preset in list_presets()}
-
-
-def write_report(files: list[str], out: Path) -> Path:
-    from workbench.core.bench.report_charts import report_charts  # deferred: matplotlib, only for a report
-
-    report = build_report([(name, read_results(name)) for name in files], workbench.__version__,
-                          library_toml())
-    page = render_html(report, report_charts(report))
-    try:
-        out.write_text(page, encoding="utf-8")
-    except OSError as error:
-        raise WorkbenchError(f"cannot write the report: {error.strerror}", where=str(out),
-                             fix="choose a writable --out path") from error
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
-    out = write_report(args.files, Path(args.out))
+    from workbench.core.bench.report_export import export_report  # deferred: matplotlib, only for a report
+
+    out = export_report([(name, read_results(name)) for name in args.files], Path(args.out))
     print(f"wrote {out}", file=sys.stderr)
     if args.pdf:
         pdf = print_pdf(out, out.with_suffix(".pdf"))

@@ -212,6 +212,18 @@ class BenchSweepFinished(Message):
 
 
 @dataclass
+class BenchReportExported(Message):
+    """The bench screen's report was written (HTML, self-contained)."""
+
+    path: str
+
+
+@dataclass
+class BenchReportFailed(Message):
+    message: str
+
+
+@dataclass
 class BenchSweepFailed(Message):
     """The sweep could not run at all (unknown preset, unreadable model, ...): one line."""
 

@@ -23,6 +23,7 @@ th { background: #f2f2f2; text-align: left; } td.num { text-align: right; font-v
 .badge { padding: .1em .5em; border-radius: .6em; color: #fff; font-weight: bold; white-space: nowrap; }
 .fits { background: #006b2d; } .tight { background: #8a5a00; } .does-not-fit { background: #b00020; }
 .na { color: #555; font-style: italic; } .noise { color: #8a5a00; }
+ol.notes { color: #3c3c3c; font-size: 12px; margin-top: -.5em; }
 img.chart { max-width: 100%; display: block; margin: 1em 0; }
 pre { background: #f2f2f2; padding: .6em; white-space: pre-wrap; word-break: break-all; font-size: 12px; }
 @media print { h2.page { page-break-before: always; } body { margin: 0; } }
@@ -38,24 +39,37 @@ def _cell(text: str, css: str = "num", title: str = "") -> str:
     return f'<td class="{css}"{tip}>{_e(text)}</td>'
 
 
-def _missing(why: str) -> str:
-    return f'<td class="na" title="{_e(why)}">{_e(NOT_MEASURED if why == NOT_MEASURED else "n/a: " + why)}</td>'
+class Notes:
+    """A table's reasons for its unavailable cells: the cell says 'n/a [k]', note k under the table says why."""
+
+    def __init__(self) -> None:
+        self.reasons: dict[str, int] = {}
+
+    def missing(self, why: str) -> str:
+        number = self.reasons.setdefault(why, len(self.reasons) + 1)
+        shown = NOT_MEASURED if why == NOT_MEASURED else "n/a"
+        return f'<td class="na" title="{_e(why)}">{shown} [{number}]</td>'
+
+    def html(self) -> str:
+        items = "".join(f'<li value="{number}">{_e(why)}</li>' for why, number in self.reasons.items())
+        return f'<ol class="notes">{items}</ol>' if items else ""
 
 
-def _number(value: float | None, fmt: str, why: str, css: str = "num") -> str:
-    return _cell(format(value, fmt), css) if value is not None else _missing(why)
+def _number(value: float | None, fmt: str, why: str, notes: Notes, css: str = "num") -> str:
+    return _cell(format(value, fmt), css) if value is not None else notes.missing(why)
 
 
-def _rate_cells(rate: Rate, name: str) -> str:
-    ratio = f"{rate.measured / rate.predicted:.2f}" if rate.predicted else "n/a"
+def _rate_cells(rate: Rate, name: str, notes: Notes) -> str:
+    ratio = _cell(f"{rate.measured / rate.predicted:.2f}", f"num {name}-ratio") if rate.predicted else notes.missing(
+        rate.why_no_prediction)
     return (_cell(f"{rate.measured:.2f} ± {rate.stddev:.2f}", f"num {name}")
-            + _number(rate.predicted, ".2f", rate.why_no_prediction, f"num {name}-predicted")
-            + _cell(ratio, f"num {name}-ratio"))
+            + _number(rate.predicted, ".2f", rate.why_no_prediction, notes, f"num {name}-predicted") + ratio)
 
 
-def _table(header: Iterable[str], body: Iterable[str], css: str) -> str:
+def _table(header: Iterable[str], body: Iterable[str], css: str, notes: Notes) -> str:
     head = "".join(f"<th>{_e(name)}</th>" for name in header)
-    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return (f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+            + notes.html())
 
 
 def _row_open(index: int, row: ReportRow) -> str:
@@ -64,27 +78,28 @@ def _row_open(index: int, row: ReportRow) -> str:
 
 
 def _speed_table(report: Report, noisy: dict[tuple[str, str], str]) -> str:
-    body = []
+    body, notes = [], Notes()
     for index, row in enumerate(report.rows):
         near = noisy.get((row.device, row.preset), "")
         noise = f'<td class="noise">within the noise of {_e(near)}</td>' if near else "<td></td>"
-        body.append(_row_open(index, row) + _cell(row.test, "test") + _rate_cells(row.decode, "decode")
-                    + _rate_cells(row.prefill, "prefill") + noise + "</tr>")
+        body.append(_row_open(index, row) + _cell(row.test, "test") + _rate_cells(row.decode, "decode", notes)
+                    + _rate_cells(row.prefill, "prefill", notes) + noise + "</tr>")
     return _table(("device", "preset", "test", "decode tok/s", "decode predicted", "measured / predicted",
-                   "prefill tok/s", "prefill predicted", "measured / predicted", "noise"), body, "speed")
+                   "prefill tok/s", "prefill predicted", "measured / predicted", "noise"), body, "speed", notes)
 
 
 def _quality_table(report: Report) -> str:
-    body = []
+    body, notes = [], Notes()
     for device in report.devices:
         front = {row.preset for row in pareto_front(device.rows)}
         for row in device.rows:
             index = report.rows.index(row)
             body.append(_row_open(index, row) + _cell(f"{row.decode.measured:.2f}", "num decode")
-                        + _number(row.ppl, ".3f", row.why("ppl"), "num ppl")
-                        + _number(row.ppl_delta, "+.3f", row.why("ppl_delta"), "num ppl-delta")
+                        + _number(row.ppl, ".3f", row.why("ppl"), notes, "num ppl")
+                        + _number(row.ppl_delta, "+.3f", row.why("ppl_delta"), notes, "num ppl-delta")
                         + _cell("on the front" if row.preset in front else "", "front") + "</tr>")
-    return _table(("device", "preset", "decode tok/s", "perplexity", "Δ perplexity", "Pareto front"), body, "quality")
+    return _table(("device", "preset", "decode tok/s", "perplexity", "Δ perplexity", "Pareto front"), body, "quality",
+                  notes)
 
 
 def _badge(verdict: str) -> str:
@@ -92,31 +107,35 @@ def _badge(verdict: str) -> str:
     return f'<td><span class="badge {css}">{_e(verdict)}</span></td>'
 
 
-def _mib(value: int | None, why: str, css: str) -> str:
-    return _cell(f"{value / MIB:,.1f}", css) if value is not None else _missing(why)
+def _mib(value: int | None, why: str, notes: Notes, css: str) -> str:
+    return _cell(f"{value / MIB:,.1f}", css) if value is not None else notes.missing(why)
 
 
 def _memory_table(report: Report) -> str:
-    body = []
+    body, notes = [], Notes()
     for index, row in enumerate(report.rows):
         memory = row.memory
-        body.append(_row_open(index, row) + _mib(memory.weights_bytes, "", "num weights")
-                    + _mib(memory.kv_bytes, row.why("kv_bytes"), "num kv") + _mib(memory.rest_bytes, "", "num rest")
-                    + _mib(memory.peak_bytes, "", "num peak")
-                    + _mib(memory.predicted_bytes, row.why("predicted_bytes"), "num predicted")
-                    + _mib(memory.budget_bytes, "", "num budget") + _badge(memory.verdict) + "</tr>")
+        body.append(_row_open(index, row) + _mib(memory.weights_bytes, "", notes, "num weights")
+                    + _mib(memory.kv_bytes, row.why("kv_bytes"), notes, "num kv")
+                    + _mib(memory.rest_bytes, "", notes, "num rest") + _mib(memory.peak_bytes, "", notes, "num peak")
+                    + _mib(memory.predicted_bytes, row.why("predicted_bytes"), notes, "num predicted")
+                    + _mib(memory.budget_bytes, "", notes, "num budget") + _badge(memory.verdict) + "</tr>")
     return _table(("device", "preset", "weights MiB", "KV MiB", "rest MiB", "peak MiB", "predicted MiB",
-                   "budget MiB", "verdict"), body, "memory")
+                   "budget MiB", "verdict"), body, "memory", notes)
 
 
 def _energy_table(report: Report) -> str:
-    body = []
+    body, notes = [], Notes()
     for index, row in enumerate(report.rows):
         throttled = {True: "yes", False: "no"}.get(row.throttled)  # type: ignore[arg-type]
-        body.append(_row_open(index, row) + _number(row.joules_per_token, ".3f", row.why("joules_per_token"), "num joules")
-                    + _number(row.peak_temp_c, ".1f", row.why("peak_temp_c"), "num temp")
-                    + (_cell(throttled, "throttled") if throttled else _missing(row.why("throttled"))) + "</tr>")
-    return _table(("device", "preset", "J per generated token", "peak °C", "throttled"), body, "energy")
+        body.append(_row_open(index, row)
+                    + _number(row.joules_per_token, ".3f", row.why("joules_per_token"), notes, "num joules")
+                    + _number(row.peak_temp_c, ".1f", row.why("peak_temp_c"), notes, "num temp")
+                    + (_cell(throttled, "throttled") if throttled else notes.missing(row.why("throttled"))) + "</tr>")
+    simulated = [device.label for device in report.devices if device.simulated]
+    whose = (f"<p>Rows of {_e(', '.join(simulated))}: energy and temperature are the machine's the bench ran on, "
+             "not the board's.</p>" if simulated else "")
+    return whose + _table(("device", "preset", "J per generated token", "peak °C", "throttled"), body, "energy", notes)
 
 
 def _chart(chart: Chart) -> str:

@@ -15,7 +15,6 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, ProgressBar, Static
-from textual_plotext import PlotextPlot
 
 from workbench.core.bench.report import (
     FORMATS,
@@ -25,6 +24,7 @@ from workbench.core.bench.report import (
     md_cells,
     write_results,
 )
+from workbench.core.bench.report_model import ReportRow, report_row
 from workbench.core.bench.rows import BenchRow
 from workbench.core.bench.sweep import (
     PresetFailed,
@@ -36,8 +36,11 @@ from workbench.core.bench.sweep import (
 )
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.errors import WorkbenchError
+from workbench.core.units import MIB
 from workbench.ui.messages import (
     BenchPresetFailed,
+    BenchReportExported,
+    BenchReportFailed,
     BenchRowMeasured,
     BenchStepStarted,
     BenchSweepFailed,
@@ -45,6 +48,7 @@ from workbench.ui.messages import (
 )
 from workbench.ui.screens.task_bench_screen import TaskBenchScreen
 from workbench.ui.selection import device_from, preset_from
+from workbench.ui.widgets.bench_charts import BenchCharts
 
 
 class BenchScreen(Screen):
@@ -67,8 +71,12 @@ class BenchScreen(Screen):
         ppl_ctx: int = 512,
         out_dir: str | Path | None = None,
         name: str | None = None,
+        unsaved: dict[str, Preset] | None = None,
+        note: str = "",
     ) -> None:
         super().__init__(name=name)
+        self.unsaved = dict(unsaved or {})  # edits used without saving, by their label: they run as they are
+        self.note = note  # what became of the chat model's engine
         self.model_path = Path(model_path)
         self.device = device
         self.presets = tuple(presets)
@@ -95,14 +103,13 @@ class BenchScreen(Screen):
                 yield Label("-r")
                 yield Input(str(self.repetitions), id="bench-repetitions", type="integer", compact=True)
                 yield Button("Start", id="bench-start", variant="primary", compact=True)
+                yield Button("Export report", id="bench-export", disabled=True, compact=True)
             yield ProgressBar(total=None, show_eta=False, id="bench-progress")
             yield Static("Choose the presets and sizes, then Start (Enter). Each preset loads in a fresh engine: "
-                         "speed runs, then perplexity.", id="bench-status")
+                         "speed runs, then perplexity." + (f"\n{self.note}" if self.note else ""), id="bench-status")
             yield DataTable(id="bench-table", zebra_stripes=True)
             yield Static("", id="bench-notes")
-            with Horizontal(id="bench-plots"):
-                yield PlotextPlot(id="bench-plot-speed")
-                yield PlotextPlot(id="bench-plot-ppl")
+            yield BenchCharts(id="bench-plots")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -131,7 +138,13 @@ class BenchScreen(Screen):
         if not presets or min(sizes) < 1:
             self._status("✘ name at least one preset, and give -p, -n and -r as whole numbers of 1 or more")
             return
-        given = {p.name: p for p in self.presets if isinstance(p, Preset)}  # presets made in code stay objects
+        # presets made in code and unsaved edits stay objects: their names are no file's
+        given = {**self.unsaved, **{p.name: p for p in self.presets if isinstance(p, Preset)}}
+        lost = [name for name in presets if name not in given and name.endswith((" (edited)", " (unsaved)"))]
+        if lost:
+            self._status(f"✘ {lost[0]} is an edit used without saving, no longer in this session: save it in F3 "
+                         "(Presets) under a name and give that name here")
+            return
         self.presets = tuple(given.get(name, name) for name in presets)
         self.n_prompt, self.n_gen, self.repetitions = sizes
         for widget in self.query("#bench-settings Input, #bench-settings Button"):
@@ -173,6 +186,8 @@ class BenchScreen(Screen):
         self._step_started_at = None
         for widget in self.query("#bench-settings Input, #bench-settings Button"):
             widget.disabled = False  # fix the form and Start again
+        # the bar stops: nothing runs any more (an indeterminate bar would say something still does)
+        self.query_one("#bench-progress", ProgressBar).update(total=100, progress=0)
         self._status(f"bench could not run: {message.message}")
         self.notify(message.message, title="bench", severity="error", timeout=10)
 
@@ -187,6 +202,7 @@ class BenchScreen(Screen):
             self._status("stopped" if message.cancelled else "no preset could be measured")
             return
         self.saved_files = self._save(message.results)
+        self.query_one("#bench-export", Button).disabled = False
         failed = f"; {len(message.failures)} failed" if message.failures else ""
         self._status(f"done: {len(self.rows)} presets{failed}; saved {self.saved_files[0].with_suffix('.*')}")
 
@@ -205,20 +221,34 @@ class BenchScreen(Screen):
         self._draw_plots()
 
     def _draw_plots(self) -> None:
-        names = [row.preset for row in self.rows]
-        speed_plot = self.query_one("#bench-plot-speed", PlotextPlot)
-        speed_plot.plt.clear_data()
-        speed_plot.plt.title("decode tok/s")
-        if names:
-            speed_plot.plt.bar(names, [row.decode_tps for row in self.rows])
-        speed_plot.refresh()
-        measured = [row for row in self.rows if row.ppl is not None]
-        ppl_plot = self.query_one("#bench-plot-ppl", PlotextPlot)
-        ppl_plot.plt.clear_data()
-        ppl_plot.plt.title("perplexity (lower is better)")
-        if measured:
-            ppl_plot.plt.bar([row.preset for row in measured], [row.ppl for row in measured])
-        ppl_plot.refresh()
+        """The report's charts of the rows so far; the budget (and so the verdicts) once the sweep has its machine."""
+        budget = self.results.machine.device_budget_mb * MIB if self.results is not None else 0
+        try:
+            rows: list[ReportRow] = [report_row(row, "", budget, row.preset) for row in self.rows]
+        except WorkbenchError as error:  # a figure no chart can show: said, not drawn
+            self._status(f"charts: {error}")
+            rows = []
+        self.query_one(BenchCharts).show(rows, budget_known=self.results is not None)
+
+    @on(Button.Pressed, "#bench-export")
+    def export_report(self) -> None:
+        """The sweep as the stakeholder report (HTML beside the saved results), written off the event loop."""
+        if self.results is None or not self.saved_files:
+            return
+        self.query_one("#bench-export", Button).disabled = True
+        self._status("writing the report…")
+        self.run_worker(partial(export_in_thread, self.results, self.saved_files[0].with_suffix(".html"),
+                                self.post_message), thread=True, group="bench-report")
+
+    def on_bench_report_exported(self, message: BenchReportExported) -> None:
+        self.query_one("#bench-export", Button).disabled = False
+        self._status(f"report written: {message.path}")
+        self.notify(message.path, title="report written")
+
+    def on_bench_report_failed(self, message: BenchReportFailed) -> None:
+        self.query_one("#bench-export", Button).disabled = False
+        self._status(f"the report could not be written: {message.message}")
+        self.notify(message.message, title="report", severity="error", timeout=10)
 
     def _status(self, text: str) -> None:
         self.query_one("#bench-status", Static).update(text)
@@ -229,6 +259,16 @@ class BenchScreen(Screen):
     def action_leave(self) -> None:
         self.cancel_event.set()  # the worker stops between steps and closes its engine
         self.dismiss(self.results)
+
+
+def export_in_thread(results: BenchResults, out: Path, post: Callable[[Message], object]) -> None:
+    """Worker body: the report of this sweep written to `out`; only posts."""
+    from workbench.core.bench.report_export import export_report  # deferred: matplotlib, on the first export
+
+    try:
+        post(BenchReportExported(str(export_report([(out.with_suffix(".json").name, results)], out))))
+    except WorkbenchError as error:
+        post(BenchReportFailed(str(error)))
 
 
 def sweep_in_thread(model_path: Path, presets: tuple[Preset | str, ...], device: DeviceProfile | str, n_prompt: int,
