@@ -41,7 +41,27 @@ def test_serve_hands_out_the_app_page():
 def test_served_command_runs_this_interpreter_with_the_app_arguments():
     command = app_command(["--model", "my model.gguf"])
     assert command.startswith(sys.executable)
-    assert command.endswith("-m workbench --model 'my model.gguf'")
+    assert command.endswith("-m workbench.cli.web_app --model 'my model.gguf'")
+
+
+def test_app_arguments_after_the_double_dash_or_as_serve_options_reach_the_app():
+    from workbench.cli.cmd_serve import app_argv
+    from workbench.cli.main import build_parser
+
+    parser = build_parser()
+    after_dash = parser.parse_args(["serve", "--port", "8001", "--", "--model", "m.gguf", "--theme", "nord"])
+    assert app_argv(after_dash) == ["--model", "m.gguf", "--theme", "nord"]
+    as_options = parser.parse_args(["serve", "--model", "m.gguf", "--preset", "as-is", "--device", "pi5"])
+    assert app_argv(as_options) == ["--model", "m.gguf", "--preset", "as-is", "--device", "pi5"]
+
+
+def test_an_app_argument_that_would_not_start_the_app_is_refused_before_serving(cli):
+    for argv, said in ((["--", "--model", "missing.gguf"], "missing.gguf: no such model file"),
+                       (["--theme", "no-such-theme"], "unknown theme 'no-such-theme'"),
+                       (["--", "--bogus"], "unrecognized arguments: --bogus")):
+        result = cli("serve", "--host", "127.0.0.1", "--port", str(_free_port()), *argv)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert "the app would not start" in result.stderr and said in result.stderr
 
 
 def test_busy_port_is_one_line_not_a_traceback(cli):

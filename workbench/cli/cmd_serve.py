@@ -8,6 +8,7 @@ import shlex
 import socket
 import sys
 
+from workbench.cli.web_app import startup_failure
 from workbench.core.config.loopback import is_loopback_host
 from workbench.core.config.web_boundary import allowed_origins
 from workbench.core.errors import WorkbenchError
@@ -29,13 +30,37 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="another page origin allowed to connect, e.g. the https URL of a reverse proxy")
     parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                         help="another name browsers reach this server by (the Host header); other names get 421")
-    parser.add_argument("app_args", nargs=argparse.REMAINDER, help="arguments for the app, e.g. --model PATH")
+    demo = parser.add_argument_group("what every session's app preselects (as `workbench` takes them)")
+    for flag, dest, what in APP_OPTIONS:
+        demo.add_argument(flag, dest=dest, metavar=dest.removeprefix("app_").upper(), help=what)
+    parser.add_argument("app_args", nargs=argparse.REMAINDER,
+                        help="after --: more arguments for the app, e.g. -- --model PATH --theme NAME")
     parser.set_defaults(func=run)
 
 
+APP_OPTIONS = (
+    ("--model", "app_model", "model to preselect: a GGUF path or 'bundled'"),
+    ("--preset", "app_preset", "preset name or TOML path to preselect"),
+    ("--device", "app_device", "device profile name or TOML path (default: host)"),
+    ("--theme", "app_theme", "theme name"),
+    ("--rpc", "app_rpc", "llama.cpp RPC nodes to split the model over (HOST:PORT[@PROFILE],...)"),
+)
+
+
+def app_argv(args: argparse.Namespace) -> list[str]:
+    """The app's arguments: serve's own preselections, then what follows `--` (argparse keeps that `--`)."""
+    argv = []
+    for flag, dest, _ in APP_OPTIONS:
+        value = getattr(args, dest, None)
+        if value is not None:
+            argv += [flag, value]
+    rest = list(args.app_args or ())
+    return argv + (rest[1:] if rest[:1] == ["--"] else rest)
+
+
 def app_command(app_args: list[str]) -> str:
-    """The shell command textual-serve starts for each browser session."""
-    return shlex.join([sys.executable, "-m", "workbench", *app_args])
+    """The shell command textual-serve starts for each browser session: the app, or the reason it cannot start."""
+    return shlex.join([sys.executable, "-m", "workbench.cli.web_app", *app_args])
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -73,11 +98,16 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError(f"--max-sessions {args.max_sessions} allows no session", fix="Give 1 or more, e.g. --max-sessions 2")
     warning = check_host(args.host, args.allow_remote)
     check_port_free(args.host, args.port)
+    argv = app_argv(args)
+    _, failure = startup_failure(argv)  # the same check each session makes: a typo is refused here, in one line
+    if failure:
+        raise WorkbenchError(f"the app would not start with {shlex.join(argv) or 'no arguments'}: "
+                             f"{failure.removeprefix('workbench: ')}")
     if warning:
         print(warning, file=sys.stderr)
     print(f"Serving the workbench at http://{args.host}:{args.port} to at most {args.max_sessions} browser "
           f"session(s) (Ctrl-C stops)", file=sys.stderr)
-    GuardedServer(app_command(args.app_args), host=args.host, port=args.port, title="Edge LLM Workbench",
+    GuardedServer(app_command(argv), host=args.host, port=args.port, title="Edge LLM Workbench",
                   max_sessions=args.max_sessions, allow_hosts=tuple(args.allow_host),
                   origins=allowed_origins(args.host, args.port, tuple(args.allow_origin), tuple(args.allow_host))).serve()
     return 0
