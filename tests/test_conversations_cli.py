@@ -56,7 +56,7 @@ def test_list_show_rename_export_delete(tmp_path, capsys):
     capsys.readouterr()
 
     assert main(["conversations", "delete", older]) == 2
-    assert f"would delete {older} (1 turns). Pass --yes" in capsys.readouterr().err
+    assert f"would delete {older} (1 turn). Pass --yes" in capsys.readouterr().err
     assert main(["conversations", "delete", older, "--yes"]) == 0
     assert [s.name for s in list_conversations(journal_folder())] == [newer]
     assert load_titles(journal_folder()) == {}

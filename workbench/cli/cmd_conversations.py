@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     if action == "delete":
         if not args.yes:
             restored = open_conversation(folder, args.name)
-            raise WorkbenchError(f"would delete {restored.path.stem} ({len(restored.turns)} turns)",
+            raise WorkbenchError(f"would delete {restored.path.stem} ({len(restored.turns)} "
+                                 f"{'turn' if len(restored.turns) == 1 else 'turns'})",
                                  fix="Pass --yes to delete it")
         print(f"deleted {delete_conversation(folder, args.name)}")
         return 0

@@ -26,7 +26,7 @@ def summary_label(summary: ConversationSummary) -> str:
     if summary.problem:
         return f"{summary.name}  (cannot be read: {summary.problem})"
     model = Path(summary.model).name or "no model"
-    return f"{summary.title}  ·  {summary.started or '?'}  ·  {summary.turns} turns  ·  {model}"
+    return f"{summary.title}  ·  {summary.started or '?'}  ·  {summary.turns} {'turn' if summary.turns == 1 else 'turns'}  ·  {model}"
 
 
 class ConversationsModal(DialogScreen[str | None]):
@@ -48,7 +48,7 @@ class ConversationsModal(DialogScreen[str | None]):
                 yield Input("", id="conversation-title", placeholder="a title for the highlighted conversation")
                 yield Button("Rename", id="rename")
             yield Static("", id="conversation-status", markup=False)
-            with Horizontal(classes="dialog-buttons"):
+            with Horizontal(id="conversation-buttons", classes="dialog-buttons"):
                 yield Button("Close", id="close")
                 yield Button("Delete", id="delete", variant="error")
                 yield Button("Export", id="export")
