@@ -13,7 +13,6 @@ from pathlib import Path
 
 import gguf
 import numpy as np
-
 from gguf_factory import _add_tensor
 
 from workbench.core.bench.probe_models import write_llama_vocabulary
@@ -101,6 +100,30 @@ def _vocabulary(model: ArchModel) -> tuple[list[str], list[int]]:
     return tokens, [int(t) for t in types]
 
 
+def write_shape_keys(writer: gguf.GGUFWriter, model: ArchModel, head_count_kv: int | list[int] | None = None) -> None:
+    """The hyperparameters every family reads (layers, widths, heads: one KV count or one per layer, context),
+    the experts' and the family's own scalar keys."""
+    writer.add_block_count(model.n_layer)
+    writer.add_embedding_length(model.n_embd)
+    writer.add_feed_forward_length(model.n_ff)
+    writer.add_head_count(model.n_head)
+    writer.add_head_count_kv(model.n_head_kv if head_count_kv is None else head_count_kv)
+    writer.add_key_length(model.head_dim)
+    writer.add_value_length(model.head_dim)
+    writer.add_rope_dimension_count(model.head_dim)
+    writer.add_context_length(model.n_ctx_train)
+    writer.add_layer_norm_rms_eps(1e-6)
+    if model.n_expert:
+        writer.add_expert_count(model.n_expert)
+        writer.add_expert_used_count(model.n_expert_used)
+        if model.n_ff_expert:  # else llama.cpp sizes the experts with feed_forward_length
+            writer.add_expert_feed_forward_length(model.n_ff_expert)
+    if model.n_ff_shared:
+        writer.add_expert_shared_feed_forward_length(model.n_ff_shared)
+    for key, value in model.extra_keys.items():
+        writer.add_float32(f"{model.arch}.{key}", value)
+
+
 def write_arch_gguf(path: Path, model: ArchModel, *, seed: int = 0) -> Path:
     """Write `model` as a GGUF llama.cpp loads and return the path."""
     rng = np.random.default_rng(seed)
@@ -108,30 +131,13 @@ def write_arch_gguf(path: Path, model: ArchModel, *, seed: int = 0) -> Path:
     writer = gguf.GGUFWriter(str(path), arch=arch)
     writer.add_name(model.name or f"tiny-{arch}")
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if model.weight_type == "Q8_0" else gguf.LlamaFileType.MOSTLY_F16)
-    writer.add_block_count(model.n_layer)
-    writer.add_embedding_length(model.n_embd)
-    writer.add_feed_forward_length(model.n_ff)
-    writer.add_head_count(model.n_head)
-    writer.add_head_count_kv(model.n_head_kv)
-    writer.add_key_length(model.head_dim)
-    writer.add_value_length(model.head_dim)
-    writer.add_rope_dimension_count(model.head_dim)
-    writer.add_context_length(model.n_ctx_train)
-    writer.add_layer_norm_rms_eps(1e-6)
+    write_shape_keys(writer, model)
     if model.sliding_window:
         writer.add_sliding_window(model.sliding_window)
     if isinstance(model.sliding_window_pattern, tuple):
         writer.add_array(f"{arch}.attention.sliding_window_pattern", list(model.sliding_window_pattern))
     elif model.sliding_window_pattern:
         writer.add_uint32(f"{arch}.attention.sliding_window_pattern", model.sliding_window_pattern)
-    if model.n_expert:
-        writer.add_expert_count(model.n_expert)
-        writer.add_expert_used_count(model.n_expert_used)
-        writer.add_expert_feed_forward_length(model.n_ff_expert)
-    if model.n_ff_shared:
-        writer.add_expert_shared_feed_forward_length(model.n_ff_shared)
-    for key, value in model.extra_keys.items():
-        writer.add_float32(f"{arch}.{key}", value)
 
     tokens, types = _vocabulary(model)
     write_llama_vocabulary(writer, tokens, types)

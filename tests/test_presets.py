@@ -277,8 +277,20 @@ def test_llama_server_command_for_edge_int4_kv8():
     assert argv[:3] == ["llama-server", "-m", "/models/my model.gguf"]
     flags = dict(zip(argv[3::2], argv[4::2]))
     assert flags == {"-c": "4096", "-b": "512", "-ub": "512", "-t": str(resolve_threads(preset)),
-                     "-ctk": "q8_0", "-ctv": "q8_0", "-fa": "on", "--load-mode": "mmap"}
+                     "-ctk": "q8_0", "-ctv": "q8_0", "-fa": "on", "--load-mode": "mmap", "-np": "1"}
     assert tuple(argv) == llama_server_args(preset, "/models/my model.gguf")
+
+
+def test_parallel_key_is_bounded_and_carried_to_llama_server():
+    """`parallel` is llama-server's -np: 1 by default, 1 to 256 (llama.cpp's LLAMA_MAX_SEQ), saved and loaded again."""
+    four = preset_from_mapping({"name": "four", "parallel": 4})
+    argv = llama_server_args(four, "m.gguf")
+    assert argv[argv.index("-np") + 1] == "4"
+    assert preset_from_mapping({"name": "one"}).parallel == 1
+    assert preset_from_mapping(tomllib.loads(preset_to_toml(four))).parallel == 4
+    for bad in (0, -1, 257, "4", True):
+        with pytest.raises(PresetError, match="parallel"):
+            preset_from_mapping({"name": "bad", "parallel": bad})
 
 
 @pytest.mark.parametrize(("mmap", "mlock", "mode", "legacy"), [

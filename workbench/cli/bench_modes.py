@@ -15,6 +15,7 @@ from pathlib import Path
 
 from workbench.cli.bench_speed import run_speed
 from workbench.cli.progress_bar import draw_bar
+from workbench.cli.recurrent_text import sequences_ledger_line
 from workbench.core.bench.dvfs import (
     CpufreqLimits,
     DvfsSetting,
@@ -39,6 +40,8 @@ from workbench.core.config.presets import load_preset
 from workbench.core.errors import WorkbenchError
 from workbench.core.files.model_ref import resolve_model
 from workbench.core.files.regular import MIB, read_regular_file
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.predict import predict_ledger
 from workbench.core.tasks.power_cap import choose_under_cap
 from workbench.core.tasks.registry import TASKS, find_task
 from workbench.core.tasks.results import render_task_rows, task_json
@@ -239,6 +242,11 @@ def _run_task(args: argparse.Namespace) -> int:
         dvfs_limits=limits,
         telemetry_root=args.sysfs_root,
     )
+    info = read_gguf(config.model_path)
+    for preset in presets:  # N samples are N sequences of one context: the ledger for each N
+        for n_samples in config.samples:
+            ledger = predict_ledger(info, dataclasses.replace(preset, parallel=max(n_samples, preset.parallel)), device)
+            print(sequences_ledger_line(ledger), file=sys.stderr)
     cancel = threading.Event()
     if limits is not None:
         with limits_held(limits):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import socket
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             raise WorkbenchError(f"--allow-host {name[:100]!r} is not a host name", fix="Give a name, e.g. --allow-host box.lan")
     api_key = api_key_from(args)
     model_path = resolve_model(args.model)
-    preset = load_preset(args.preset)
+    preset = dataclasses.replace(load_preset(args.preset), parallel=args.parallel)  # the ledger and the load for N
     device = load_device(args.device) if args.device else load_device("host")
     if preset.ctx_size and preset.ctx_size // args.parallel < 16:
         raise WorkbenchError(f"ctx_size {preset.ctx_size} split over {args.parallel} slots leaves "

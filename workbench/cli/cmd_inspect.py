@@ -6,12 +6,14 @@ import argparse
 import sys
 
 from workbench.cli.json_output import write_json
+from workbench.cli.recurrent_text import layer_map_text
 from workbench.cli.text_table import format_table
 from workbench.core.files.model_ref import resolve_model
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.experts import expert_counts
 from workbench.core.ledger.kv_layers import sliding_window
-from workbench.core.units import MIB
+from workbench.core.ledger.recurrent import RS_TYPE, recurrent_state
+from workbench.core.units import MIB, size
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -72,6 +74,10 @@ def _architecture_json(info) -> dict:
                                                  "active_bytes_per_token": experts.active_bytes_per_token},
         "sliding_window": None if window is None else {"n_swa": window.n_swa, "swa_layers": window.n_swa_layers,
                                                        "source": window.source},
+        "recurrent": None if (state := recurrent_state(info)) is None else {
+            "kind": state.kind, "attention_layers": list(state.attention_layers),
+            "recurrent_layers": list(state.recurrent_layers), "state_bytes_per_sequence": state.bytes_per_sequence,
+            "dtype": RS_TYPE, "source": state.source},
     }
 
 
@@ -89,6 +95,11 @@ def _architecture_lines(info) -> list[tuple[str, str]]:
     if window is not None:
         lines.append(("sliding window", f"{window.n_swa:,} tokens on {window.n_swa_layers} of {info.n_layer} layers "
                                         f"({window.source})"))
+    state = recurrent_state(info)
+    if state is not None:
+        lines.append(("recurrent state", f"{size(state.bytes_per_sequence)} per sequence, {RS_TYPE}, "
+                                         f"any context ({state.source})"))
+        lines.append(("layer map", layer_map_text(state)))
     return lines
 
 

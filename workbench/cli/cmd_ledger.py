@@ -9,6 +9,7 @@ from dataclasses import asdict
 
 from workbench.cli import text_table
 from workbench.cli.json_output import write_json
+from workbench.cli.recurrent_text import recurrent_rows
 from workbench.cli.speed_text import speed_json, speed_line
 from workbench.cli.split_output import (
     add_rpc_argument,
@@ -21,7 +22,7 @@ from workbench.cli.split_output import (
 from workbench.cli.text_table import format_table, wrap_text
 from workbench.core.config.device_accelerator import offload_problems
 from workbench.core.config.devices import load_device
-from workbench.core.config.presets import Problem, load_preset, preset_problems
+from workbench.core.config.presets import MAX_PARALLEL, Problem, load_preset, preset_problems
 from workbench.core.errors import WorkbenchError
 from workbench.core.files.model_ref import resolve_model
 from workbench.core.gguf.reader import read_gguf
@@ -29,9 +30,9 @@ from workbench.core.ledger.llama_build import VERIFIED_ON
 from workbench.core.ledger.placement_fixes import with_placement_fixes
 from workbench.core.ledger.predict import predict_ledger
 from workbench.core.ledger.speed_history import speed_correction
-from workbench.core.rpc.nodes import node_profiles, rpc_device
 from workbench.core.ledger.types import DOES_NOT_FIT
 from workbench.core.ledger.verdict_text import verdict_sentence
+from workbench.core.rpc.nodes import node_profiles, rpc_device
 from workbench.core.units import MIB
 
 EXIT_DOES_NOT_FIT = 3  # documented in the README: a script can gate on it (2 is bad input)
@@ -50,6 +51,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", default="host", help="device name or TOML path (see `workbench devices`; default: host)")
     parser.add_argument("--ctx", type=int, help="context size in tokens to use instead of the preset's "
                         "(0 = the model's trained context, as llama.cpp's -c 0)")
+    parser.add_argument("--parallel", type=int, metavar="N", help="sequences decoded together instead of the "
+                        "preset's (llama-server -np): the KV streams, window cells and recurrent state for N")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_rpc_argument(parser)
     parser.set_defaults(func=run)
@@ -85,6 +88,7 @@ def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0
         window = "full size: swa_full" if split.swa_full else f"window {split.n_swa:,} + ubatch, padded to 256"
         rows.append(("  window layers", mb_text(split.swa_bytes),
                      f"{split.swa_layers} layers x {split.swa_cells:,} cells ({window})"))
+    rows += recurrent_rows(ledger, mb_text)
     # the llama.cpp build these two lines were verified on, or that the installed one is not it
     build = "UNVERIFIED build" if ledger.unverified else ledger.verified_on
     rows.append(("compute buffer", mb_text(ledger.compute_bytes), f"graph peak + logits; {build}"))
@@ -119,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError(f"--ctx {args.ctx} is negative", fix="Give a context size in tokens, e.g. --ctx 4096")
     info = read_gguf(resolve_model(args.model))
     preset = load_preset(args.preset)
+    if args.parallel is not None:
+        if not 1 <= args.parallel <= MAX_PARALLEL:
+            raise WorkbenchError(f"--parallel {args.parallel} is out of range", fix=f"Give 1 to {MAX_PARALLEL} sequences")
+        preset = dataclasses.replace(preset, parallel=args.parallel)
     device = load_device(args.device)
     ledger = predict_ledger(info, preset, device, ctx_size=args.ctx, speed_correction=speed_correction(device.name))
     rpc = rpc_endpoints(args)

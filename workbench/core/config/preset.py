@@ -24,6 +24,7 @@ class Preset:
     mmap: bool = True
     draft_prompt_lookup: int = 0  # speculative decoding by prompt lookup: draft tokens, 0 = off
     swa_full: bool = False  # sliding-window layers keep the whole context (llama-server --swa-full)
+    parallel: int = 1  # sequences decoded together (llama-server -np): sizes the KV streams and the recurrent state
     chat_template: str = ""  # "" = the model's own (or its family's); a llama.cpp built-in name; "completion"
     # True: text in messages that spells a special token (<|im_start|>) becomes that control token, as
     # llama-cpp-python and llama-server do; False: it stays text, so a message cannot open a turn

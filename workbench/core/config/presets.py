@@ -49,7 +49,7 @@ from workbench.core.gguf.model_info import ModelInfo
 PRESET_KEYS = (
     "name", "description", "weights", "ctx_size", "batch_size", "ubatch_size", "threads",
     "cache_type_k", "cache_type_v", "flash_attn", "mlock", "mmap", "draft_prompt_lookup", "swa_full",
-    "chat_template", "special_tokens_in_messages",
+    "parallel", "chat_template", "special_tokens_in_messages",
 )
 PRESET_KEYS += CORE_KEYS + SPLIT_KEYS
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -58,6 +58,7 @@ _MAX_CTX = 1 << 24
 _MAX_BATCH = 1 << 20
 _MAX_THREADS = 1024
 _MAX_DRAFT = 128
+MAX_PARALLEL = 256  # llama-cparams.h LLAMA_MAX_SEQ: llama.cpp refuses more sequences
 PROMPT_LOOKUP_NGRAM = 2  # tokens matched to find a draft (llama-cpp-python's default max_ngram_size)
 
 
@@ -157,6 +158,8 @@ def _preset_from_source(data: dict[str, Any], source: TomlSource, default_name: 
         draft_prompt_lookup=get_int(data, "draft_prompt_lookup", 0, source, minimum=0, maximum=_MAX_DRAFT,
                                     example="draft_prompt_lookup = 10  (0 = off)", unit="draft tokens"),
         swa_full=get_bool(data, "swa_full", False, source),
+        parallel=get_int(data, "parallel", 1, source, minimum=1, maximum=MAX_PARALLEL,
+                         example="parallel = 4  (llama-server -np: sequences decoded together)", unit="sequences"),
         chat_template=_checked_chat_template(
             get_str(data, "chat_template", "", source, example='chat_template = "chatml"'), source),
         special_tokens_in_messages=get_bool(data, "special_tokens_in_messages", False, source),
@@ -301,6 +304,7 @@ def llama_server_args(preset: Preset, model_path: str | os.PathLike[str], *,
         args += ["-fa", "on" if preset.flash_attn else "off", "--load-mode", _load_mode(preset)]
     if preset.chat_template and preset.chat_template != "completion":
         args += ["--chat-template", preset.chat_template]  # llama-server takes llama.cpp's built-in names
+    args += ["-np", str(preset.parallel)]  # llama-server's own default picks the slots itself
     if preset.swa_full:
         args += ["--swa-full"]  # llama-server's default keeps sliding-window layers to their window
     if preset.draft_prompt_lookup:

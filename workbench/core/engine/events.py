@@ -70,6 +70,8 @@ class Loaded:
     n_threads: int = 0  # the threads llama.cpp was given (0 = not reported)
     cpu_cores: tuple[int, ...] = ()  # the CPUs the engine is pinned to; () = not pinned (every CPU it may use)
     cores_note: str = ""  # which cores and why, one sentence
+    rs_buffer_bytes: int = 0  # llama.cpp's recurrent-state ("RS") buffer; 0 for a model without one
+    n_seq_max: int = 1  # sequences the context was made for (the preset's parallel)
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,10 @@ class BufferSizes:
     """Bytes llama.cpp said it allocated, summed over backends (CPU, CPU_Mapped, CPU_REPACK, ...)."""
 
     model_bytes: int = 0
-    kv_bytes: int = 0  # KV cache, plus recurrent state (RS) for models that have one
+    kv_bytes: int = 0  # KV cache (attention layers)
     output_bytes: int = 0
     compute_bytes: int = 0
+    rs_bytes: int = 0  # recurrent state (llama.cpp's "RS buffer"): models with recurrent layers
 
 
 # A backend buffer's name -> the device it lives on: CPU_Mapped, CPU_REPACK and the pinned
@@ -83,12 +84,11 @@ def parse_device_buffers(lines: Iterable[str], rpc_endpoints: tuple[str, ...] = 
 
 def parse_buffer_sizes(lines: Iterable[str]) -> BufferSizes:
     """Sum llama.cpp's "<backend> <kind> buffer size = X MiB" lines by kind."""
-    totals = {"model": 0.0, "kv": 0.0, "output": 0.0, "compute": 0.0}
+    totals = {"model": 0.0, "kv": 0.0, "output": 0.0, "compute": 0.0, "rs": 0.0}
     for line in lines:
         for match in _BUFFER_LINE.finditer(line):
-            kind = match.group(2).lower()
-            totals["kv" if kind == "rs" else kind] += float(match.group(3))
-    return BufferSizes(*(round(totals[key] * MIB) for key in ("model", "kv", "output", "compute")))
+            totals[match.group(2).lower()] += float(match.group(3))
+    return BufferSizes(*(round(totals[key] * MIB) for key in ("model", "kv", "output", "compute", "rs")))
 
 
 class LlamaLog:

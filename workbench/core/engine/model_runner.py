@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import inspect
 import io
@@ -166,6 +167,9 @@ class ModelRunner:
             self._send(EngineFailed("load", str(error)))
             return
         sizes = parse_buffer_sizes(line for _, line in captured)
+        if request.preset.parallel > 1:  # the preset's sequences: the context is made again for them
+            opened = self._open_sequences(request.preset.parallel)[1]
+            sizes = dataclasses.replace(opened, model_bytes=sizes.model_bytes) if opened else sizes
         warnings = list(request.warnings) + ([pinning.warning] if pinning.warning else [])
         if request.preset.rpc:  # a node that goes silent (power, cable) must not hang the engine
 
@@ -193,6 +197,8 @@ class ModelRunner:
                 pid=os.getpid(),
                 warnings=tuple(dict.fromkeys(warnings)),
                 output_buffer_bytes=sizes.output_bytes,
+                rs_buffer_bytes=sizes.rs_bytes,
+                n_seq_max=context_sequences(llama)[0],
                 weights_type=request.quantize_to or _file_type(llama),
                 loaded_path=str(path),
                 prediction=request.prediction,
@@ -332,7 +338,8 @@ class ModelRunner:
             n_seq_max, unified = context_sequences(self._llama)
             n_ctx = self._llama.n_ctx()
             self._send(SequencesOpened(request.n_slots, n_ctx, n_ctx // request.n_slots, n_seq_max, unified, recreated,
-                                       sizes.kv_bytes if sizes else 0, sizes.compute_bytes if sizes else 0))
+                                       sizes.kv_bytes if sizes else 0, sizes.compute_bytes if sizes else 0,
+                                       sizes.rs_bytes if sizes else 0))
             return serve_sequences(self._llama, self._template, request.n_slots, self._send, receive, poll,
                                    self._cancel_requested)
         except SequencesUnavailable as unavailable:

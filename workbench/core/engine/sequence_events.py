@@ -68,6 +68,7 @@ class SequencesOpened:
     context_recreated: bool  # the context was made again with more sequences (the model stayed)
     kv_buffer_bytes: int = 0  # llama.cpp's report for the re-created context (0: not re-created)
     compute_buffer_bytes: int = 0
+    rs_buffer_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from workbench.core.config.preset import Preset
 from workbench.core.gguf.ggml_types import cache_type
 from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.recurrent import attention_flags
 
 CTX_PAD = 256  # llama-context.cpp pads n_ctx (and n_ctx_seq) to 256; the SWA cache too
 TENSOR_ALIGNMENT = 32  # ggml CPU buffer alignment: every KV tensor starts on it
@@ -147,8 +148,7 @@ def predicted_kv_layers(model: ModelInfo, n_ctx: int, type_k: str, type_v: str, 
     window = sliding_window(model)
     n_stream = 1 if kv_unified else max(1, n_seq)
     k_type, v_type = cache_type(type_k), cache_type(type_v)
-    per_layer = model.n_head_kv_per_layer
-    heads = [per_layer[il] if il < len(per_layer) else model.n_head_kv for il in range(model.n_layer)]
+    heads = attention_kv_heads(model)
     widest_v = max(heads, default=0) * model.head_dim_v
     layers = []
     for il, n_head_kv in enumerate(heads):
@@ -167,6 +167,14 @@ def predicted_kv_layers(model: ModelInfo, n_ctx: int, type_k: str, type_v: str, 
             v_bytes=_aligned(v_values // v_type.block_size * v_type.type_size),
         ))
     return tuple(layers)
+
+
+def attention_kv_heads(model: ModelInfo) -> list[int]:
+    """KV heads per layer; 0 for a layer without a KV cache (a recurrent layer: ledger/recurrent.py)."""
+    per_layer = model.n_head_kv_per_layer
+    attends = attention_flags(model)
+    return [(per_layer[il] if il < len(per_layer) else model.n_head_kv) if attends[il] else 0
+            for il in range(model.n_layer)]
 
 
 def preset_n_ubatch(preset: Preset, n_ctx: int) -> int:

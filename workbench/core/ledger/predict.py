@@ -9,14 +9,22 @@ from math import ceil
 
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.errors import WorkbenchError
-from workbench.core.gguf.checks import check_ledger_model
+from workbench.core.gguf.checks import MAX_LAYERS, check_ledger_model
 from workbench.core.gguf.ggml_types import CACHE_TYPES, QUANT_TYPES, cache_type
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.compute import predicted_compute_bytes, predicted_prompt_compute_bytes
 from workbench.core.ledger.experts import expert_counts
 from workbench.core.ledger.fixes import propose_fixes
-from workbench.core.ledger.kv_layers import CTX_PAD, predicted_kv_layers, preset_n_ubatch, sliding_window
+from workbench.core.ledger.kv_layers import (
+    CTX_PAD,
+    attention_kv_heads,
+    predicted_kv_layers,
+    preset_n_ubatch,
+    sliding_window,
+)
 from workbench.core.ledger.llama_build import VERIFIED_LLAMA_CPP, unverified_reason
+from workbench.core.ledger.recurrent import predicted_rs_bytes, recurrent_state
+from workbench.core.ledger.sequences import preset_kv_unified, preset_n_seq
 from workbench.core.ledger.speed import SpeedCorrection, predict_speed
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT, KVSplit, Ledger, ResidentMemory
 from workbench.core.ledger.verdict_text import verdict_reason
@@ -55,11 +63,12 @@ def llama_n_ctx(model: ModelInfo, ctx_size: int) -> int:
 
 def _kv_head_groups(model: ModelInfo) -> Counter[int]:
     """KV heads -> how many layers have that many: as big as the per-layer array, never as n_layer."""
-    per_layer = model.n_head_kv_per_layer[: model.n_layer]
-    groups = Counter(per_layer)
-    if model.n_layer > len(per_layer):
+    if model.n_layer > MAX_LAYERS:  # as big as the per-layer array, never as a file's unchecked count
+        per_layer = model.n_head_kv_per_layer[: model.n_layer]
+        groups = Counter(per_layer)
         groups[model.n_head_kv] += model.n_layer - len(per_layer)
-    return groups
+        return groups
+    return Counter(attention_kv_heads(model))  # recurrent layers keep no KV cache
 
 
 def kv_bytes_per_token(model: ModelInfo, type_k: str, type_v: str) -> int:
@@ -76,7 +85,8 @@ def kv_bytes_per_token(model: ModelInfo, type_k: str, type_v: str) -> int:
 
 
 def predicted_kv_bytes(model: ModelInfo, n_ctx: int, type_k: str, type_v: str, *, n_ubatch: int = 512,
-                       swa_full: bool = False, flash_attn: bool = False, n_seq: int = 1) -> int:
+                       swa_full: bool = False, flash_attn: bool = False, n_seq: int = 1,
+                       kv_unified: bool = False) -> int:
     """The KV buffer llama.cpp allocates: one K and one V tensor per layer (kv_layers).
 
     Global layers hold `n_ctx` cells; sliding-window layers hold their window plus one
@@ -84,15 +94,16 @@ def predicted_kv_bytes(model: ModelInfo, n_ctx: int, type_k: str, type_v: str, *
     buffer's alignment.
     """
     layers = predicted_kv_layers(model, n_ctx, type_k, type_v, n_ubatch=n_ubatch, swa_full=swa_full,
-                                 flash_attn=flash_attn, n_seq=n_seq)
+                                 flash_attn=flash_attn, n_seq=n_seq, kv_unified=kv_unified)
     return sum(layer.n_bytes for layer in layers)
 
 
 def preset_kv_bytes(model: ModelInfo, preset: Preset, n_ctx: int) -> int:
-    """predicted_kv_bytes with the preset's types, ubatch, swa_full and flash attention."""
+    """predicted_kv_bytes with the preset's types, ubatch, swa_full, flash attention and sequences."""
     return predicted_kv_bytes(model, n_ctx, preset.cache_type_k, preset.cache_type_v,
                               n_ubatch=preset_n_ubatch(preset, n_ctx), swa_full=preset.swa_full,
-                              flash_attn=preset.flash_attn)
+                              flash_attn=preset.flash_attn, n_seq=preset_n_seq(preset),
+                              kv_unified=preset_kv_unified(preset))
 
 
 def kv_split(model: ModelInfo, preset: Preset, n_ctx: int) -> KVSplit | None:
@@ -102,7 +113,8 @@ def kv_split(model: ModelInfo, preset: Preset, n_ctx: int) -> KVSplit | None:
         return None
     layers = predicted_kv_layers(model, n_ctx, preset.cache_type_k, preset.cache_type_v,
                                  n_ubatch=preset_n_ubatch(preset, n_ctx), swa_full=preset.swa_full,
-                                 flash_attn=preset.flash_attn)
+                                 flash_attn=preset.flash_attn, n_seq=preset_n_seq(preset),
+                                 kv_unified=preset_kv_unified(preset))
     swa = [layer for layer in layers if layer.is_swa]
     full = [layer for layer in layers if not layer.is_swa]
     return KVSplit(
@@ -126,8 +138,9 @@ def predicted_weights_bytes(model: ModelInfo, weights: str) -> int:
 def _fits_budget(model: ModelInfo, preset: Preset, weights_bytes: int, n_ctx: int, type_k: str, type_v: str,
                  flash_attn: bool, budget: int) -> bool:
     probe = Preset(name=preset.name, ctx_size=n_ctx, batch_size=preset.batch_size, ubatch_size=preset.ubatch_size,
-                   cache_type_k=type_k, cache_type_v=type_v, flash_attn=flash_attn, swa_full=preset.swa_full)
-    total = (weights_bytes + preset_kv_bytes(model, probe, n_ctx)
+                   cache_type_k=type_k, cache_type_v=type_v, flash_attn=flash_attn, swa_full=preset.swa_full,
+                   parallel=preset.parallel)
+    total = (weights_bytes + preset_kv_bytes(model, probe, n_ctx) + predicted_rs_bytes(model, preset_n_seq(probe))
              + predicted_compute_bytes(model, probe, n_ctx) + predicted_overhead_bytes(model))
     return total <= budget
 
@@ -170,9 +183,10 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
     n_ctx = llama_n_ctx(model, preset.ctx_size if ctx_size is None else ctx_size)
     weights_bytes = predicted_weights_bytes(model, preset.weights)
     kv_bytes = preset_kv_bytes(model, preset, n_ctx)
+    rs_bytes = predicted_rs_bytes(model, preset_n_seq(preset))  # the recurrent state, per sequence
     compute_bytes = predicted_compute_bytes(model, preset, n_ctx)
     overhead_bytes = predicted_overhead_bytes(model)
-    total = weights_bytes + kv_bytes + compute_bytes + overhead_bytes
+    total = weights_bytes + kv_bytes + rs_bytes + compute_bytes + overhead_bytes
     budget = device.budget_mb * MIB
     headroom = budget - total
 
@@ -218,20 +232,23 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
         max_ctx_by_kv_type=tuple(max_ctx),
         decode_tps_bound=decode_tps_bound(device.mem_bandwidth_gbs, read_per_token, kv_bytes),
         kv_split=kv_split(model, preset, n_ctx),
-        resident=predicted_resident(weights_bytes, kv_bytes, predicted_prompt_compute_bytes(model, preset, n_ctx),
+        resident=predicted_resident(weights_bytes, kv_bytes + rs_bytes, predicted_prompt_compute_bytes(model, preset, n_ctx),
                                     overhead_bytes, preset),
         experts=experts,
         fixes=fixes,
         verified_on=f"llama.cpp {VERIFIED_LLAMA_CPP}",
         unverified=unverified_reason(),
         speed=predict_speed(model, preset, device, n_ctx=n_ctx, correction=speed_correction),
+        rs_bytes=rs_bytes,
+        n_seq=preset_n_seq(preset),
+        recurrent=recurrent_state(model),
     )
     return dataclasses.replace(ledger, reason=verdict_reason(ledger))
 
 
 def _predicted_total(model: ModelInfo, preset: Preset, n_ctx: int) -> int:
     return (predicted_weights_bytes(model, preset.weights) + preset_kv_bytes(model, preset, n_ctx)
-            + predicted_compute_bytes(model, preset, n_ctx) + predicted_overhead_bytes(model))
+            + predicted_rs_bytes(model, preset_n_seq(preset)) + predicted_compute_bytes(model, preset, n_ctx) + predicted_overhead_bytes(model))
 
 
 def predicted_resident(weights_bytes: int, kv_bytes: int, prompt_compute_bytes: int, overhead_bytes: int,

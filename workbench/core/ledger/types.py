@@ -38,6 +38,9 @@ class Ledger:
     verified_on: str = ""  # the llama.cpp build the compute and overhead lines were checked against
     unverified: str = ""  # why the installed llama.cpp build is not the verified one ("" when it is)
     speed: "SpeedPrediction | None" = None  # the speed model's prediction (ledger/speed.py)
+    rs_bytes: int = 0  # llama.cpp's recurrent state (RS buffer), f32, per sequence; 0 without recurrent layers
+    n_seq: int = 1  # sequences the context holds (preset parallel): KV streams, window cells and RS cells
+    recurrent: "RecurrentState | None" = None  # which layers are recurrent and their state (ledger/recurrent.py)
 
 
 @dataclass(frozen=True)
