@@ -76,3 +76,29 @@ async def test_the_speed_panel_names_a_simulated_boards_figures():
         await pilot.pause()
         assert "simulated" not in rendered(panel.query_one("#speed-turns"))
 
+
+
+def test_a_board_sweep_says_so_keeps_its_preset_and_stays_out_of_the_boards_history(tmp_path):
+    import tomllib
+
+    from workbench.core.bench.report import read_results
+    from workbench.core.bench.sweep import shipped_eval_text
+    from workbench.core.ledger.speed_history import history_path, read_history
+
+    preset = tmp_path / "tiny.toml"
+    preset.write_text('name = "tiny"\nweights = "keep"\nctx_size = 256\n')
+    eval_file = tmp_path / "eval.txt"
+    eval_file.write_text(shipped_eval_text()[:300])
+    out = tmp_path / "pi5.json"
+    result = run_cli("bench", "--model", "bundled", "--presets", str(preset), "--device", BOARD, "-p", "8", "-n", "4",
+                     "-r", "1", "--ppl-ctx", "64", "--eval-text", str(eval_file), "--output", "json", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    host = platform.node()
+    assert f"workbench: {BOARD} is a board simulated on {host}: the memory verdict is the board's" in result.stderr
+    assert "This sweep stays out of the board's speed history." in result.stderr
+    assert f"{BOARD} is a board simulated on {host}" in result.stdout  # the table's note
+    (measured,) = read_results(out).rows
+    assert measured.predicted_decode_tps is not None  # the board's rate is there, beside the measured one
+    kept = tomllib.loads(measured.preset_toml)
+    assert (kept["weights"], kept["ctx_size"]) == ("keep", 256)
+    assert BOARD not in read_history(history_path())
