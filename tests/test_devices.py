@@ -269,7 +269,7 @@ def test_shipped_device_files_parse_as_plain_toml():
         assert set(data) <= {"name", "description", "ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores",
                              "fast_cores", "reserves_mb", "notes", "accelerator", "vram_mb", "vram_bandwidth_gbs",
                              "accelerator_slower_than_cpu", "effective_bandwidth_gbs", "effective_gflops",
-                             "effective_backend"}
+                             "effective_backend", "cpu_features"}
 
 
 def test_a_figure_cached_by_another_probe_method_is_measured_again(own_dirs):

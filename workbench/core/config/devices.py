@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core import paths
+from workbench.core.config.cpu_features import profile_cpu_features
 from workbench.core.config.device_accelerator import accelerator_fields
 from workbench.core.config.device_speed import SPEED_KEYS, speed_fields
 from workbench.core.config.host import detect_host, probed_profile_name
@@ -32,9 +33,9 @@ from workbench.core.errors import PresetError
 HOST = "host"
 DEVICE_KEYS = ("name", "description", "ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores",
                "fast_cores", "reserves_mb", "notes", "accelerator", "vram_mb", "vram_bandwidth_gbs", "battery_wh",
-               "accelerator_slower_than_cpu") + SPEED_KEYS
+               "accelerator_slower_than_cpu", "cpu_features") + SPEED_KEYS
 FIGURE_KEYS = ("ram_total_mb", "mem_bandwidth_gbs", "power_limit_w", "cores", "fast_cores", "accelerator", "vram_mb",
-               "vram_bandwidth_gbs", "battery_wh", "accelerator_slower_than_cpu") + SPEED_KEYS
+               "vram_bandwidth_gbs", "battery_wh", "accelerator_slower_than_cpu", "cpu_features") + SPEED_KEYS
 _RESERVE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 
 
@@ -122,6 +123,8 @@ def _device_from_source(data: dict[str, Any], source: TomlSource, default_name: 
         description=get_str(data, "description", "", source, example='description = "what the board is"'),
         notes=_notes(data, reserves, source),
         source=source.label if source.text else "",
+        cpu_features=(profile_cpu_features(data["cpu_features"], source.where("cpu_features"))
+                      if "cpu_features" in data else None),
         **accelerator_fields(data, source),
         **speed_fields(data, source),
     )

@@ -81,6 +81,7 @@ class DeviceProfile:
     effective_gflops: float | None = None  # matrix FLOPs per second prefill reaches (published runs)
     effective_backend: str = "cpu"  # the backend those published runs used: "cpu", "cuda" or "vulkan"
     thread_rates: tuple[ThreadRates, ...] = ()  # measured by `workbench devices probe`, by thread count
+    cpu_features: tuple[str, ...] | None = None  # config.cpu_features names; None = not stated (the host's are used)
 
     @property
     def unified_memory(self) -> bool:
