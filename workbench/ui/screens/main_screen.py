@@ -11,7 +11,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Button, Footer, Header
+from textual.widgets import Button, Header
 from textual.worker import get_current_worker
 
 from workbench.core.engine.events import EngineFailed
@@ -30,14 +30,14 @@ from workbench.ui.messages import (
     SplitPredicted,
     TokensArrived,
 )
+from workbench.ui.screens import other_screens
 from workbench.ui.screens.model_screen import ModelScreen
 from workbench.ui.screens.overbudget_modal import OverbudgetModal
-from workbench.ui.screens.preset_screen import PresetScreen, UnsavedPreset
-from workbench.ui.screens.serve_screen import ServeScreen
 from workbench.ui.screens.tabbed_layout import TabbedLayoutScreen
 from workbench.ui.selection import Selection
 from workbench.ui.widgets.chat_pane import ChatPane
-from workbench.ui.widgets.choice_bar import ChoiceBar
+from workbench.ui.widgets.choice_bar import LOAD_KEY_LABELS, ChoiceBar
+from workbench.ui.widgets.key_footer import KeyFooter
 from workbench.ui.widgets.panel_grid import PanelGrid
 from workbench.ui.widgets.verdict_line import LoadProgress, Prediction, VerdictLine
 
@@ -51,16 +51,17 @@ class MainScreen(TabbedLayoutScreen):
 
     CSS_PATH = "main_screen.tcss"
     BINDINGS = [
-        Binding("ctrl+l", "toggle_load", "Load"),  # the button says Load, Unload or Reload
+        # one Ctrl+L binding per word on the button: the footer shows the one the button shows (check_action)
+        *(Binding("ctrl+l", f"toggle_load('{label}')", label) for label in LOAD_KEY_LABELS),
         Binding("escape", "cancel_turn", "Cancel"),
         Binding("ctrl+s", "save_transcript", "Save"),
         Binding("f2", "open_models", "Models"),
         Binding("f3", "open_presets", "Presets"),
         Binding("f4", "open_bench", "Bench"),
         Binding("f5", "edit_settings", "Settings"),
-        Binding("f6", "open_serve", "Serve", show=False),
-        Binding("ctrl+r", "restart_engine", "Restart engine", show=False),
-        Binding("ctrl+n", "new_conversation", "New chat", show=False),
+        Binding("f6", "open_serve", "Serve"),
+        Binding("ctrl+r", "restart_engine", "Restart"),
+        Binding("ctrl+n", "new_conversation", "New chat"),
         Binding("ctrl+t", "cycle_vote", "N samples, vote", show=False),
     ]
 
@@ -115,7 +116,7 @@ class MainScreen(TabbedLayoutScreen):
         with Horizontal(id="body"):
             yield self.chat_pane
             yield self.panels
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.title = "Edge LLM Workbench"
@@ -142,6 +143,7 @@ class MainScreen(TabbedLayoutScreen):
         if phase != Phase.LOADING:
             self.verdict_line.progress = None
         self.chat_pane.phase = phase
+        self.refresh_bindings()
 
     def _in_thread(self, body: Callable[..., None], *args: object, group: str, exclusive: bool = True) -> None:
         """Run `body(*args)` in a thread worker: it gets these arguments, never the screen, and only posts."""
@@ -155,6 +157,7 @@ class MainScreen(TabbedLayoutScreen):
 
     def on_choice_bar_changed(self, message: ChoiceBar.Changed) -> None:
         self.predict()
+        self.refresh_bindings()  # Ctrl+L may now reload
 
     def select_model(self, path: Path, label: str | None = None) -> None:
         self.choice_bar.select_model(path, label)
@@ -181,7 +184,15 @@ class MainScreen(TabbedLayoutScreen):
     def on_choice_bar_load_pressed(self, message: ChoiceBar.LoadPressed) -> None:
         self.action_toggle_load()
 
-    def action_toggle_load(self) -> None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Ctrl+L's footer entry says what the button says; dimmed while a load or an unload runs."""
+        if action != "toggle_load" or not parameters:
+            return True
+        label = self.choice_bar.button_label
+        return True if parameters[0] == label else (None if parameters[0] == "Load" and label not in LOAD_KEY_LABELS
+                                                    else False)
+
+    def action_toggle_load(self, _label: str = "") -> None:
         """Ctrl+L: load; unload; or, when another choice is selected, reload with it in one press."""
         if self.session.reload_needed(self.choice_bar.choice):
             self.request_load()
@@ -353,43 +364,17 @@ class MainScreen(TabbedLayoutScreen):
         self.session.close()
 
     def action_open_models(self) -> None:
-        def chosen(result) -> None:
-            if result is not None:
-                path, label = result
-                self.select_model(Path(path), label)
-
-        # installed, not pushed fresh: a hub download keeps running while the user chats
-        if not self.app.is_screen_installed("models"):
-            self.app.install_screen(ModelScreen(self.selection), "models")
-        self.app.push_screen("models", chosen)
+        other_screens.open_models(self)
 
     def on_model_screen_model_offered(self, message: ModelScreen.ModelOffered) -> None:
         message.stop()  # the app routed it here; it goes no further
         self.choice_bar.offer_model(message.path)
 
     def action_open_presets(self) -> None:
-        def chosen(result: str | UnsavedPreset | None) -> None:
-            if isinstance(result, UnsavedPreset):
-                self.choice_bar.use_unsaved(result.preset, result.label)
-                return
-            # back without choosing still re-reads the list: a save or a revert changes what a name means
-            self.select_preset(result or self.selection.preset_name)
-
-        self.app.push_screen(PresetScreen(self.selection), chosen)
+        other_screens.open_presets(self)
 
     def action_open_serve(self) -> None:
-        """The Serve screen: the loaded model over the OpenAI-compatible API."""
-        engine = self.session.engine if self.phase == Phase.LOADED else None
-        kv = self.panels.kv
-        self.app.push_screen(ServeScreen(engine, kv.bytes_per_token, kv.cache_types))
+        other_screens.open_serve(self)
 
     def action_open_bench(self) -> None:
-        try:
-            from workbench.ui.screens.bench_screen import BenchScreen  # deferred: plotext, when first opened
-        except ImportError:
-            self.notify("The bench screen is not part of this build; use `workbench bench`.",
-                        title="Bench", severity="warning")
-            return
-        # the current preset against the two the bench compares by default
-        presets = tuple(dict.fromkeys((self.selection.preset_name, "quality-q8", "balanced-q4km")))
-        self.app.push_screen(BenchScreen(self.selection.model_path, self.selection.device_name, presets))
+        other_screens.open_bench(self)

@@ -9,6 +9,8 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Select, Tab, Tabs
 
+from workbench.ui.widgets.key_footer import KeyFooter
+
 WIDE_MIN_SIZE = (120, 34)  # below this the chat and the panels become tabs
 ROOMY_SIZE = (160, 48)  # below this (and above WIDE_MIN_SIZE) the panels take more of the screen
 PANEL_TABS = (("chat", "Chat"), ("ledger", "Ledger"), ("kv", "KV cache"), ("speed", "Tokens/s"),
@@ -64,10 +66,13 @@ class TabbedLayoutScreen(Screen):
     def _apply_size(self, width: int, height: int) -> None:
         self.compact = width < WIDE_MIN_SIZE[0] or height < WIDE_MIN_SIZE[1]
         self.set_class(not self.compact and (width < ROOMY_SIZE[0] or height < ROOMY_SIZE[1]), "-medium")
+        footer = self.query_one(Footer)
+        if isinstance(footer, KeyFooter):
+            footer.rows = 1 if width >= ROOMY_SIZE[0] else 2  # every key stays on screen
 
     def watch_compact(self, compact: bool) -> None:
         self.set_class(compact, "-compact")
-        self.query_one(Footer).compact = compact  # every key fits 80 columns, F5 included
+        self.query_one(Footer).compact = compact  # less space between the keys
         self.watch_shown_tab(self.shown_tab)
 
     def watch_shown_tab(self, shown: str) -> None:

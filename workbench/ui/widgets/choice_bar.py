@@ -24,6 +24,7 @@ from workbench.ui.selection import (
 
 BUTTON_LABELS = {Phase.IDLE: "Load", Phase.LOADING: "Loading…", Phase.LOADED: "Unload",
                  Phase.GENERATING: "Unload", Phase.UNLOADING: "Unloading…"}
+LOAD_KEY_LABELS = ("Load", "Unload", "Reload")  # what Ctrl+L does, as the button says it
 
 
 class ChoiceBar(Horizontal):
@@ -55,6 +56,11 @@ class ChoiceBar(Horizontal):
         """A model is loaded and the selectors name another: the button reloads."""
         return self.phase == Phase.LOADED and self.loaded is not None and self.loaded != self.choice
 
+    @property
+    def button_label(self) -> str:
+        """What the Load button says: Load, Unload, Reload, Loading… or Unloading…."""
+        return "Reload" if self.reload_offered else BUTTON_LABELS[self.phase]
+
     def compose(self) -> ComposeResult:
         selection = self.selection
         yield Select(model_options(selection), id="model-select", allow_blank=False,
@@ -82,7 +88,7 @@ class ChoiceBar(Horizontal):
         """Load, Unload, or Reload when the selectors name something other than what is loaded."""
         reload = self.reload_offered
         button = self.query_one("#load-button", Button)
-        button.label = "Reload" if reload else BUTTON_LABELS[self.phase]
+        button.label = self.button_label
         button.disabled = self.phase in (Phase.LOADING, Phase.UNLOADING)
         button.variant = "primary" if self.phase == Phase.IDLE or reload else "default"
 
