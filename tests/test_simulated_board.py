@@ -65,6 +65,7 @@ async def test_the_speed_panel_names_a_simulated_boards_figures():
         text = " ".join(rendered(panel.query_one("#speed-turns")).split())
         assert f"predicted on {BOARD}: decode 12.0, prefill 80.0 tok/s" in text
         assert f"{BOARD} is simulated on laptop: the memory verdict is the board's, the measured t/s are laptop's" in text
+        assert panel.border_title == f"Tokens/sec measured on laptop, not on {BOARD}"
         panel.turn_finished(TurnFinished(text="x", stop_reason="stop", prompt_tokens=10, reused_tokens=0,
                                          generated_tokens=10, ttft_s=0.2, prefill_tps=300.0, decode_tps=33.0,
                                          kv_cells_used=20, n_ctx=2048, context_shifts=0, started_at=99.8,
@@ -74,7 +75,7 @@ async def test_the_speed_panel_names_a_simulated_boards_figures():
         assert f"decode 33.0 here is above the board's predicted 12.0: laptop's rate, not {BOARD}'s" in text
         panel.view = SpeedView(bound_tps=100.0, prediction=prediction)  # the host's own profile: no such lines
         await pilot.pause()
-        assert "simulated" not in rendered(panel.query_one("#speed-turns"))
+        assert "simulated" not in rendered(panel.query_one("#speed-turns")) and panel.border_title == "Tokens/sec"
 
 
 
@@ -102,3 +103,25 @@ def test_a_board_sweep_says_so_keeps_its_preset_and_stays_out_of_the_boards_hist
     kept = tomllib.loads(measured.preset_toml)
     assert (kept["weights"], kept["ctx_size"]) == ("keep", 256)
     assert BOARD not in read_history(history_path())
+
+
+async def test_the_panels_announce_a_simulated_board_when_its_model_loads():
+    import dataclasses
+
+    from test_ui_panels import ledger, loaded
+
+    from workbench.ui.widgets.panel_grid import PanelGrid
+
+    grid = PanelGrid()
+    async with panel_host(grid).run_test(size=(160, 48)) as pilot:
+        grid.show_ledger(dataclasses.replace(ledger(), device=BOARD))
+        grid.model_loaded(loaded())
+        await pilot.pause()
+        notes = [(note.title, note.message) for note in pilot.app._notifications]
+        host = platform.node()
+        assert notes == [("simulated board", f"{BOARD} is simulated on {host}: the memory verdict is the board's, "
+                          f"the measured tok/s are {host}'s; Tokens/sec shows the board's predicted rate")]
+        grid.show_ledger(dataclasses.replace(ledger(), device="host"))
+        grid.model_loaded(loaded())
+        await pilot.pause()
+        assert len(pilot.app._notifications) == 1  # this machine's own profile: nothing to announce

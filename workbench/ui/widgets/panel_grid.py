@@ -89,6 +89,11 @@ class PanelGrid(Grid):
 
     def model_loaded(self, loaded: Loaded) -> None:
         self._show_ledger_view(replace(self.ledger_view, loaded=loaded))
+        board = self.query_one(SpeedPanel).view
+        if board.board:  # said once per load, whichever tab is shown: the speed panel may be out of sight
+            self.notify(f"{board.board} is simulated on {board.host}: the memory verdict is the board's, the "
+                        f"measured tok/s are {board.host}'s; Tokens/sec shows the board's predicted rate",
+                        title="simulated board", timeout=12)
         self._show_kv(replace(self.kv, n_ctx=loaded.n_ctx, cells_used=0, segments=(), shift_notice=""))
 
     def model_gone(self) -> None:

@@ -165,6 +165,9 @@ class SpeedPanel(Vertical):
 
     def watch_view(self) -> None:
         self._mark_dirty()
+        # always in sight, however many turn lines there are: whose rates these are
+        self.border_title = (f"Tokens/sec measured on {self.view.host}, not on {self.view.board}" if self.view.board
+                             else self.BORDER_TITLE)
         if self.is_mounted:
             self.query_one("#speed-turns", Static).update(self._turn_table())
 
