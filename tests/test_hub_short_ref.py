@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from gguf_factory import TinyModel, write_tiny_gguf
+from gguf_factory import DEFAULT_LAYER_TYPES, TinyModel, write_tiny_gguf
 from hubserver import hub  # noqa: F401 - hub is a fixture
 
 from workbench.cli.main import main
-from workbench.core.config.devices import load_device
-from workbench.core.config.presets import load_preset
 from workbench.core.errors import HubError
-from workbench.core.gguf.reader import read_gguf
 from workbench.core.hub.short_ref import parse_short_ref
-from workbench.core.ledger.predict import predict_ledger
 
 REPO = "test-org/Pair-GGUF"
 
@@ -54,30 +50,29 @@ def test_without_a_q4_k_m_file_and_no_tag_the_user_is_asked_for_one(hub, tmp_pat
     assert "has no single Q4_K_M file to pick by default" in err and "tags it has: Q4_0, Q8_0" in err
 
 
-def test_with_a_device_the_largest_file_that_fits_is_picked(pair, tmp_path, capsys):
-    small, large = pair
+def test_with_a_device_the_fit_search_picks_the_file(hub, tmp_path, capsys):
+    """Q8_0 loses less quality than Q4_K_M (llama.cpp's table): the fit search picks it where both fit; a tag
+    narrows the search to its files; where nothing fits, one line."""
+    small = write_tiny_gguf(tmp_path / "pair-Q4_K_M.gguf", TinyModel(n_ctx_train=4096))
+    q8_layers = {role: ("F32" if role.endswith("norm") else "Q8_0") for role in DEFAULT_LAYER_TYPES}
+    large = write_tiny_gguf(tmp_path / "pair-Q8_0.gguf", TinyModel(n_ctx_train=4096, file_type=7,  # MOSTLY_Q8_0
+                                                                     layer_types=q8_layers))
+    hub.add_repo(REPO, {small.name: small, large.name: large})
     devices = tmp_path / "wb-config" / "devices"
     devices.mkdir(parents=True)
     (devices / "roomy.toml").write_text('name = "roomy"\nram_total_mb = 65536\nmem_bandwidth_gbs = 4.0\ncores = 1\n')
-    preset = load_preset("as-is")
-    totals = [predict_ledger(read_gguf(f), preset, load_device("roomy")).total_bytes for f in (small, large)]
-    assert totals[0] < totals[1]
-    between_mb = (totals[0] + totals[1]) // 2 // (1 << 20)
-    (devices / "between.toml").write_text(
-        f'name = "between"\nram_total_mb = {between_mb + 1024}\nmem_bandwidth_gbs = 4.0\ncores = 1\n'
-        '[reserves_mb]\nos = 1024\n')
 
     assert main(["download", REPO, "--device", "roomy"]) == 0
     captured = capsys.readouterr()
-    assert _snapshot_name(captured.out) == "pair-Q8_0.gguf" and "picked as the largest file that fits" in captured.err
-    assert main(["download", REPO, "--device", "between"]) == 0
-    captured = capsys.readouterr()
-    assert _snapshot_name(captured.out) == "pair-Q4_K_M.gguf"
-    assert "pair-Q8_0.gguf: does not fit" in captured.err
+    assert _snapshot_name(captured.out) == "pair-Q8_0.gguf" and "pair-Q8_0.gguf picked by the fit search" in captured.err
+    assert main(["download", f"{REPO}:q4_k_m", "--device", "roomy"]) == 0
+    assert _snapshot_name(capsys.readouterr().out) == "pair-Q4_K_M.gguf"
     (devices / "tiny.toml").write_text(
-        'name = "tiny"\nram_total_mb = 1024\nmem_bandwidth_gbs = 4.0\ncores = 1\n[reserves_mb]\nos = 1020\n')
+        'name = "tiny"\nram_total_mb = 1024\nmem_bandwidth_gbs = 4.0\ncores = 1\n[reserves_mb]\nos = 1023\n')
     assert main(["download", REPO, "--device", "tiny"]) == 2
-    assert f"no file of {REPO} fits tiny with preset as-is (all 2 looked at)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith(f"workbench: no file of {REPO} fits tiny: ") and err.count("\n") == 1
+    assert not list((tmp_path / "hf" / "hub").glob("models--*/blobs/*.incomplete"))
 
 
 @pytest.mark.parametrize("ref", [

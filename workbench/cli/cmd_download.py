@@ -12,13 +12,15 @@ from workbench.cli.json_output import write_json
 from workbench.core.config.devices import load_device
 from workbench.core.config.presets import load_preset
 from workbench.core.errors import GGUFError, WorkbenchError
+from workbench.core.fit.options import best_file_for
+from workbench.core.fit.types import FitRequest
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.hub import download_events as ev
 from workbench.core.hub.download import download_model
 from workbench.core.hub.download_events import DownloadCancelled
 from workbench.core.hub.files import list_gguf_files
 from workbench.core.hub.preview import preview_fit
-from workbench.core.hub.short_ref import best_fitting_file, parse_short_ref, pick_file
+from workbench.core.hub.short_ref import files_of_tag, parse_short_ref, pick_file
 from workbench.core.units import eta_text, rate_text, size_text
 
 
@@ -31,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "when run again; the file is checked against the hub's sha256 before it is usable. "
         "Prints the model's path when done. REPO alone picks the Q4_K_M file (else the only one); "
         "REPO:QUANT picks by quantization type (as llama.cpp's -hf); with --device and no FILE, the "
-        "largest file that fits the device (header previews only).",
+        "file `workbench fit` picks for the device (the least quality lost that fits, from the headers).",
     )
     parser.add_argument("repo", help="owner/repo or owner/repo:QUANT, e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M")
     parser.add_argument("file", nargs="?", help="file name (see `workbench files REPO`)")
@@ -52,9 +54,7 @@ def run(args: argparse.Namespace) -> int:
     listing = list_gguf_files(ref.repo, revision=args.revision)
     tag = ref.tag or args.quant or ""
     if args.device and not args.file:
-        best = best_fitting_file(listing, tag, load_preset(args.preset), load_device(args.device))
-        _print_best(best)
-        model = best.file
+        model = _best_fitting(listing, tag, args)
     else:
         model = listing.find(args.file) if args.file else pick_file(listing, tag)
         if args.device:
@@ -116,13 +116,19 @@ def _check_usable(path, repo: str) -> None:
                              fix=f"The repository's file itself is broken: pick another with `workbench files {repo}`") from error
 
 
-def _print_best(best) -> None:
-    for preview in best.too_large:
-        print(f"fit check ({preview.preset} on {preview.device}): {preview.header.filename}: {preview.ledger.verdict}",
-              file=sys.stderr)
-    preview = best.preview
-    print(f"fit check ({preview.preset} on {preview.device}): {preview.header.filename}: {preview.ledger.verdict}; "
-          f"largest context that fits: {preview.largest_ctx:,}; picked as the largest file that fits", file=sys.stderr)
+def _best_fitting(listing, tag: str, args: argparse.Namespace):
+    """The file the fit search (workbench fit's, from the headers) picks for --device among the tag's files."""
+    device = load_device(args.device)
+    result = best_file_for(files_of_tag(listing, tag), device, FitRequest(base=load_preset(args.preset)))
+    if result.chosen is None:
+        raise WorkbenchError(f"no file of {listing.repo} fits {device.name}: {result.reason}",
+                             fix=f"See `workbench fit {listing.repo} --device {args.device}`, or name a file and pass --anyway")
+    chosen = result.chosen
+    print(f"fit check ({args.preset} on {device.name}): {chosen.option.filename} picked by the fit search "
+          f"({result.reason}); largest context that fits: {chosen.ctx:,}", file=sys.stderr)
+    for change in result.changes:
+        print(f"  to fit, the preset needs {change.key} {change.old} -> {change.new} ({change.why})", file=sys.stderr)
+    return listing.find(chosen.option.filename)
 
 
 def _check_fit(args: argparse.Namespace, repo: str, model) -> None:

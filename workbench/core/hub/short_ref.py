@@ -2,25 +2,22 @@
 
 Without a tag the file is llama.cpp's default pick: the Q4_K_M file, else the only GGUF file
 of the repository; the tag matches a file's quantization type case-insensitively. With a
-device, the largest file (of the tag, if given) that the ledger says fits is picked, reading
-only headers, at most MAX_PREVIEWS of them.
+device, `workbench download` lets the fit search (core.fit) pick among the files (of the tag).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
-from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.errors import HubError
 from workbench.core.files.safe_paths import shown_value
 from workbench.core.hub.files import GGUFFile, RepoFiles, normalise_quant
 from workbench.core.hub.names import user_repo_id
-from workbench.core.hub.preview import FitPreview, preview_fit
 
 DEFAULT_QUANT = "Q4_K_M"  # llama.cpp's -hf and the hub's "latest" tag pick this file when there is one
 MAX_REF_CHARS = 240
-MAX_PREVIEWS = 12  # headers read to find the best file that fits (range requests, a few MB each at most)
 _TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,31}$", re.ASCII)
 _HOST_PREFIXES = ("hf.co/", "huggingface.co/", "https://huggingface.co/", "https://hf.co/")
 FORM_FIX = "Give it as owner/repo or owner/repo:QUANT, e.g. bartowski/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M"
@@ -30,15 +27,6 @@ FORM_FIX = "Give it as owner/repo or owner/repo:QUANT, e.g. bartowski/Qwen2.5-0.
 class ShortRef:
     repo: str
     tag: str  # "" when none was given
-
-
-@dataclass(frozen=True)
-class BestFit:
-    """The file picked for a device, its preview, and the ones looked at that did not fit (largest first)."""
-
-    file: GGUFFile
-    preview: FitPreview
-    too_large: tuple[FitPreview, ...]
 
 
 def parse_short_ref(text: str) -> ShortRef:
@@ -78,21 +66,14 @@ def pick_file(listing: RepoFiles, tag: str) -> GGUFFile:
                    fix=f"Add a tag, e.g. {listing.repo}:{_first_tag(listing)} (tags it has: {_tags(listing)}), or pass --device")
 
 
-def best_fitting_file(listing: RepoFiles, tag: str, preset: Preset, device: DeviceProfile) -> BestFit:
-    """The largest file (of `tag`, when given) whose ledger fits `device` with `preset`, by header previews."""
-    candidates = _of_quant(listing, tag) if tag and tag.lower() != "latest" else list(listing.files)
-    if not candidates:
+def files_of_tag(listing: RepoFiles, tag: str) -> RepoFiles:
+    """The listing narrowed to the tag's files (all of them without a tag, or with 'latest')."""
+    if not tag or tag.lower() == "latest":
+        return listing
+    matches = _of_quant(listing, tag)
+    if not matches:
         raise HubError(f"no {normalise_quant(tag)} file in {listing.repo}", fix=f"Tags it has: {_tags(listing)}")
-    ordered = sorted((f for f in candidates if f.size_bytes is not None), key=lambda f: f.size_bytes, reverse=True)
-    too_large: list[FitPreview] = []
-    for gguf_file in ordered[:MAX_PREVIEWS]:
-        preview = preview_fit(listing.repo, gguf_file.name, preset, device, revision=listing.commit, listing=gguf_file)
-        if preview.fits:
-            return BestFit(gguf_file, preview, tuple(too_large))
-        too_large.append(preview)
-    looked = f"the {len(too_large)} largest" if len(ordered) > MAX_PREVIEWS else f"all {len(too_large)}"
-    raise HubError(f"no file of {listing.repo} fits {device.name} with preset {preset.name} ({looked} looked at)",
-                   fix="Try a smaller model, another preset (e.g. a quantized KV cache), or --anyway with a file name")
+    return dataclasses.replace(listing, files=tuple(matches))
 
 
 def _of_quant(listing: RepoFiles, tag: str) -> list[GGUFFile]:
