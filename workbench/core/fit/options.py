@@ -16,15 +16,18 @@ from workbench.core.ledger.weights import requantized_weights_bytes
 from workbench.core.units import MIB
 
 FULL_PRECISION = ("F32", "F16", "BF16")
+# The re-quantizations offered for a local file: one type per bits class of the published table (the
+# _M K-quant mix where there is one), plus Q4_0, a 4-bit type llama.cpp's CPU backend repacks (cpu_repack.py).
+REQUANT_TYPES = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "Q3_K_M", "Q2_K")
 
 
 def local_options(model: ModelInfo) -> tuple[WeightOption, ...]:
-    """The file as it is, and every smaller type of the published table that llama-quantize makes from it."""
+    """The file as it is, and each smaller type of REQUANT_TYPES that llama-quantize makes from it."""
     current = (model.file_type or "").upper()
     options = [WeightOption(model, "keep", current or "unknown", "the file as is")]
     note = "" if current in FULL_PRECISION else " (from an already quantized file: at least the table's loss)"
-    for kind in PUBLISHED_PPL:
-        if kind == current or kind not in QUANT_TYPES:
+    for kind in REQUANT_TYPES:
+        if kind == current or kind not in QUANT_TYPES or kind not in PUBLISHED_PPL:
             continue
         if requantized_weights_bytes(model, kind) < model.weights_bytes:
             options.append(WeightOption(model, kind, kind, f"re-quantized from {current or 'the file'} "

@@ -20,10 +20,10 @@ from workbench.core.fit.quality import cache_loss, check_floor, type_bits, weigh
 from workbench.core.fit.split_fit import fit_split
 from workbench.core.fit.types import FitCandidate, FitRequest, FitResult, WeightOption
 from workbench.core.gguf.ggml_types import cache_type
+from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.kv_layers import CTX_PAD, sliding_window
 from workbench.core.ledger.predict import max_ctx_that_fits, predict_ledger, predicted_weights_bytes
 from workbench.core.ledger.speed import SpeedCorrection
-from workbench.core.ledger.types import DOES_NOT_FIT
 from workbench.core.units import MIB
 
 SMALLER_UBATCHES = (256, 128)
@@ -56,19 +56,39 @@ def presets_of(option: WeightOption, base: Preset, floor: int) -> list[Preset]:
     return [p for p in out if not any(problem.level == "error" for problem in preset_problems(p, option.model))]
 
 
+def largest_ctx(model: ModelInfo, preset: Preset, device: DeviceProfile) -> int:
+    """The largest context (a multiple of 256) whose ledger total is within the budget, 0 if none.
+
+    max_ctx_that_fits sizes the four main lines; the ledger may hold more (the ledger has the last word), so
+    its answer is an upper bound searched down from with predict_ledger's total on a board with room
+    (the total does not depend on the budget, and a ledger that fits skips pricing the fixes)."""
+    budget = device.budget_mb * MIB
+    roomy = dataclasses.replace(device, ram_total_mb=1 << 24, reserves_mb=())
+
+    def fits(ctx: int) -> bool:
+        return predict_ledger(model, preset, roomy, ctx_size=ctx).total_bytes <= budget
+
+    high = max_ctx_that_fits(model, preset, predicted_weights_bytes(model, preset.weights), preset.cache_type_k,
+                             budget) // CTX_PAD
+    if high == 0 or fits(high * CTX_PAD):
+        return high * CTX_PAD
+    low, high = 0, high - 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle * CTX_PAD):
+            low = middle
+        else:
+            high = middle - 1
+    return low * CTX_PAD
+
+
 def _host_candidate(option: WeightOption, preset: Preset, device: DeviceProfile, request: FitRequest,
                     correction: SpeedCorrection | None, loss: tuple[float, str]) -> FitCandidate | None:
-    model = option.model
-    budget = device.budget_mb * MIB
-    ctx = max_ctx_that_fits(model, preset, predicted_weights_bytes(model, preset.weights), preset.cache_type_k, budget)
-    while ctx >= CTX_PAD:  # the ledger's own verdict has the last word (a line the sizing leaves out)
-        ledger = predict_ledger(model, dataclasses.replace(preset, ctx_size=ctx), device, speed_correction=correction)
-        if ledger.verdict != DOES_NOT_FIT:
-            break
-        ctx -= CTX_PAD
+    ctx = largest_ctx(option.model, preset, device)
     if ctx < max(request.ctx_min, CTX_PAD):
         return None
     sized = dataclasses.replace(preset, ctx_size=ctx)
+    ledger = predict_ledger(option.model, sized, device, speed_correction=correction)
     tps, source = decode_rate(ledger)
     return FitCandidate(sized, option, loss[0] + cache_loss(preset.cache_type_k), loss[1], tps, source, ledger)
 
