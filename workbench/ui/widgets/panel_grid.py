@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import platform
 import time
 from dataclasses import replace
 
@@ -73,7 +72,7 @@ class PanelGrid(Grid):
         board = ledger.device if ledger is not None and not profile_is_this_machine(ledger.device) else ""
         self.query_one(SpeedPanel).view = SpeedView(decode_bound_tps(ledger, self.kv),
                                                     ledger.speed if ledger is not None else None,
-                                                    board=board, host=platform.node() or "this machine")
+                                                    board=board, host="this machine")  # the same screen on every machine
 
     # ---- the ledger and the engine --------------------------------------------------------
 
