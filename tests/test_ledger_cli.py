@@ -65,7 +65,8 @@ def test_ledger_json_keys_and_ctx_override(cli):
     data = json.loads(out)
     assert LEDGER_KEYS <= set(data)
     assert data["ctx_size"] == 1024  # llama.cpp pads to 256
-    assert data["total_bytes"] == sum(data[k] for k in ("weights_bytes", "kv_bytes", "compute_bytes", "overhead_bytes"))
+    assert data["total_bytes"] == sum(data[k] for k in ("weights_bytes", "cpu_repack_bytes", "kv_bytes", "compute_bytes",
+                                                        "overhead_bytes"))
     assert data["budget_bytes"] == (4096 - 600) * 1024 * 1024
     assert set(data["max_ctx_by_kv_type"]) == {"f16", "q8_0+flash_attn", "q4_0+flash_attn"}
     assert data["decode_tps_bound"]["empty_context"] > data["decode_tps_bound"]["full_context"] > 0

@@ -79,6 +79,9 @@ def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0
     rows.append(("left for the LLM", mb_text(ledger.budget_bytes), "budget"))
     rows.append(("", "", ""))
     rows.append(("weights", mb_text(ledger.weights_bytes), f"{weights}" + (" (file as is)" if weights == "keep" else " (predicted re-quantization)")))
+    if ledger.cpu_repack_bytes:
+        rows.append(("CPU_REPACK copy", mb_text(ledger.cpu_repack_bytes),
+                     f"{'/'.join(ledger.cpu_repack_types)} weights, ggml-cpu repack"))
     rows.append(("KV cache", mb_text(ledger.kv_bytes), f"ctx {ledger.ctx_size}, {ledger.cache_type_k}/{ledger.cache_type_v}, "
                  f"{ledger.kv_bytes_per_token:,} B/token"))
     split = ledger.kv_split

@@ -9,6 +9,7 @@ from workbench.core.gguf.checks import MAX_LAYERS
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.alloc_replay import DenseDecoder, floats_below_logits
 from workbench.core.ledger.kv_layers import kv_cells, preset_n_ubatch, sliding_window
+from workbench.core.ledger.per_layer_inputs import per_layer_stages
 from workbench.core.ledger.sequences import preset_kv_unified, preset_n_seq
 
 
@@ -45,6 +46,7 @@ def _compute_stages(model: ModelInfo, preset: Preset, n_ctx: int) -> tuple[float
     swa_cells = kv_cells(model, n_ctx, n_ubatch=n_ubatch, swa_full=preset.swa_full, n_seq=preset_n_seq(preset),
                          kv_unified=preset_kv_unified(preset)).swa_cells
     attention, feed_forward, logits = _stage_widths(model, n_ctx, swa_cells, preset.flash_attn)
+    attention, feed_forward = per_layer_stages(model, attention, feed_forward, n_ctx + swa_cells, preset.flash_attn)
     decoder = _replayed_decoder(model) if preset.flash_attn else None
     if decoder is not None:
         # where the allocator puts the logits depends on the free fragments the last layer leaves,

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from workbench.core.config.preset import Preset
 from workbench.core.gguf.ggml_types import cache_type
 from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.cache_sharing import owning_layer_count
+from workbench.core.ledger.mla import latent_cache
 from workbench.core.ledger.recurrent import attention_flags
 
 CTX_PAD = 256  # llama-context.cpp pads n_ctx (and n_ctx_seq) to 256; the SWA cache too
@@ -22,6 +24,7 @@ TENSOR_ALIGNMENT = 32  # ggml CPU buffer alignment: every KV tensor starts on it
 SWA_ARCHITECTURES: dict[str, tuple[int, int, bool, bool]] = {
     "gemma2": (4096, 2, False, False),
     "gemma3": (0, 6, False, True),
+    "gemma3n": (0, 5, False, True),
     "cohere2": (0, 4, False, True),
     "olmo2": (0, 4, False, True),
     "gpt-oss": (0, 2, False, True),
@@ -142,7 +145,9 @@ def predicted_kv_layers(model: ModelInfo, n_ctx: int, type_k: str, type_v: str, 
     Each layer with attention has a K tensor [n_embd_k_gqa, cells, n_stream] and a V tensor
     [n_embd_v_gqa, cells, n_stream]; without flash attention V is stored transposed and
     padded to the widest layer's V. A layer without KV heads (recurrent) has no cache and
-    is left out. `n_ctx` is llama.cpp's padded context (see ledger.llama_n_ctx).
+    is left out, and so is one that reuses an earlier layer's cache (cache_sharing). With MLA
+    (ledger.mla) the K tensor holds the compressed latent and there is no V tensor.
+    `n_ctx` is llama.cpp's padded context (see ledger.llama_n_ctx).
     """
     cells = kv_cells(model, n_ctx, n_ubatch=n_ubatch, swa_full=swa_full, n_seq=n_seq, kv_unified=kv_unified)
     window = sliding_window(model)
@@ -150,15 +155,17 @@ def predicted_kv_layers(model: ModelInfo, n_ctx: int, type_k: str, type_v: str, 
     k_type, v_type = cache_type(type_k), cache_type(type_v)
     heads = attention_kv_heads(model)
     widest_v = max(heads, default=0) * model.head_dim_v
+    has_v = latent_cache(model) is None
+    owning = owning_layer_count(model)
     layers = []
     for il, n_head_kv in enumerate(heads):
-        if n_head_kv == 0:
+        if n_head_kv == 0 or il >= owning:
             continue
         is_swa = window is not None and window.is_swa[il]
         n_cells = cells.swa_cells if is_swa else cells.global_cells
         k_values = n_head_kv * model.head_dim_k * n_cells * n_stream
         v_width = n_head_kv * model.head_dim_v if flash_attn else widest_v
-        v_values = v_width * n_cells * n_stream
+        v_values = v_width * n_cells * n_stream if has_v else 0
         layers.append(LayerKV(
             layer=il,
             is_swa=is_swa,

@@ -12,7 +12,9 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.gguf.checks import MAX_LAYERS, check_ledger_model
 from workbench.core.gguf.ggml_types import CACHE_TYPES, QUANT_TYPES, cache_type
 from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.cache_sharing import owning_layer_count
 from workbench.core.ledger.compute import predicted_compute_bytes, predicted_prompt_compute_bytes
+from workbench.core.ledger.cpu_repack import preset_repack
 from workbench.core.ledger.experts import expert_counts
 from workbench.core.ledger.fixes import propose_fixes
 from workbench.core.ledger.kv_layers import (
@@ -23,6 +25,7 @@ from workbench.core.ledger.kv_layers import (
     sliding_window,
 )
 from workbench.core.ledger.llama_build import VERIFIED_LLAMA_CPP, unverified_reason
+from workbench.core.ledger.mla import latent_cache
 from workbench.core.ledger.recurrent import predicted_rs_bytes, recurrent_state
 from workbench.core.ledger.sequences import preset_kv_unified, preset_n_seq
 from workbench.core.ledger.speed import SpeedCorrection, predict_speed
@@ -68,7 +71,8 @@ def _kv_head_groups(model: ModelInfo) -> Counter[int]:
         groups = Counter(per_layer)
         groups[model.n_head_kv] += model.n_layer - len(per_layer)
         return groups
-    return Counter(attention_kv_heads(model))  # recurrent layers keep no KV cache
+    # recurrent layers keep no KV cache; layers past the cache-owning ones reuse one (cache_sharing)
+    return Counter(attention_kv_heads(model)[: owning_layer_count(model)])
 
 
 def kv_bytes_per_token(model: ModelInfo, type_k: str, type_v: str) -> int:
@@ -78,6 +82,8 @@ def kv_bytes_per_token(model: ModelInfo, type_k: str, type_v: str) -> int:
     models whose K/V rows are a multiple of 32 values (every model llama.cpp accepts).
     """
     bpe_k, bpe_v = cache_type(type_k).bytes_per_element, cache_type(type_v).bytes_per_element
+    if latent_cache(model) is not None:
+        bpe_v = 0  # MLA keeps no V (ledger.mla)
     total = Fraction(0)
     for heads, n_layers in _kv_head_groups(model).items():
         total += n_layers * heads * (model.head_dim_k * bpe_k + model.head_dim_v * bpe_v)
@@ -186,7 +192,8 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
     rs_bytes = predicted_rs_bytes(model, preset_n_seq(preset))  # the recurrent state, per sequence
     compute_bytes = predicted_compute_bytes(model, preset, n_ctx)
     overhead_bytes = predicted_overhead_bytes(model)
-    total = weights_bytes + kv_bytes + rs_bytes + compute_bytes + overhead_bytes
+    repack = preset_repack(model, preset, device)
+    total = weights_bytes + repack.n_bytes + kv_bytes + rs_bytes + compute_bytes + overhead_bytes
     budget = device.budget_mb * MIB
     headroom = budget - total
 
@@ -200,15 +207,17 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
     max_ctx = []
     for cache in MAX_CTX_TYPES:
         key = cache if preset.flash_attn or not cache_type(cache).quantized else f"{cache}+flash_attn"
-        max_ctx.append((key, max_ctx_that_fits(model, preset, weights_bytes, cache, budget)))
+        max_ctx.append((key, max_ctx_that_fits(model, preset, weights_bytes + repack.n_bytes, cache, budget)))
     experts = expert_counts(model, preset.weights)
     read_per_token = experts.active_bytes_per_token if experts else weights_bytes
     sized = dataclasses.replace(preset, ctx_size=n_ctx)
     fixes = () if headroom >= 0 else propose_fixes(
         model, sized, n_ctx, total, budget,
-        total_of=lambda changed: _predicted_total(model, changed, llama_n_ctx(model, changed.ctx_size)),
+        total_of=lambda changed: (_predicted_total(model, changed, llama_n_ctx(model, changed.ctx_size))
+                                  + preset_repack(model, changed, device).n_bytes),
         max_ctx_of=lambda changed: max_ctx_that_fits(
-            model, changed, predicted_weights_bytes(model, changed.weights), changed.cache_type_k, budget))
+            model, changed, predicted_weights_bytes(model, changed.weights) + preset_repack(model, changed, device).n_bytes,
+            changed.cache_type_k, budget))
 
     ledger = Ledger(
         model=model.name,
@@ -232,13 +241,16 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
         max_ctx_by_kv_type=tuple(max_ctx),
         decode_tps_bound=decode_tps_bound(device.mem_bandwidth_gbs, read_per_token, kv_bytes),
         kv_split=kv_split(model, preset, n_ctx),
-        resident=predicted_resident(weights_bytes, kv_bytes + rs_bytes, predicted_prompt_compute_bytes(model, preset, n_ctx),
+        resident=predicted_resident(weights_bytes + repack.n_bytes, kv_bytes + rs_bytes, predicted_prompt_compute_bytes(model, preset, n_ctx),
                                     overhead_bytes, preset),
         experts=experts,
         fixes=fixes,
         verified_on=f"llama.cpp {VERIFIED_LLAMA_CPP}",
         unverified=unverified_reason(),
         speed=predict_speed(model, preset, device, n_ctx=n_ctx, correction=speed_correction),
+        cpu_repack_bytes=repack.n_bytes,
+        cpu_repack_source=repack.source,
+        cpu_repack_types=repack.types,
         rs_bytes=rs_bytes,
         n_seq=preset_n_seq(preset),
         recurrent=recurrent_state(model),

@@ -38,6 +38,9 @@ class Ledger:
     verified_on: str = ""  # the llama.cpp build the compute and overhead lines were checked against
     unverified: str = ""  # why the installed llama.cpp build is not the verified one ("" when it is)
     speed: "SpeedPrediction | None" = None  # the speed model's prediction (ledger/speed.py)
+    cpu_repack_bytes: int = 0  # the CPU backend's CPU_REPACK weight buffer (ledger/cpu_repack.py), in the total
+    cpu_repack_source: str = ""  # which weights, on which CPU features, read from where
+    cpu_repack_types: tuple[str, ...] = ()  # the weight types repacked, e.g. ("MXFP4",)
     rs_bytes: int = 0  # llama.cpp's recurrent state (RS buffer), f32, per sequence; 0 without recurrent layers
     n_seq: int = 1  # sequences the context holds (preset parallel): KV streams, window cells and RS cells
     recurrent: "RecurrentState | None" = None  # which layers are recurrent and their state (ledger/recurrent.py)

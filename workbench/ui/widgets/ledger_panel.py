@@ -145,12 +145,17 @@ class LedgerPanel(Widget):
             table.add_column(header, justify="right", no_wrap=True)
         reported = {
             "weights": loaded.model_buffer_bytes if loaded else None,
-            "kv": loaded.kv_buffer_bytes if loaded else None,
+            "kv": loaded.kv_buffer_bytes + loaded.rs_buffer_bytes if loaded else None,  # KV and recurrent state
             "compute": loaded.compute_buffer_bytes if loaded else None,
         }
         for key, label in CATEGORIES:
             swatch = Text("■ ", style=theme_colour(self.app, f"ledger-{key}")) + Text(label)
-            table.add_row(swatch, mib_number(getattr(ledger, f"{key}_bytes")), mib_number(reported.get(key)), "—")
+            predicted = getattr(ledger, f"{key}_bytes")
+            if key == "weights":  # llama.cpp reports its CPU_REPACK copy among the model buffers
+                predicted += ledger.cpu_repack_bytes
+            if key == "kv":  # a hybrid model's recurrent state beside its KV cache (ledger/recurrent.py)
+                predicted += ledger.rs_bytes
+            table.add_row(swatch, mib_number(predicted), mib_number(reported.get(key)), "—")
         rss = self._engine_rss()
         reported_total = sum(v for v in reported.values() if v) if loaded else None
         table.add_row(Text("total", style="bold"), Text(mib_number(ledger.total_bytes), style="bold"),
