@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from workbench.cli.inspect_attention import attention_json, attention_lines, attention_text
 from workbench.cli.json_output import write_json
 from workbench.cli.recurrent_text import layer_map_text
 from workbench.cli.text_table import format_table
@@ -78,6 +79,7 @@ def _architecture_json(info) -> dict:
             "kind": state.kind, "attention_layers": list(state.attention_layers),
             "recurrent_layers": list(state.recurrent_layers), "state_bytes_per_sequence": state.bytes_per_sequence,
             "dtype": RS_TYPE, "source": state.source},
+        **attention_json(info),
     }
 
 
@@ -100,7 +102,7 @@ def _architecture_lines(info) -> list[tuple[str, str]]:
         lines.append(("recurrent state", f"{size(state.bytes_per_sequence)} per sequence, {RS_TYPE}, "
                                          f"any context ({state.source})"))
         lines.append(("layer map", layer_map_text(state)))
-    return lines
+    return lines + attention_lines(info)
 
 
 def _params_text(n_params: int) -> str:
@@ -133,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         ("type mix", type_mix_text(info.type_mix) or "no tensors"),
         ("layers", str(info.n_layer)),
         ("embedding", str(info.n_embd)),
-        ("attention", f"{heads}, head dim K {info.head_dim_k} / V {info.head_dim_v}"),
+        ("attention", attention_text(info, heads)),
         ("vocabulary", f"{info.n_vocab:,} tokens"),
         ("trained context", f"{info.n_ctx_train:,} tokens" if info.n_ctx_train else "not stated"),
         ("chat template", "yes" if info.has_chat_template else "no (at load: the family's built-in template, else completion mode)"),

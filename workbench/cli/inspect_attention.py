@@ -1,0 +1,40 @@
+"""What `workbench inspect` says of a model's attention cache: MLA's latent cache and caches shared between layers."""
+
+from __future__ import annotations
+
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.cache_sharing import shared_caches
+from workbench.core.ledger.mla import describe, latent_cache
+
+
+def attention_text(info: ModelInfo, heads: str) -> str:
+    """The attention line: head dims, or MLA's per-head dims with no stored V."""
+    cache = latent_cache(info)
+    if cache is None:
+        return f"{heads}, head dim K {info.head_dim_k} / V {info.head_dim_v}"
+    return f"{info.n_head} query heads over one compressed latent (MLA), head dim K {cache.head_dim_k} / V {cache.head_dim_v}"
+
+
+def attention_lines(info: ModelInfo) -> list[tuple[str, str]]:
+    lines = []
+    cache = latent_cache(info)
+    if cache is not None:
+        lines.append(("KV cache", f"{describe(cache)} ({cache.source})"))
+    sharing = shared_caches(info)
+    if sharing is not None:
+        lines.append(("shared caches", f"layers 0-{sharing.owning_layers - 1} own a KV cache; the last "
+                                       f"{sharing.shared_layers} reuse one of theirs ({sharing.source})"))
+    return lines
+
+
+def attention_json(info: ModelInfo) -> dict:
+    cache, sharing = latent_cache(info), shared_caches(info)
+    return {
+        "mla": None if cache is None else {"kv_lora_rank": cache.kv_lora_rank, "rope_dims": cache.rope_dims,
+                                           "k_values_per_cell": cache.k_width, "stores_v": False,
+                                           "head_dim_k": cache.head_dim_k, "head_dim_v": cache.head_dim_v,
+                                           "source": cache.source},
+        "shared_caches": None if sharing is None else {"owning_layers": sharing.owning_layers,
+                                                       "shared_layers": sharing.shared_layers,
+                                                       "source": sharing.source},
+    }
