@@ -4,24 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from workbench.core.ledger.recurrent import RS_TYPE, RecurrentState
+from workbench.core.ledger.recurrent import RS_TYPE, RecurrentState, layer_ranges
 from workbench.core.units import MIB
-
-
-def layer_ranges(layers: tuple[int, ...]) -> str:
-    """(0, 1, 2, 4, 6, 7) -> '0-2, 4, 6-7'."""
-    parts: list[str] = []
-    start = previous = None
-    for il in layers:
-        if previous is not None and il == previous + 1:
-            previous = il
-            continue
-        if start is not None:
-            parts.append(f"{start}-{previous}" if previous != start else f"{start}")
-        start = previous = il
-    if start is not None:
-        parts.append(f"{start}-{previous}" if previous != start else f"{start}")
-    return ", ".join(parts) or "none"
 
 
 def layer_map_text(state: RecurrentState) -> str:

@@ -152,3 +152,19 @@ def attention_flags(model: ModelInfo) -> tuple[bool, ...]:
     if state is None:
         return (True,) * model.n_layer
     return tuple(not flag for flag in state.is_recurrent)
+
+
+def layer_ranges(layers: tuple[int, ...]) -> str:
+    """(0, 1, 2, 4, 6, 7) -> '0-2, 4, 6-7'."""
+    parts: list[str] = []
+    start = previous = None
+    for il in layers:
+        if previous is not None and il == previous + 1:
+            previous = il
+            continue
+        if start is not None:
+            parts.append(f"{start}-{previous}" if previous != start else f"{start}")
+        start = previous = il
+    if start is not None:
+        parts.append(f"{start}-{previous}" if previous != start else f"{start}")
+    return ", ".join(parts) or "none"

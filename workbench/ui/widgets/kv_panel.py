@@ -41,6 +41,7 @@ class KvPanel(Widget):
     # A model with sliding-window layers keeps a second, smaller cache: set from the ledger's KVSplit.
     window_cells: reactive[int] = reactive(0)  # cells of the window cache (0 = no window layers)
     window_layers: reactive[str] = reactive("")  # e.g. "5 of 6 layers keep the last 512 tokens"
+    layers_note: reactive[str] = reactive("")  # a hybrid model's attention and recurrent layers
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh())
@@ -55,7 +56,8 @@ class KvPanel(Widget):
         """Columns and rows of blocks that fit the panel (each block is drawn 2 cells wide)."""
         width = self.content_region.width or 40
         height = self.content_region.height or 12
-        text_lines = TEXT_LINES + (1 if self.window_cells else 0)
+        note_lines = math.ceil(len(self.layers_note) / max(1, width - 1))  # the note wraps
+        text_lines = TEXT_LINES + (1 if self.window_cells else 0) + note_lines
         return max(1, width // 2), max(1, height - text_lines)
 
     def render(self) -> RenderableType:
@@ -82,6 +84,8 @@ class KvPanel(Widget):
         parts: list[RenderableType] = [header, grid, legend, self._sizes_line(block_tokens)]
         if self.window_cells:
             parts.append(self._window_line(columns))
+        if self.layers_note:
+            parts.append(Text(self.layers_note, style="dim"))
         if self.shift_notice:
             parts.append(Text(f"⚠ {self.shift_notice}", style=f"bold {theme_colour(self.app, 'kv-current')}"))
         return Group(*parts)
