@@ -38,6 +38,7 @@ def _row(preset: str, model_size: int, decode: float, ppl: float | None, **chang
         stddev_ts=0.25, samples_ts=(decode - 0.25, decode + 0.25), load_s=0.5, ttft_ms=120.0,
         prefill_tps=900.0, prefill_stddev_tps=3.0, decode_tps=decode, timing_source="llama.cpp perf counters",
         peak_rss_bytes=200_000_000, predicted_bytes=190_000_000, prediction_error_pct=100 / 19,
+        expected_rss_bytes=195_000_000, rss_vs_expected_pct=500 / 195,
         kv_bytes=47_185_920, power_w=None, joules_per_token=None, peak_temp_c=61.5, throttled=False,
         pct_of_bandwidth_bound=41.2, ppl=ppl, ppl_ctx=512, ppl_tokens=3000,
         prefill_samples_ts=(896.0, 904.0), n_gpu_layers=0, split_mode="layer", main_gpu=0, tensor_split="0.00",

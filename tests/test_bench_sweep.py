@@ -73,6 +73,20 @@ def test_a_three_preset_sweep_measures_every_preset(sweep):
     assert results.machine.llama_cpp_version and "CPU" in results.machine.llama_cpp_system_info
 
 
+def test_peak_rss_is_compared_with_the_rss_expected_for_the_rows_prompt(sweep):
+    _, stdout, _, results = sweep
+    for row in results.rows:
+        # the OS's peak RSS of the engine against the RSS expected after load and a pp16 prompt: like with like
+        assert abs(row.rss_vs_expected_pct) < 10, (row.preset, row.peak_rss_bytes, row.expected_rss_bytes)
+        expected_pct = (row.peak_rss_bytes - row.expected_rss_bytes) / row.expected_rss_bytes * 100
+        assert row.rss_vs_expected_pct == pytest.approx(expected_pct)
+        # the ledger total (kept as predicted_bytes) also holds the compute buffer a short prompt never writes
+        assert row.expected_rss_bytes < row.predicted_bytes
+        assert row.reference == "keep-f16" and row.reference_why == "the model file as is"
+    assert "| peak vs expected % |" in stdout and "| ledger total MiB |" in stdout and "pred err %" not in stdout
+    assert "against keep-f16 (the model file as is); vs reference: within the noise:" in stdout
+
+
 def test_every_row_is_complete_each_figure_measured_or_explained(sweep):
     results = sweep[3]
     for row in results.rows:

@@ -89,7 +89,10 @@ def run_speed(args: argparse.Namespace) -> int:
         eval_text=eval_text,
         ppl_ctx=args.ppl_ctx,
         rpc=rpc,
+        reference=check_reference(args.reference, presets),
+        perplexity=not args.no_perplexity,
     )
+    check_gates(args)
     results, failures = sweep_with_progress(config, sys.stderr)
     for failure in failures:
         print(f"workbench: {failure.preset} failed: {failure.message}", file=sys.stderr)
@@ -104,7 +107,50 @@ def run_speed(args: argparse.Namespace) -> int:
         sys.stdout.write(render(results, args.output))
     if soak_seconds is not None:
         _soak_all(config, soak_seconds)
-    return 1 if failures or refused else 0
+    missed = gate_failures(results.rows, args.fail_below, args.fail_above_ppl)
+    for line in missed:
+        print(f"workbench: {line}", file=sys.stderr)
+    return EXIT_GATE if missed else (1 if failures or refused else 0)
+
+
+EXIT_GATE = 3  # a row missed --fail-below or --fail-above-ppl (README); 1: a preset failed, 2: bad input
+
+
+def check_reference(name: str | None, presets) -> str | None:
+    """--reference must name a preset of this bench (its name, as the rows carry it)."""
+    if name is None:
+        return None
+    names = [preset.name for preset in presets]
+    if name not in names:
+        raise WorkbenchError(f"--reference {name} is not one of this bench's presets", where="bench",
+                             fix=f"Name one of: {', '.join(names)}")
+    return name
+
+
+def check_gates(args) -> None:
+    if args.fail_below is not None and not args.fail_below > 0:
+        raise WorkbenchError(f"--fail-below {args.fail_below} is no decode rate", fix="Give tokens/s above 0, e.g. 10")
+    if args.fail_above_ppl is not None:
+        if not args.fail_above_ppl > 1:
+            raise WorkbenchError(f"--fail-above-ppl {args.fail_above_ppl} is no perplexity (they are above 1)",
+                                 fix="Give e.g. --fail-above-ppl 20")
+        if args.no_perplexity:
+            raise WorkbenchError("--fail-above-ppl needs the perplexity that --no-perplexity skips",
+                                 fix="Drop one of the two")
+
+
+def gate_failures(rows, fail_below: float | None, fail_above_ppl: float | None) -> list[str]:
+    """One line per row that misses a gate: decode under --fail-below, perplexity over (or without) --fail-above-ppl."""
+    missed = []
+    for row in rows:
+        if fail_below is not None and row.decode_tps < fail_below:
+            missed.append(f"{row.preset}: decode {row.decode_tps:.2f} tok/s is below --fail-below {fail_below:g}")
+        if fail_above_ppl is not None and (row.ppl is None or row.ppl > fail_above_ppl):
+            measured = "not measured" if row.ppl is None else f"{row.ppl:.3f}"
+            missed.append(f"{row.preset}: perplexity {measured} is above --fail-above-ppl {fail_above_ppl:g}"
+                          if row.ppl is not None else f"{row.preset}: perplexity {measured}, so --fail-above-ppl "
+                          "cannot pass")
+    return missed
 
 
 def _check_writable(target) -> None:

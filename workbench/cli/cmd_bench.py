@@ -33,6 +33,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--soak", metavar="DURATION", help="after the sweep, generate for DURATION (30s, 10m) "
                         "per preset and report decode tok/s and temperature over time")
     parser.add_argument("--ppl-ctx", type=int, default=512, help="perplexity window in tokens (default 512)")
+    parser.add_argument("--no-perplexity", action="store_true",
+                        help="skip the perplexity step (most of a short sweep's time); ppl and Δppl read n/a")
+    parser.add_argument("--reference", metavar="PRESET",
+                        help="the preset Δppl and speedup are against (default: the one running the model file as is)")
+    parser.add_argument("--fail-below", type=float, metavar="TOKPS",
+                        help="exit 3 when a preset decodes slower than TOKPS tokens/s (a script's gate)")
+    parser.add_argument("--fail-above-ppl", type=float, metavar="PPL",
+                        help="exit 3 when a preset's perplexity is above PPL (or was not measured)")
     parser.add_argument("--eval-text", help="evaluation text file (default: the shipped field guide)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random prompt tokens (default 0)")
     parser.add_argument("--backends", metavar="cpu,gpu",

@@ -14,7 +14,7 @@ from typing import Any
 
 from workbench.core.bench.llama_bench import MAX_TESTS, LlamaBenchTest, is_ours, pair_tests, parse_test, test_rows
 from workbench.core.bench.machine import Machine, machine_from_dict
-from workbench.core.bench.rows import ROW_FIELDS, BenchRow, row_from_dict
+from workbench.core.bench.rows import NOISE_RULE, ROW_FIELDS, BenchRow, row_from_dict
 from workbench.core.bench.split_rows import DeviceBench
 from workbench.core.config.host import profile_is_this_machine
 from workbench.core.errors import WorkbenchError
@@ -105,8 +105,9 @@ MD_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("prefill t/s", "prefill_tps", lambda v: f"{v:.1f}"),
     ("decode t/s", "avg_ts", lambda v: f"{v:.2f}"),
     ("peak MiB", "peak_rss_bytes", lambda v: f"{v / MIB:.1f}"),
-    ("predicted MiB", "predicted_bytes", lambda v: f"{v / MIB:.1f}"),
-    ("pred err %", "prediction_error_pct", lambda v: f"{v:+.1f}"),
+    ("expected RSS MiB", "expected_rss_bytes", lambda v: f"{v / MIB:.1f}"),
+    ("peak vs expected %", "rss_vs_expected_pct", lambda v: f"{v:+.1f}"),
+    ("ledger total MiB", "predicted_bytes", lambda v: f"{v / MIB:.1f}"),
     ("KV MiB", "kv_bytes", lambda v: f"{v / MIB:.1f}"),
     ("W", "power_w", lambda v: f"{v:.2f}"),
     ("J/tok", "joules_per_token", lambda v: f"{v:.3f}"),
@@ -116,6 +117,7 @@ MD_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("ppl", "ppl", lambda v: f"{v:.3f}"),
     ("Δppl", "ppl_delta", lambda v: f"{v:+.3f}"),
     ("speedup", "speedup", lambda v: f"{v:.2f}×"),
+    ("vs reference", "speedup_within_noise", lambda v: "within noise" if v else "beyond noise"),
     ("decode pred t/s", "predicted_decode_tps", lambda v: f"{v:.2f}"),
     ("decode meas/pred", "decode_vs_predicted", lambda v: f"{v:.2f}"),
     ("prefill pred t/s", "predicted_prefill_tps", lambda v: f"{v:.1f}"),
@@ -192,7 +194,12 @@ def sweep_notes(rows: tuple[BenchRow, ...]) -> list[str]:
     """What the relative and quality columns are measured against, one line each."""
     notes = []
     if rows and rows[0].reference:
-        notes.append(f"Δppl and speedup are against {rows[0].reference} (the largest weights in this sweep).\n")
+        why = f" ({rows[0].reference_why})" if rows[0].reference_why else ""
+        notes.append(f"Δppl and speedup are against {rows[0].reference}{why}; vs reference: {NOISE_RULE}.\n")
+    if any(row.expected_rss_bytes is not None for row in rows):
+        notes.append("peak vs expected %: the engine's peak RSS against the RSS expected after load and the row's "
+                     "prompt (weights, KV cache, overhead and the compute buffer that prompt writes); the ledger "
+                     "total also holds the whole compute buffer, so it is what must fit, not what RSS shows.\n")
     for row in rows:
         if row.devices:
             notes.append(split_note(row))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from workbench.core.bench.split_rows import DeviceBench
+from workbench.core.errors import WorkbenchError
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class BenchRow:
     timing_source: str  # "llama.cpp perf counters" or "wall clock"
     peak_rss_bytes: int
     predicted_bytes: int | None
-    prediction_error_pct: float | None  # (measured - predicted) / predicted
+    prediction_error_pct: float | None  # peak RSS against the ledger total (predicted_bytes), %: kept for JSON readers
     kv_bytes: int | None
     power_w: float | None
     joules_per_token: float | None  # per generated token
@@ -75,6 +77,12 @@ class BenchRow:
     prefill_vs_predicted: float | None = None
     speed_basis: str = ""
     preset_toml: str = ""  # the preset as its TOML file: what a report's appendix reproduces it from
+    # like with like: peak RSS against the RSS expected after load and a prompt of n_prompt (bench/rss_rows.py)
+    expected_rss_bytes: int | None = None
+    rss_vs_expected_pct: float | None = None  # (peak RSS - expected) / expected x 100
+    # the decode rates of this row and the reference differ by less than twice their standard error (NOISE_RULE)
+    speedup_within_noise: bool | None = None
+    reference_why: str = ""  # why the reference is the reference: named by --reference, or the file as is
 
     def why_unavailable(self, field_name: str) -> str:
         return dict(self.unavailable).get(field_name, "")
@@ -83,12 +91,42 @@ class BenchRow:
 ROW_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(BenchRow))
 
 
-def with_references(rows: tuple[BenchRow, ...]) -> tuple[BenchRow, ...]:
-    """Fill ppl_delta and speedup against the highest-precision row (largest weights, then KV)."""
+NOISE_RULE = ("within the noise: the two decode rates differ by less than twice the standard error of their "
+              "difference, sqrt(s1²/n1 + s2²/n2), from each preset's timed runs (n ≥ 2 each)")
+
+
+def within_noise(row: BenchRow, reference: BenchRow) -> bool | None:
+    """Whether the decode rates of `row` and `reference` differ by less than the runs' spread says they may
+    (NOISE_RULE); None with fewer than two timed runs on either side (no spread to judge by)."""
+    n_row, n_ref = len(row.samples_ts), len(reference.samples_ts)
+    if n_row < 2 or n_ref < 2:
+        return None
+    error = math.sqrt(row.stddev_ts ** 2 / n_row + reference.stddev_ts ** 2 / n_ref)
+    return abs(row.avg_ts - reference.avg_ts) < 2 * error
+
+
+def choose_reference(rows: tuple[BenchRow, ...], name: str | None = None) -> tuple[BenchRow, str]:
+    """The row the deltas are against and why: the preset named (--reference), else the model file as is
+    (weights = keep), else the largest weights, saying that no row ran the file as is."""
+    if name:
+        named = [row for row in rows if row.preset == name]
+        if not named:
+            raise WorkbenchError(f"--reference {name} is not a preset of this bench",
+                                 fix=f"Name one of: {', '.join(row.preset for row in rows)}")
+        return named[0], "named by --reference"
+    as_is = [row for row in rows if row.weights.lower() == "keep"]
+    if as_is:
+        return as_is[0], "the model file as is"
+    candidates = [row for row in rows if row.ppl is not None] or list(rows)
+    largest = max(candidates, key=lambda row: (row.model_size, _kv_precision(row)))
+    return largest, "the largest weights: no preset ran the model file as is"
+
+
+def with_references(rows: tuple[BenchRow, ...], reference_name: str | None = None) -> tuple[BenchRow, ...]:
+    """Fill ppl_delta, speedup and whether the speedup is within the noise against the reference row."""
     if not rows:
         return rows
-    candidates = [row for row in rows if row.ppl is not None] or list(rows)
-    reference = max(candidates, key=lambda row: (row.model_size, _kv_precision(row)))
+    reference, why = choose_reference(rows, reference_name)
     result = []
     for row in rows:
         notes = dict(row.unavailable)
@@ -100,12 +138,18 @@ def with_references(rows: tuple[BenchRow, ...]) -> tuple[BenchRow, ...]:
         speedup = row.decode_tps / reference.decode_tps if reference.decode_tps > 0 else None
         if speedup is None:
             notes["speedup"] = f"reference {reference.preset} has no decode rate"
+        noise = None if row is reference else within_noise(row, reference)
+        if noise is None:
+            notes["speedup_within_noise"] = ("the reference itself" if row is reference
+                                             else "fewer than two timed runs: no spread to judge the noise by")
         result.append(
             dataclasses.replace(
                 row,
                 ppl_delta=delta,
                 speedup=speedup,
                 reference=reference.preset,
+                reference_why=why,
+                speedup_within_noise=noise,
                 unavailable=tuple(notes.items()),
             )
         )

@@ -13,6 +13,7 @@ from workbench.core.bench.llama_bench import preset_placement, utc_at_monotonic
 from workbench.core.bench.machine import describe_machine
 from workbench.core.bench.report import BenchResults
 from workbench.core.bench.rows import BenchRow, with_references
+from workbench.core.bench.rss_rows import with_expected_rss
 from workbench.core.bench.speed_rows import with_speed_prediction
 from workbench.core.bench.split_rows import split_row_fields
 from workbench.core.config.host import profile_is_this_machine
@@ -51,10 +52,12 @@ class SweepConfig:
     ppl_ctx: int = 512  # the same window for every preset, so perplexities compare
     telemetry_root: str = "/"
     rpc: tuple = ()  # --rpc nodes (RpcEndpoint, profiles kept) for each row's per-device prediction
+    reference: str | None = None  # the preset Δppl and speedup are against (None: the model file as is)
+    perplexity: bool = True  # False (--no-perplexity): skip the perplexity step, most of a short sweep's time
 
     @property
     def steps_per_preset(self) -> int:
-        return 3 + self.repetitions  # load, warm-up, runs, perplexity
+        return 2 + self.repetitions + self.perplexity  # load, warm-up, runs, perplexity
 
 
 # progress events, in the order a sweep yields them
@@ -133,6 +136,7 @@ def run_sweep(config: SweepConfig, cancel: threading.Event | None = None) -> Ite
             # A board simulated here: this machine's rate would mis-correct the board's predictions.
             row = with_speed_prediction(build_row(config, preset, run, ledger, ledger_error), model_info, preset,
                                         config.device, remember=profile_is_this_machine(config.device.name))
+            row = with_expected_rss(row, model_info, preset, ledger)
             machine_facts = machine_facts or run.facts
             rows.append(row)
             yield PresetMeasured(row)
@@ -141,7 +145,8 @@ def run_sweep(config: SweepConfig, cancel: threading.Event | None = None) -> Ite
             failures.append(failure)
             yield failure
     machine = describe_machine(config.device, machine_facts, root=config.telemetry_root)
-    yield SweepFinished(BenchResults(machine, with_references(tuple(rows))), tuple(failures), cancel.is_set())
+    results = BenchResults(machine, with_references(tuple(rows), config.reference))
+    yield SweepFinished(results, tuple(failures), cancel.is_set())
 
 
 def _measure_preset(
@@ -190,6 +195,9 @@ def _measure_preset(
         watch.sample_now()
         # perplexity runs last: the logits of a whole window stay allocated in the engine
         watch.freeze_rss()
+        if not config.perplexity:
+            run.ppl_error = "perplexity not measured: --no-perplexity"
+            return
         yield SweepStepStarted(preset.name, "perplexity", first_step + 2 + config.repetitions, total)
         if cancel.is_set():
             return
