@@ -99,6 +99,9 @@ def test_the_plan_shows_the_per_slot_context_and_the_ledger_before_serving(serve
     assert f"slots: {SLOTS} x {SLOT_CTX:,} tokens of context" in text
     assert "KV cache" in text and "left for the LLM" in text  # the ledger table
     assert text.index("slots:") < text.index("serving ")
+    # the ledger is the one for SLOTS sequences, and the engine made its context for them at load
+    assert f"{SLOTS} (parallel): one KV cache of ctx cells shared (kv_unified)" in text
+    assert f"cells shared by {SLOTS} sequences" in text and "context re-made" not in text
 
 
 def test_plain_chat_answer_and_text_completion(server):
