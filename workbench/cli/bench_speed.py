@@ -177,6 +177,8 @@ def sweep_with_progress(config, stream: TextIO):
         elif isinstance(event, PresetMeasured):
             row = event.row
             draw_bar(stream, 0, 0, f"{row.preset}: {row.decode_tps:.1f} tok/s decode", done_line=True)
+            if event.prediction_check:
+                draw_bar(stream, 0, 0, f"{row.preset}: {event.prediction_check}", done_line=True)
         elif isinstance(event, PresetFailed):
             draw_bar(stream, 0, 0, f"{event.preset}: failed", done_line=True)
         elif isinstance(event, SweepFinished):

@@ -195,3 +195,5 @@ def _print_opened(host) -> None:
     print(f"llama.cpp: context {opened.n_ctx:,} cells shared by {opened.n_slots} sequences "
           f"({opened.slot_ctx:,} per slot, kv_unified={'yes' if opened.kv_unified else 'no'}); " + ", ".join(measured),
           flush=True)
+    if loaded is not None and loaded.prediction_check and not opened.context_recreated:
+        print(loaded.prediction_check, flush=True)

@@ -260,6 +260,7 @@ def _loaded_summary(loaded: Any) -> str:
         f"loaded {loaded.preset_name} in {loaded.load_seconds:.2f}s: context {loaded.n_ctx} tokens, "
         f"llama.cpp buffers: model {loaded.model_buffer_bytes / MIB:.1f} MiB, KV {loaded.kv_buffer_bytes / MIB:.1f} MiB, "
         f"compute {loaded.compute_buffer_bytes / MIB:.1f} MiB; engine RSS {loaded.rss_bytes / MIB:.0f} MiB"
+        + (f"\n  {loaded.prediction_check}" if loaded.prediction_check else "")
         + "".join(f"\n  warning: {text}" for text in loaded.warnings)
     )
 

@@ -83,6 +83,10 @@ class BenchRow:
     # the decode rates of this row and the reference differ by less than twice their standard error (NOISE_RULE)
     speedup_within_noise: bool | None = None
     reference_why: str = ""  # why the reference is the reference: named by --reference, or the file as is
+    # Each buffer llama.cpp reported against the ledger's prediction: (reported - predicted) / predicted x 100
+    weights_prediction_error_pct: float | None = None
+    kv_prediction_error_pct: float | None = None
+    compute_prediction_error_pct: float | None = None
 
     def why_unavailable(self, field_name: str) -> str:
         return dict(self.unavailable).get(field_name, "")

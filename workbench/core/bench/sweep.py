@@ -79,6 +79,7 @@ class SweepStepStarted:
 @dataclass(frozen=True)
 class PresetMeasured:
     row: BenchRow  # deltas against the reference are filled in SweepFinished's rows
+    prediction_check: str = ""  # the load's one line when a buffer was over 5% off the ledger
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,7 @@ def run_sweep(config: SweepConfig, cancel: threading.Event | None = None) -> Ite
             row = with_expected_rss(row, model_info, preset, ledger)
             machine_facts = machine_facts or run.facts
             rows.append(row)
-            yield PresetMeasured(row)
+            yield PresetMeasured(row, run.loaded.prediction_check if run.loaded else "")
         except WorkbenchError as error:
             failure = PresetFailed(preset.name, str(error))
             failures.append(failure)
@@ -343,6 +344,7 @@ def build_row(
         peak_rss_bytes=peak_rss,
         predicted_bytes=predicted,
         prediction_error_pct=error_pct,
+        **buffer_error_fields(loaded, notes),
         kv_bytes=kv_bytes,
         power_w=power_w,
         joules_per_token=joules,
@@ -381,3 +383,15 @@ def _why(samples: list[TelemetrySample], what: tuple[str, ...], default: str, wa
     if watch is not None and watch.sample_errors:
         return f"telemetry failed: {watch.sample_errors[-1]}"
     return default
+
+
+def buffer_error_fields(loaded: Loaded, notes: dict[str, str]) -> dict[str, float | None]:
+    """The row's per-buffer prediction errors from the load (ledger/buffer_check), or why each is missing."""
+    errors = dict(loaded.prediction_errors_pct)
+    fields = {}
+    for buffer, prefix in (("weights", "weights"), ("KV", "kv"), ("compute", "compute")):
+        name = f"{prefix}_prediction_error_pct"
+        fields[name] = errors.get(buffer)
+        if fields[name] is None:
+            notes[name] = "no ledger prediction or no llama.cpp report for this buffer"
+    return fields

@@ -38,6 +38,7 @@ from workbench.core.engine.sequence_events import (
 )
 from workbench.core.engine.sequence_session import SequenceSession
 from workbench.core.errors import EngineError, WorkbenchError
+from workbench.core.ledger.buffer_check import buffer_errors, mismatch_line
 
 _BUSY = "the engine is busy with another request (it runs one at a time); wait for it to finish or cancel it"
 
@@ -112,6 +113,7 @@ class EngineClient(EngineLink):
             self._memory_limit_bytes = 0
             for event in self._exchange(request, "loading the model"):
                 if isinstance(event, Loaded):
+                    event = _checked(event, plan.predicted_buffers)
                     self._loaded = event
                 elif isinstance(event, LoadProgressed) and event.memory_limit_bytes:
                     self._memory_limit_bytes = event.memory_limit_bytes
@@ -264,3 +266,11 @@ def _engine_error(failure: EngineFailed, where: str = "") -> EngineError:
     error = EngineError(failure.message, where=failure_where(failure, where) if where else "", fix=fix)
     error.failure = failure  # type: ignore[attr-defined]
     return error
+
+
+def _checked(loaded: Loaded, predicted: tuple[tuple[str, int], ...]) -> Loaded:
+    """The load with its buffers set against the ledger's prediction (ledger/buffer_check)."""
+    reported = {"weights": loaded.model_buffer_bytes, "KV": loaded.kv_buffer_bytes, "RS": loaded.rs_buffer_bytes,
+                "compute": loaded.compute_buffer_bytes}
+    return dataclasses.replace(loaded, prediction_check=mismatch_line(predicted, reported),
+                               prediction_errors_pct=buffer_errors(predicted, reported))

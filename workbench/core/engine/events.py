@@ -70,6 +70,8 @@ class Loaded:
     n_threads: int = 0  # the threads llama.cpp was given (0 = not reported)
     cpu_cores: tuple[int, ...] = ()  # the CPUs the engine is pinned to; () = not pinned (every CPU it may use)
     cores_note: str = ""  # which cores and why, one sentence
+    prediction_check: str = ""  # one line when a reported buffer is over 5% off the ledger (ledger/buffer_check)
+    prediction_errors_pct: tuple[tuple[str, float], ...] = ()  # (buffer, reported vs predicted, %)
     rs_buffer_bytes: int = 0  # llama.cpp's recurrent-state ("RS") buffer; 0 for a model without one
     n_seq_max: int = 1  # sequences the context was made for (the preset's parallel)
 

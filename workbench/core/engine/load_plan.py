@@ -14,6 +14,7 @@ from workbench.core.engine.load_split import plan_split
 from workbench.core.engine.quantize import weights_type_name
 from workbench.core.errors import GGUFError
 from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.buffer_check import predicted_buffers
 from workbench.core.ledger.predict import predict_ledger
 from workbench.core.ledger.types import DOES_NOT_FIT, Ledger
 from workbench.core.ledger.verdict_text import overrun_text
@@ -27,6 +28,7 @@ class LoadPlan:
     warnings: tuple[str, ...]
     rpc: tuple[str, ...] = ()  # the RPC nodes the engine registers ("host:port", device order)
     memory_budget_bytes: int | None = None  # the ledger's total; None for a split over RPC nodes
+    predicted_buffers: tuple[tuple[str, int], ...] = ()  # buffer_check's figures; () for a split over RPC nodes
 
 
 def describe_ledger(ledger: Ledger) -> str:
@@ -74,4 +76,5 @@ def plan_load(
             f"preset {preset.name} does not fit {device.name}: {overrun_text(ledger)}. "
             f"Pick a smaller preset or a shorter context, or {LOAD_ANYWAY}",
         )
-    return LoadPlan(quantize_to, prediction, warnings, memory_budget_bytes=ledger.total_bytes)
+    return LoadPlan(quantize_to, prediction, warnings, memory_budget_bytes=ledger.total_bytes,
+                    predicted_buffers=predicted_buffers(ledger))

@@ -250,6 +250,8 @@ class MainScreen(TabbedLayoutScreen):
             if warning != loaded.chat_notice:
                 # the preset's checks and the engine's notes, not lines of llama.cpp's log
                 self.notify(warning, title="Load warning", severity="warning", timeout=8)
+        if loaded.prediction_check:  # a buffer over 5% off the ledger: said once, both figures
+            self.notify(loaded.prediction_check, title="Ledger mismatch", severity="warning", timeout=10)
 
     async def on_load_failed(self, message: LoadFailed) -> None:
         failure = message.failure

@@ -1,0 +1,34 @@
+"""The app says in one notification when a buffer llama.cpp reports after a load is more than 5% off the ledger."""
+
+from pathlib import Path
+
+from arch_attention_2026 import ATTENTION_MODELS, write_attention_gguf
+from fakes import wait_until
+
+from workbench.core.units import MIB
+from workbench.ui.app import WorkbenchApp
+from workbench.ui.engine_session import LOADED
+from workbench.ui.selection import Selection
+from workbench.ui.widgets.ledger_panel import LedgerPanel
+
+
+async def test_a_load_off_its_prediction_is_said_once_with_both_figures(tmp_path: Path):
+    """gpt-oss on the Orin Nano profile: the ledger expects the Arm dot-product repack (MXFP4 and Q8_0 weights),
+    this x86 machine's llama.cpp repacks the MXFP4 experts only, so its model buffers come out well under it."""
+    model = write_attention_gguf(tmp_path / "gpt-oss.gguf", ATTENTION_MODELS["gpt-oss"])
+    app = WorkbenchApp(Selection(model_path=model, preset_name="as-is", device_name="jetson-orin-nano-8gb"))
+    async with app.run_test(size=(120, 34)) as pilot:
+        screen = app.main_screen
+        await wait_until(pilot, lambda: screen.ledger is not None, 60)
+        await pilot.press("ctrl+l")
+        await wait_until(pilot, lambda: screen.phase == LOADED, 120)
+        loaded = screen.query_one(LedgerPanel).view.loaded
+        # the notice follows the loaded phase within the same message handler
+        await wait_until(pilot, lambda: any(n.title == "Ledger mismatch" for n in app._notifications), 30)
+        said = [n for n in app._notifications if n.title == "Ledger mismatch"]
+        assert len(said) == 1
+        message = said[0].message
+        assert message.startswith("llama.cpp's buffers differ from the ledger by more than 5%: weights ")
+        predicted = screen.ledger.weights_bytes + screen.ledger.cpu_repack_bytes
+        assert f"vs {predicted / MIB:,.1f} MiB predicted" in message and "\n" not in message
+        assert f"{loaded.model_buffer_bytes / MIB:,.1f} MiB reported" in message
