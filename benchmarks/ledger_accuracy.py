@@ -5,7 +5,9 @@ qwen2, qwen3, gemma2, gemma3 with SWA and a 262k vocabulary, phi3, granite, olmo
 qwen3moe) and the bundled model, loaded in the workbench's own engine process under several
 presets (small ubatch, quantized KV + flash attention, swa_full, 4 sequences), and the families
 with recurrent state (lfm2, granitehybrid, qwen3next: tests/arch_recurrent.py, also with a small
-vocabulary) at ctx 2048 / 8192, f16 / q8_0 + flash attention, 1 / 4 sequences: predicted vs
+vocabulary) and the attention families of tests/arch_attention_2026.py (deepseek2 with MLA, gemma3n,
+gpt-oss with MXFP4 experts and its CPU_REPACK copy, counted in the weights) at ctx 2048 / 8192, f16 /
+q8_0 + flash attention, 1 / 4 sequences (and q8_0 + flash attention at ctx 4096): predicted vs
 llama.cpp's reported KV / RS / compute / weights, and the expected resident memory after load and
 after a prompt that fills the context against the engine's measured RSS.
 Part 2 (bundled, skipped with --smallest): the bundled model and F16 / Q8_0 re-quantized
@@ -163,6 +165,7 @@ def architecture_table(*, smallest: bool) -> None:
     import psutil
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from arch_attention_2026 import ATTENTION_MODELS, write_attention_gguf
     from arch_models import ARCH_MODELS, write_arch_gguf
     from arch_recurrent import RECURRENT_MODELS, write_recurrent_gguf
 
@@ -186,6 +189,7 @@ def architecture_table(*, smallest: bool) -> None:
     for arch in ("granitehybrid", "qwen3next"):
         small = replace(RECURRENT_MODELS[arch], base=replace(RECURRENT_MODELS[arch].base, n_vocab=2048))
         models.append((f"{arch[:9]}-v2k", write_recurrent_gguf(workdir / f"{arch}-v2k.gguf", small)))
+    models += [(arch, write_attention_gguf(workdir / f"{arch}.gguf", model)) for arch, model in sorted(ATTENTION_MODELS.items())]
     header = (f"{'model':13} {'setting':24} {'KV pred/rep MiB':>19} {'err':>7} {'RS pred/rep MiB':>17} "
               f"{'compute pred/rep':>19} {'err':>7} {'weights err':>11} {'RSS load exp/meas':>19} {'RSS prompt exp/meas':>21}")
     print(header)
@@ -197,6 +201,8 @@ def architecture_table(*, smallest: bool) -> None:
             settings = (SMALLEST,)
         elif label in RECURRENT_MODELS or label.endswith("-v2k"):
             settings = RECURRENT_SETTINGS
+        elif label in ATTENTION_MODELS:
+            settings = RECURRENT_SETTINGS + ARCH_SETTINGS[2:3]
         else:
             settings = ARCH_SETTINGS + PARALLEL_SETTINGS
         with EngineClient() as client:
@@ -217,7 +223,7 @@ def architecture_table(*, smallest: bool) -> None:
                     "kv": _err(ledger.kv_bytes, loaded.kv_buffer_bytes),
                     "rs": _rs_err(ledger.rs_bytes, loaded.rs_buffer_bytes),
                     "compute": _err(ledger.compute_bytes, loaded.compute_buffer_bytes),
-                    "weights": _err(ledger.weights_bytes, loaded.model_buffer_bytes),
+                    "weights": _err(ledger.weights_bytes + ledger.cpu_repack_bytes, loaded.model_buffer_bytes),
                     "rss load": _err(ledger.resident.after_load_bytes, loaded.rss_bytes),
                     "rss prompt": _err(ledger.resident.after_prompt_bytes, rss_prompt),
                 }
