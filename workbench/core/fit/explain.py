@@ -65,6 +65,8 @@ def changes_from(base: Preset, chosen: FitCandidate, ranked: Sequence[FitCandida
             count = "every layer and the output layer" if new == -1 else f"the last {new} layers"
             why = (f"{count} on {', '.join(held) or 'the devices'}: the most their budgets hold at --ctx-min "
                    f"{request.ctx_min:,} (llama.cpp offloads the last layers first); {chosen.split.reason}")
+        elif key == "rpc":
+            why = "the --rpc nodes the layers go to (llama-server --rpc)"
         else:
             why = chosen.split.reason if chosen.split is not None else "the split the devices allow"
         out.append(FitChange(key, old, new, why))
