@@ -76,6 +76,8 @@ def test_the_html_holds_every_section_and_no_script(pair, tmp_path):
         assert f'<section id="{section}">' in page
     assert page.count('<pre class="preset-toml">') == 3  # quality-q8, balanced-q4km, edge-int4-kv8
     assert "not on the board" in page and "no power source on this machine" in page
+    # the files say llama-cpp-python 0.3.36: its vendored llama.cpp is commit 0c1e570 (the package's vendor/ tree)
+    assert page.count("llama.cpp build: llama-cpp-python 0.3.36 (vendored llama.cpp 0c1e570)") == 2
 
 
 def test_a_hostile_preset_name_is_text_in_the_page_and_the_charts(pair, tmp_path):

@@ -150,8 +150,8 @@ def _appendix(report: Report) -> str:
         machine = device.machine
         parts.append(f"<h3>{_e(device.label)}</h3><p>{_e(device.summary)}</p>"
                      f"<p>Device profile <b>{_e(device.profile)}</b>: {machine.device_ram_total_mb:,} MB RAM, "
-                     f"{machine.device_budget_mb:,} MB budget. llama.cpp build: llama-cpp-python "
-                     f"{_e(machine.llama_cpp_version)}.</p><pre>{_e(machine.llama_cpp_system_info)}</pre>")
+                     f"{machine.device_budget_mb:,} MB budget. llama.cpp build: {_e(device.llama_cpp_build)}; its system "
+                     f"info:</p><pre>{_e(machine.llama_cpp_system_info)}</pre>")
     for name, toml in report.presets:
         parts.append(f'<h3>Preset {_e(name)}</h3><pre class="preset-toml">{_e(toml)}</pre>')
     return "".join(parts)

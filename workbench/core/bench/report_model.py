@@ -12,6 +12,7 @@ from workbench.core.bench.report import BenchResults, machine_summary
 from workbench.core.bench.rows import BenchRow
 from workbench.core.config.host import profile_is_this_machine
 from workbench.core.errors import WorkbenchError
+from workbench.core.ledger.llama_build import VERIFIED_LLAMA_CPP, VERIFIED_PACKAGE, VERIFIED_VERSIONS
 from workbench.core.ledger.predict import TIGHT_HEADROOM
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT
 from workbench.core.units import MIB, size
@@ -80,6 +81,7 @@ class Device:
     machine: Machine
     summary: str  # one line: CPU, cores, RAM, OS, llama-cpp-python
     rows: tuple[ReportRow, ...]
+    llama_cpp_build: str = ""  # llama-cpp-python's version and, where the workbench knows it, llama.cpp's commit
 
 
 @dataclass(frozen=True)
@@ -207,7 +209,15 @@ def _device(results: BenchResults, name: str, labels: set[str]) -> Device:
     labels.add(label)
     rows = tuple(report_row(row, label, budget * MIB, f"{where}: row {index} ({str(row.preset)[:40]})")
                  for index, row in enumerate(results.rows, 1))
-    return Device(label, machine.device_profile, simulated, machine, machine_summary(machine), rows)
+    return Device(label, machine.device_profile, simulated, machine, machine_summary(machine), rows,
+                  llama_cpp_build(machine.llama_cpp_version))
+
+
+def llama_cpp_build(version: str) -> str:
+    """'llama-cpp-python 0.3.36 (vendored llama.cpp 0c1e570)': the commit from the build the ledger was verified on."""
+    if version in VERIFIED_VERSIONS:
+        return f"{VERIFIED_PACKAGE} {version} (vendored llama.cpp {VERIFIED_LLAMA_CPP})"
+    return f"{VERIFIED_PACKAGE} {version or 'unknown'} (its llama.cpp commit is not known to the workbench)"
 
 
 def within_noise(a: Rate, b: Rate) -> bool:
