@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import tomllib
 from pathlib import Path
@@ -15,8 +16,8 @@ from workbench.cli.main import main
 from workbench.core.config import bandwidth
 from workbench.core.config.bandwidth import host_bandwidth, machine_key, measure_read_bandwidth
 from workbench.core.config.devices import device_catalog, device_origin, list_devices, load_device
-from workbench.core.errors import PresetError
 from workbench.core.config.host import detect_host, os_reserve_mb
+from workbench.core.errors import PresetError
 from workbench.core.paths import data_dir
 
 SHIPPED = ("jetson-orin-nano-8gb", "raspberry-pi-5-8gb", "rk3588-8gb", "rk3588s-4gb", "x86-mini-pc-16gb")
@@ -98,6 +99,10 @@ ERROR_CASES = [
      'Did you mean "ram_total_mb"'),
     (GOOD + "[notes]\ncores = 4\n", 6, "cores = 4 is a whole number, expected a text value", "where the figure"),
     (GOOD.replace('"board"', '"host"'), 1, 'the name "host" is taken', "my-board"),
+    (GOOD + 'cpu_features = ["neon", "avx3"]\n', 5, "cpu_features names 'avx3', which the workbench does not know",
+     'cpu_features = ["neon", "dotprod"]'),
+    (GOOD + 'cpu_features = "dotprod"\n', 5, "cpu_features = 'dotprod' is not a list of feature names", "from: avx2"),
+    (GOOD + "cpu_features = [" + ", ".join(['"neon"'] * 17) + "]\n", 5, "is not a list of feature names", "from: avx2"),
     ('name = "board"\nram_total_mb = 8192\n[reserves_mb\n', 3, "not valid TOML", "Fix the syntax"),
 ]
 
@@ -319,3 +324,17 @@ def test_one_broken_user_device_is_named_and_the_others_still_listed(own_dirs, c
     assert main(["devices", "--no-host"]) == 0
     out = capsys.readouterr().out
     assert f"broken: {user / 'deep.toml'}:5: values nested" in out and "\nboard " in out
+
+
+def test_the_hosts_cpu_features_are_read_bounded_and_a_planted_file_is_refused(tmp_path):
+    from workbench.core.config.cpu_features import host_cpu_features
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor : 0\nFeatures : fp asimd asimddp i8mm\n" + "x" * (1 << 20) + "\nflags : avx2\n")
+    read = host_cpu_features(cpuinfo)
+    assert read.features == {"neon", "dotprod", "i8mm"} and str(cpuinfo) in read.source  # the first CPU's line
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    planted = host_cpu_features(fifo)  # opened without blocking, refused: not a regular file
+    assert planted.features == frozenset() and planted.source.startswith("unavailable")
+    assert host_cpu_features(tmp_path / "missing").source.startswith("unavailable")
