@@ -95,7 +95,7 @@ def cli():
 LONG_FILES = (
     "test_ui_memory.py", "test_engine_overflow.py", "test_rpc_silent_node.py", "test_rpc_split.py",
     "test_ui_real_engine_failures.py", "test_kld.py", "test_bench_sweep.py", "test_engine_lifecycle.py",
-    "test_arch_attention_ledger.py", "test_arch_recurrent_ledger.py",
+    "test_arch_attention_ledger.py", "test_arch_recurrent_ledger.py", "test_fit_llama.py", "test_fit.py",
     "test_api_server.py", "test_tasks_engine.py", "test_engine_sequences.py", "test_ui_snapshots.py",
     "test_dvfs.py", "test_ui_streaming.py", "test_ui_real_engine.py", "test_serve_browser.py",
 )
