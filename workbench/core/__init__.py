@@ -11,6 +11,7 @@ Packages named for the parts, lowest first; a package imports only those above i
 - `ledger/`: memory prediction (weights, KV layers, compute replay, overhead), fixes, the
   per-device split and its decode bound, the KV grid.
 - `hub/`, `rpc/`, `telemetry/`: getting models; llama.cpp's RPC backend; samplers of the machine.
+- `fit/`: the fit search, the preset that fits a device and loses the least quality (`workbench fit`).
 - `engine/`: the engine process running llama.cpp, its client, quantization, measurement ops.
 - `serve/`, `tasks/`: the OpenAI-compatible API on the engine; evaluation tasks.
 - `bench/`: sweeps that measure speed, memory, energy, heat and quality side by side.
