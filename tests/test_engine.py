@@ -200,14 +200,15 @@ def test_a_message_longer_than_the_context_is_refused_and_the_engine_stays_up(en
 
 @pytest.mark.parametrize(
     ("change", "said"),
-    [({"temperature": -1.0}, "temperature -1 must be 0 or more"),
+    [({"temperature": -1.0}, "temperature -1 must be 0 to 2 (0 = greedy)"),
+     ({"temperature": 5.0}, "temperature 5 must be 0 to 2"),  # the app took 5, the API 2: one range
      ({"top_p": 0.0}, "top_p 0 must be more than 0 and at most 1"),
      ({"top_p": 1.5}, "top_p 1.5 must be"),
      ({"top_k": -1}, "top_k -1 must be 0 or more"),
      ({"min_p": 2.0}, "min_p 2 must be between 0 and 1"),
      ({"repeat_penalty": 0.0}, "repeat_penalty 0 must be more than 0"),
      ({"max_tokens": 0}, "max_tokens 0 must be at least 1"),
-     ({"temperature": float("nan")}, "temperature nan must be 0 or more")],
+     ({"temperature": float("nan")}, "temperature nan must be 0 to 2")],
 )
 def test_out_of_range_sampling_is_refused_in_one_line_before_the_engine_sees_it(engine, change, said):
     bad = dataclasses.replace(GREEDY, **change)

@@ -64,8 +64,8 @@ def test_the_verdict_gives_the_whole_overrun_and_the_lines_that_make_it(cli, boa
 
 
 def test_an_absurd_context_names_the_lines_over_the_budget_alone(cli, board):
-    figures = _figures(cli, "--preset", "quality-q8", "--device", str(board), "--ctx", "100000000")
-    code, out, _ = cli("ledger", "bundled", "--preset", "quality-q8", "--device", str(board), "--ctx", "100000000")
+    figures = _figures(cli, "--preset", "quality-q8", "--device", str(board), "--ctx", "16777216")
+    code, out, _ = cli("ledger", "bundled", "--preset", "quality-q8", "--device", str(board), "--ctx", "16777216")
     assert code == 3
     verdict = _verdict_line(out)
     over = figures["total_bytes"] - 262 * MIB
@@ -102,3 +102,13 @@ def test_chat_refusal_names_the_flag_and_says_does_not_fit_once(cli, board):
     assert err.count("does not fit") == 1 and "does not fit: does not fit" not in err
     assert "over the 262 MiB left for the LLM on b512" in err
     assert "--allow-overbudget" in err
+
+
+def test_a_context_past_the_one_limit_is_refused_as_the_preset_editor_refuses_it(cli, tmp_path):
+    # 16,777,216 tokens is the ceiling of a preset file and of the app's editor; --ctx takes the same
+    code, _, err = cli("ledger", "bundled", "--preset", "as-is", "--ctx", "100000000")
+    assert code == 2 and "--ctx 100,000,000 must be 0 (the model's trained context) or 16 to 16,777,216 tokens" in err
+    preset = tmp_path / "huge.toml"
+    preset.write_text('name = "huge"\nctx_size = 100000000\n')
+    code, _, err = cli("ledger", "bundled", "--preset", str(preset))
+    assert code == 2 and "16777216" in err.replace(",", "")

@@ -22,6 +22,7 @@ from workbench.cli.split_output import (
 from workbench.cli.text_table import format_table, wrap_text
 from workbench.core.config.device_accelerator import offload_problems
 from workbench.core.config.devices import load_device
+from workbench.core.config.limits import ctx_problem
 from workbench.core.config.presets import MAX_PARALLEL, Problem, load_preset, preset_problems
 from workbench.core.errors import WorkbenchError
 from workbench.core.files.model_ref import resolve_model
@@ -122,8 +123,8 @@ def ledger_text(ledger, weights: str, bandwidth_gbs: float, n_ctx_train: int = 0
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.ctx is not None and args.ctx < 0:
-        raise WorkbenchError(f"--ctx {args.ctx} is negative", fix="Give a context size in tokens, e.g. --ctx 4096")
+    if args.ctx is not None and ctx_problem(args.ctx):
+        raise WorkbenchError(f"--ctx {args.ctx:,} {ctx_problem(args.ctx)}", fix="Give a context size in tokens, e.g. --ctx 4096")
     info = read_gguf(resolve_model(args.model))
     preset = load_preset(args.preset)
     if args.parallel is not None:

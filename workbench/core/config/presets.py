@@ -16,6 +16,7 @@ import tomli_w
 from workbench.core import paths
 from workbench.core.config.chat_mode import BUILTIN_TEMPLATE_NAMES, COMPLETION
 from workbench.core.config.cpu_topology import CpuTopology
+from workbench.core.config.limits import CTX_MAX, CTX_MIN
 from workbench.core.config.preset import Preset
 from workbench.core.config.preset_cores import (
     CORE_KEYS,
@@ -54,7 +55,7 @@ PRESET_KEYS = (
 PRESET_KEYS += CORE_KEYS + SPLIT_KEYS
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # llama.cpp's own ceilings are far above these; past them a value is a typo, not a plan.
-_MAX_CTX = 1 << 24
+_MAX_CTX = CTX_MAX  # config/limits.py: the CLI and the app's editor take the same
 _MAX_BATCH = 1 << 20
 _MAX_THREADS = 1024
 _MAX_DRAFT = 128
@@ -120,7 +121,7 @@ def _preset_from_source(data: dict[str, Any], source: TomlSource, default_name: 
     if not name:
         raise PresetError("missing name", where=source.where(), fix='Add a line like name = "my-preset"')
     weights = _normalise_weights(get_str(data, "weights", "keep", source, example='weights = "Q4_K_M"'), source)
-    ctx_size = get_int(data, "ctx_size", 2048, source, minimum=16, maximum=_MAX_CTX,
+    ctx_size = get_int(data, "ctx_size", 2048, source, minimum=CTX_MIN, maximum=_MAX_CTX,
                        example="ctx_size = 4096", unit="tokens")
     batch_size = get_int(data, "batch_size", 512, source, minimum=1, maximum=_MAX_BATCH,
                          example="batch_size = 512", unit="tokens")

@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from workbench.core.config.limits import TEMPERATURE_MAX, TEMPERATURE_MIN
 from workbench.core.engine.events import Sampling
 from workbench.core.errors import WorkbenchError
 
 # (field, the rule in words, the test); the words are what the user reads.
 _RULES = (
-    ("temperature", "must be 0 or more (0 = greedy)", lambda v: v >= 0),
+    ("temperature", f"must be {TEMPERATURE_MIN:g} to {TEMPERATURE_MAX:g} (0 = greedy)",
+     lambda v: TEMPERATURE_MIN <= v <= TEMPERATURE_MAX),
     ("top_p", "must be more than 0 and at most 1", lambda v: 0 < v <= 1),
     ("top_k", "must be 0 or more (0 = no limit)", lambda v: v >= 0),
     ("min_p", "must be between 0 and 1", lambda v: 0 <= v <= 1),

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.core.config.limits import TEMPERATURE_MAX, TEMPERATURE_MIN
 from workbench.core.engine.events import ChatMessage, Sampling
 from workbench.core.engine.sequence_events import SequenceRequest
 
@@ -120,7 +121,7 @@ def _with_sampling(body: dict[str, Any], known: set[str], **what: Any) -> ApiReq
             raise ApiError(400, why, param=name, code="unsupported_parameter")
     _number(body, "n", int, 1, 1, 1, "this server answers one choice per request (n = 1)")
     defaults = Sampling()
-    temperature = _number(body, "temperature", float, 1.0, 0.0, 2.0)
+    temperature = _number(body, "temperature", float, 1.0, TEMPERATURE_MIN, TEMPERATURE_MAX)
     top_p = _number(body, "top_p", float, 1.0, 0.0, 1.0, exclusive_low=True)
     top_k = _number(body, "top_k", int, defaults.top_k, 0, 1_000_000)
     min_p = _number(body, "min_p", float, defaults.min_p, 0.0, 1.0)

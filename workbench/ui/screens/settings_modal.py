@@ -16,12 +16,13 @@ from textual.message import Message
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from workbench.core.config.app_settings import load_settings, prompt_name_problem
+from workbench.core.config.limits import TEMPERATURE_MAX, TEMPERATURE_MIN
 from workbench.core.engine.events import Sampling
 from workbench.ui.screens.dialog_screen import DialogScreen
 
 # field -> (type, lowest, highest): the ranges llama.cpp's samplers make sense in
 SAMPLING_LIMITS: dict[str, tuple[type, float, float]] = {
-    "temperature": (float, 0.0, 5.0),
+    "temperature": (float, TEMPERATURE_MIN, TEMPERATURE_MAX),  # config/limits.py, as the API and the CLI
     "top_p": (float, 0.0, 1.0),
     "top_k": (int, 0, 1000),
     "min_p": (float, 0.0, 1.0),
