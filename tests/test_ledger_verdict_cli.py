@@ -112,3 +112,23 @@ def test_a_context_past_the_one_limit_is_refused_as_the_preset_editor_refuses_it
     preset.write_text('name = "huge"\nctx_size = 100000000\n')
     code, _, err = cli("ledger", "bundled", "--preset", str(preset))
     assert code == 2 and "16777216" in err.replace(",", "")
+
+
+def test_the_named_lines_add_up_to_the_total_with_a_recurrent_state(board):
+    import dataclasses
+
+    from workbench.core.config.devices import load_device
+    from workbench.core.config.presets import load_preset
+    from workbench.core.gguf.reader import read_gguf
+    from workbench.core.ledger.predict import predict_ledger
+    from workbench.core.ledger.verdict_text import verdict_reason
+    from workbench.core.paths import bundled_model_path
+
+    ledger = predict_ledger(read_gguf(bundled_model_path()), load_preset("quality-q8"), load_device(str(board)))
+    state = 30 * MIB  # a recurrent model's state buffer is one more line of the total
+    recurrent = dataclasses.replace(ledger, rs_bytes=state, total_bytes=ledger.total_bytes + state,
+                                    headroom_bytes=ledger.headroom_bytes - state)
+    reason = verdict_reason(recurrent)
+    assert "the recurrent state 30.0 MiB" in reason
+    assert f"{_mib(recurrent.total_bytes - 262 * MIB)} over" in reason
+    assert "recurrent state" not in verdict_reason(ledger)  # a line of 0 bytes is left out

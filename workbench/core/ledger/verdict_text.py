@@ -14,10 +14,11 @@ def budget_text(ledger: Ledger) -> str:
 
 
 def ledger_lines(ledger: Ledger) -> list[tuple[str, int, str]]:
-    """The four lines that add up to the total: (name, bytes, detail)."""
+    """The lines that add up to the total: (name, bytes, detail)."""
     lines = [
         ("the weights", ledger.weights_bytes, ""),
         ("the KV cache", ledger.kv_bytes, f" (ctx {ledger.ctx_size:,}, {ledger.cache_type_k}/{ledger.cache_type_v})"),
+        ("the recurrent state", ledger.rs_bytes, ""),  # 0 (left out) without recurrent layers
         ("the compute buffer", ledger.compute_bytes, ""),
         ("the runtime overhead", ledger.overhead_bytes, ""),
     ]
