@@ -16,6 +16,7 @@ copies under every shipped preset's settings, each load in its own process.
     python benchmarks/ledger_accuracy.py              # everything
     python benchmarks/ledger_accuracy.py --quick      # part 1 only
     python benchmarks/ledger_accuracy.py --smallest   # part 1, one small setting per model (proves it runs)
+    python benchmarks/ledger_accuracy.py --sequences  # part 1: recurrent families, the others with 4 sequences
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ def _n_seq(setting: Setting) -> int:
     return 4 if "np4" in setting.label else 1
 
 
-def architecture_table(*, smallest: bool) -> None:
+def architecture_table(*, smallest: bool, sequences: bool = False) -> None:
     """Every family in the workbench's engine: predicted vs reported buffers, expected vs measured RSS."""
     import psutil
 
@@ -201,6 +202,8 @@ def architecture_table(*, smallest: bool) -> None:
             settings = (SMALLEST,)
         elif label in RECURRENT_MODELS or label.endswith("-v2k"):
             settings = RECURRENT_SETTINGS
+        elif sequences:  # every other family with 4 sequences only
+            settings = PARALLEL_SETTINGS
         elif label in ATTENTION_MODELS:
             settings = RECURRENT_SETTINGS + ARCH_SETTINGS[2:3]
         else:
@@ -261,14 +264,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the architecture table only")
     parser.add_argument("--smallest", action="store_true", help="architecture table, one small setting per model")
+    parser.add_argument("--sequences", action="store_true",
+                        help="architecture table: the recurrent families at every setting, the others with 4 sequences only")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         action, spec = args.child
         {"load": _child_load, "quantize": _child_quantize}[action](json.loads(spec))
         return 0
-    architecture_table(smallest=args.smallest)
-    if args.quick or args.smallest:
+    architecture_table(smallest=args.smallest, sequences=args.sequences)
+    if args.quick or args.smallest or args.sequences:
         return 0
 
     from workbench.core.config.preset import Preset
