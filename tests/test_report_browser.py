@@ -94,7 +94,7 @@ def test_the_report_renders_in_chromium_with_the_files_numbers(page_of, bench_pa
          else "tight" if budget * 2**20 - record["peak_rss_bytes"] < budget * 2**20 / 10 else "fits")
         for path, budget in zip(bench_pair, budgets) for record in json.loads(path.read_text())[1::2]]
     energy = _cells(page, "energy")
-    assert {cells[2] for cells in energy} == {"n/a [1]"}  # note 1 under the table says why
+    assert {cells[2] for cells in energy} == {"not measured [1]"}  # note 1 under the table says why
     notes = page.eval_on_selector_all("#energy ol.notes li", "items => items.map(i => [i.value, i.innerText])")
     assert notes[0] == [1, "no power source on this machine"]
     assert "not on the board" in page.inner_text("#answer")

@@ -42,12 +42,13 @@ def _cell(text: str, css: str = "num", title: str = "") -> str:
 class Notes:
     """A table's reasons for its unavailable cells: the cell says 'n/a [k]', note k under the table says why."""
 
-    def __init__(self) -> None:
+    def __init__(self, shown: str = "n/a") -> None:
         self.reasons: dict[str, int] = {}
+        self.shown = shown  # what an unavailable cell says before its note's number
 
     def missing(self, why: str) -> str:
         number = self.reasons.setdefault(why, len(self.reasons) + 1)
-        shown = NOT_MEASURED if why == NOT_MEASURED else "n/a"
+        shown = NOT_MEASURED if why == NOT_MEASURED else self.shown
         return f'<td class="na" title="{_e(why)}">{shown} [{number}]</td>'
 
     def html(self) -> str:
@@ -125,7 +126,7 @@ def _memory_table(report: Report) -> str:
 
 
 def _energy_table(report: Report) -> str:
-    body, notes = [], Notes()
+    body, notes = [], Notes(NOT_MEASURED)
     for index, row in enumerate(report.rows):
         throttled = {True: "yes", False: "no"}.get(row.throttled)  # type: ignore[arg-type]
         body.append(_row_open(index, row)
