@@ -67,12 +67,12 @@ class TabbedLayoutScreen(Screen):
         self.compact = width < WIDE_MIN_SIZE[0] or height < WIDE_MIN_SIZE[1]
         self.set_class(not self.compact and (width < ROOMY_SIZE[0] or height < ROOMY_SIZE[1]), "-medium")
         footer = self.query_one(Footer)
+        footer.compact = width < ROOMY_SIZE[0]  # one space between keys: every key fits 120 columns
         if isinstance(footer, KeyFooter):
-            footer.rows = 1 if width >= ROOMY_SIZE[0] else 2  # every key stays on screen
+            footer.rows = 1 if width >= WIDE_MIN_SIZE[0] else 2  # every key stays on screen
 
     def watch_compact(self, compact: bool) -> None:
         self.set_class(compact, "-compact")
-        self.query_one(Footer).compact = compact  # less space between the keys
         self.watch_shown_tab(self.shown_tab)
 
     def watch_shown_tab(self, shown: str) -> None:

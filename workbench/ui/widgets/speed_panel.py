@@ -19,6 +19,7 @@ from workbench.core.engine.events import TurnFinished
 from workbench.core.ledger.types import SpeedPrediction
 from workbench.core.units import rate, seconds
 from workbench.ui.widgets.colours import theme_colour
+from workbench.ui.widgets.rate_chart import ChartColours, draw_rate_chart
 
 RATE_WINDOW_S = 1.0  # decode rate is averaged over this much engine time: batches are too jumpy
 # Each answer is plotted from its own first token, the last few over each other: idle time between
@@ -117,7 +118,7 @@ class SpeedPanel(Vertical):
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._mark_dirty())
         self.query_one("#speed-turns", Static).update(self._turn_table())
         self.set_interval(REDRAW_INTERVAL_S, self._redraw_if_dirty)
-        # plotext is imported and drawn after the first paint: startup stays short
+        # drawn after the first paint: the layout gives the chart its size first
         self.call_after_refresh(self._redraw)
 
     def on_chart_view_resized(self) -> None:
@@ -180,41 +181,17 @@ class SpeedPanel(Vertical):
 
     def _redraw(self) -> None:
         """Draw the chart: built at most once a second, never on every repaint."""
-        from textual_plotext.plot import Plot  # deferred: plotext, with the first chart
-
         chart = self.query_one("#speed-chart", ChartView)
         width, height = chart.content_region.width, chart.content_region.height
-        if width < 10 or height < 4:
+        if width < 10 or height < 3:
             return  # hidden (a tab not shown) or too small: drawn when it gets room
         self._dirty = False
-        plt = Plot()
-        plt.plotsize(width, height)
-        plt._set_size(width, height)  # textual-plotext does both, or resizing goes wrong
-        surface = Color.parse(self.app.theme_variables.get("surface", "#000000")).rgb
-        foreground = Color.parse(self.app.theme_variables.get("foreground", "#ffffff")).rgb
-        plt.canvas_color(surface)
-        plt.axes_color(surface)
-        plt.ticks_color(foreground)
-        decode_rgb = Color.parse(theme_colour(self.app, "chart-decode")).rgb
-        bound_rgb = Color.parse(theme_colour(self.app, "chart-bound")).rgb
-        earlier_rgb = Color.parse(theme_colour(self.app, "chart-decode")).blend(Color.parse(
-            self.app.theme_variables.get("surface", "#000000")), 0.55).rgb
-        peak = 0.0
-        for index, points in enumerate(self.series):
-            if points:
-                xs, ys = zip(*points)
-                latest = index == len(self.series) - 1
-                plt.plot(list(xs), list(ys), color=decode_rgb if latest else earlier_rgb, marker="hd")
-                peak = max(peak, max(ys))
-        if self.bound_tps > 0:
-            plt.hline(self.bound_tps, bound_rgb)
-            peak = max(peak, self.bound_tps)
-        plt.ylim(0, peak * 1.15 if peak else 10)
-        if height >= 8:  # a short chart (120x34) keeps its rows for the curves, not for labels
-            plt.xlabel("s since each answer's first token")
-            shown = f"last {len(self.series)} answers" if len(self.series) > 1 else "this answer"
-            plt.title(f"decode tok/s, {shown}" + (f"  — bound {self.bound_tps:,.0f}" if self.bound_tps > 0 else ""))
-        chart.show(Text.from_ansi(plt.build()), (width, height))
+        surface = Color.parse(self.app.theme_variables.get("surface", "#000000"))
+        decode = Color.parse(theme_colour(self.app, "chart-decode"))
+        colours = ChartColours(latest=decode.hex, earlier=decode.blend(surface, 0.55).hex,
+                               bound=Color.parse(theme_colour(self.app, "chart-bound")).hex,
+                               text=Color.parse(self.app.theme_variables.get("foreground", "#ffffff")).hex)
+        chart.show(draw_rate_chart(self.series, self.bound_tps, width, height, colours), (width, height))
 
     def _turn_table(self) -> Group | Text:
         if not self.turns:
