@@ -74,6 +74,16 @@ def written(pair, tmp_path_factory):
     return out
 
 
+def test_a_board_is_named_by_its_profiles_description(pair):
+    import dataclasses
+
+    board = read_results(pair[1])
+    described = dataclasses.replace(board, machine=dataclasses.replace(
+        board.machine, device_description="Raspberry Pi 5 8 GB: 4 x Cortex-A76, 32-bit LPDDR4X"))
+    (sentence,) = build_report([("pi5.json", described)], "1").answers
+    assert sentence.startswith(f"On Raspberry Pi 5 8 GB (raspberry-pi-5-8gb, a board simulated on {HOSTNAME}), ")
+
+
 def test_the_html_holds_every_section_and_no_script(written):
     page = written.read_text()
     assert "<script" not in page and "http://" not in page and "https://" not in page

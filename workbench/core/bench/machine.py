@@ -33,6 +33,7 @@ class Machine:
     device_power_limit_w: float | None
     llama_cpp_version: str
     llama_cpp_system_info: str
+    device_description: str = ""  # the profile's own words ("Raspberry Pi 5 8 GB: 4 x Cortex-A76, ...")
 
 
 def describe_machine(device: DeviceProfile, facts: EngineFacts | None, *, root: str = "/") -> Machine:
@@ -54,6 +55,7 @@ def describe_machine(device: DeviceProfile, facts: EngineFacts | None, *, root: 
         device_power_limit_w=device.power_limit_w,
         llama_cpp_version=facts.llama_cpp_version if facts else "unavailable: no preset loaded",
         llama_cpp_system_info=facts.system_info if facts else "unavailable: no preset loaded",
+        device_description=device.description,
     )
 
 

@@ -150,7 +150,9 @@ def _appendix(report: Report) -> str:
     for device in report.devices:
         machine = device.machine
         parts.append(f"<h3>{_e(device.label)}</h3><p>{_e(device.summary)}</p>"
-                     f"<p>Device profile <b>{_e(device.profile)}</b>: {machine.device_ram_total_mb:,} MB RAM, "
+                     f"<p>Device profile <b>{_e(device.profile)}</b>"
+                     f"{' (' + _e(machine.device_description) + ')' if machine.device_description else ''}: "
+                     f"{machine.device_ram_total_mb:,} MB RAM, "
                      f"{machine.device_budget_mb:,} MB budget. llama.cpp build: {_e(device.llama_cpp_build)}; its system "
                      f"info:</p><pre>{_e(machine.llama_cpp_system_info)}</pre>")
     for name, toml in report.presets:

@@ -195,7 +195,7 @@ def _device(results: BenchResults, name: str, labels: set[str]) -> Device:
     where = name or "a bench file"
     for key in ("label", "hostname", "cpu_model", "os", "device_profile", "python"):
         _text(getattr(machine, key), f"the machine's {key}", where)
-    for key in ("llama_cpp_version", "llama_cpp_system_info"):
+    for key in ("llama_cpp_version", "llama_cpp_system_info", "device_description"):
         _text(getattr(machine, key), f"the machine's {key}", where, MAX_TEXT)
     budget = _count(machine.device_budget_mb, "the device budget (MB)", where)
     _count(machine.device_ram_total_mb, "the device RAM (MB)", where)
@@ -251,9 +251,16 @@ def answer(device: Device) -> str:
         return f"On {device.label}, {best.preset} gives {best.decode.measured:.1f} tok/s with {quality}, {used}."
     predicted = (f"is predicted to give {best.decode.predicted:.1f} tok/s" if best.decode.predicted is not None
                  else "has no predicted rate (the profile has no speed figures)")
-    return (f"On {device.profile} (a board simulated on {device.machine.hostname}), {best.preset} {predicted} with "
+    board = board_name(device.machine.device_description)
+    named = f"{board} ({device.profile}, a board" if board else f"{device.profile} (a board"
+    return (f"On {named} simulated on {device.machine.hostname}), {best.preset} {predicted} with "
             f"{quality}, {used} of the board's budget; {best.decode.measured:.1f} tok/s was measured on "
             f"{device.machine.hostname}, not on the board.")
+
+
+def board_name(description: str) -> str:
+    """The board's name from its profile's description: the words before the first colon or comma."""
+    return description.split(":", 1)[0].split(",", 1)[0].strip()[:MAX_NAME]
 
 
 def noise_pairs(device: Device) -> list[tuple[str, str, str]]:
