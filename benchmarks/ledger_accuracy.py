@@ -16,6 +16,7 @@ copies under every shipped preset's settings, each load in its own process.
     python benchmarks/ledger_accuracy.py              # everything
     python benchmarks/ledger_accuracy.py --quick      # part 1 only
     python benchmarks/ledger_accuracy.py --smallest   # part 1, one small setting per model (proves it runs)
+    python benchmarks/ledger_accuracy.py --quick --only deepseek2,gemma3n,gpt-oss   # part 1, those models
     python benchmarks/ledger_accuracy.py --sequences  # part 1: recurrent families, the others with 4 sequences
 """
 
@@ -161,7 +162,7 @@ def _n_seq(setting: Setting) -> int:
     return 4 if "np4" in setting.label else 1
 
 
-def architecture_table(*, smallest: bool, sequences: bool = False) -> None:
+def architecture_table(*, smallest: bool, sequences: bool = False, only: frozenset[str] = frozenset()) -> None:
     """Every family in the workbench's engine: predicted vs reported buffers, expected vs measured RSS."""
     import psutil
 
@@ -191,6 +192,8 @@ def architecture_table(*, smallest: bool, sequences: bool = False) -> None:
         small = replace(RECURRENT_MODELS[arch], base=replace(RECURRENT_MODELS[arch].base, n_vocab=2048))
         models.append((f"{arch[:9]}-v2k", write_recurrent_gguf(workdir / f"{arch}-v2k.gguf", small)))
     models += [(arch, write_attention_gguf(workdir / f"{arch}.gguf", model)) for arch, model in sorted(ATTENTION_MODELS.items())]
+    if only:
+        models = [(label, path) for label, path in models if label in only]
     header = (f"{'model':13} {'setting':24} {'KV pred/rep MiB':>19} {'err':>7} {'RS pred/rep MiB':>17} "
               f"{'compute pred/rep':>19} {'err':>7} {'weights err':>11} {'RSS load exp/meas':>19} {'RSS prompt exp/meas':>21}")
     print(header)
@@ -266,13 +269,15 @@ def main() -> int:
     parser.add_argument("--smallest", action="store_true", help="architecture table, one small setting per model")
     parser.add_argument("--sequences", action="store_true",
                         help="architecture table: the recurrent families at every setting, the others with 4 sequences only")
+    parser.add_argument("--only", default="", help="the architecture table for these models only (comma-separated labels)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         action, spec = args.child
         {"load": _child_load, "quantize": _child_quantize}[action](json.loads(spec))
         return 0
-    architecture_table(smallest=args.smallest, sequences=args.sequences)
+    architecture_table(smallest=args.smallest, sequences=args.sequences,
+                       only=frozenset(filter(None, args.only.split(","))))
     if args.quick or args.smallest or args.sequences:
         return 0
 
