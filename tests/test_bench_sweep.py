@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 from cli_runner import run_cli
@@ -85,6 +86,34 @@ def test_peak_rss_is_compared_with_the_rss_expected_for_the_rows_prompt(sweep):
         assert row.reference == "keep-f16" and row.reference_why == "the model file as is"
     assert "| peak vs expected % |" in stdout and "| ledger total MiB |" in stdout and "pred err %" not in stdout
     assert "against keep-f16 (the model file as is); vs reference: within the noise:" in stdout
+
+
+def test_rows_carry_the_builds_commit_and_the_backends_that_held_layers(sweep, bench_env):
+    import ctypes
+
+    import llama_cpp
+
+    folder = bench_env[0]
+    library = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))  # read here, apart
+    library.ggml_commit.restype = ctypes.c_char_p
+    commit = library.ggml_commit().decode()
+    assert commit.startswith("0c1e570")  # llama-cpp-python 0.3.36's vendored llama.cpp
+    _, _, _, results = sweep
+    assert {(row.build_commit, row.backends) for row in results.rows} == {(commit, "CPU")}
+    tests = json.loads((folder / "results.json").read_text())
+    assert {(test["build_commit"], test["backends"]) for test in tests} == {(commit, "CPU")}
+    assert tests[0]["build_number"] is None and "vendored" in dict(tests[0]["unavailable"])["build_number"]
+
+
+def test_backends_name_each_kind_of_device_that_held_weights():
+    from types import SimpleNamespace
+
+    from workbench.core.bench.build_rows import backends_of
+    from workbench.core.engine.events import DeviceBuffers
+
+    split = SimpleNamespace(devices=(DeviceBuffers("CPU", model_bytes=10), DeviceBuffers("RPC0", "127.0.0.1:50052", 5),
+                                     DeviceBuffers("RPC1", "127.0.0.1:50053", 5), DeviceBuffers("CUDA0", model_bytes=0)))
+    assert backends_of(split) == "CPU,RPC"  # a device that holds no weights is no backend of the run
 
 
 def test_every_row_is_complete_each_figure_measured_or_explained(sweep):

@@ -96,11 +96,11 @@ def _test(row: BenchRow, machine: Machine, *, n_prompt: int, n_gen: int, n_depth
     else:  # a row written before the per-run prompt rates were kept: the mean alone is known
         avg_ns, stddev_ns = (round(tokens / avg_ts * 1e9) if avg_ts > 0 else None), None
     return {
-        "build_commit": None,  # llama-cpp-python does not expose llama.cpp's commit: unknown, not invented
-        "build_number": None,
+        "build_commit": row.build_commit or None,  # ggml_commit() of the engine's library; null when unknown
+        "build_number": None,  # a commit count of llama.cpp's git history: a vendored build has none
         "cpu_info": machine.cpu_model,
         "gpu_info": "",
-        "backends": "CPU",  # the bench runs llama.cpp's CPU backend (RPC devices show in split rows)
+        "backends": row.backends or None,  # the devices that held layers (bench/build_rows.py)
         "model_filename": row.model,
         "model_type": row.model_type,
         "model_size": row.model_size,
@@ -167,6 +167,8 @@ def row_from_tests(pp: dict[str, Any], tg: dict[str, Any]) -> tuple[Machine, Ben
     data["split_mode"] = tg.get("split_mode") or ""
     data["tensor_split"] = tg.get("tensor_split") or ""
     data["test_time"] = tg.get("test_time") or ""
+    data["build_commit"] = tg.get("build_commit") or ""  # null in the file: not known
+    data["backends"] = tg.get("backends") or ""
     return machine_from_dict(tg["machine"]), row_from_dict(data)
 
 

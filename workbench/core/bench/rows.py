@@ -83,6 +83,8 @@ class BenchRow:
     # the decode rates of this row and the reference differ by less than twice their standard error (NOISE_RULE)
     speedup_within_noise: bool | None = None
     reference_why: str = ""  # why the reference is the reference: named by --reference, or the file as is
+    build_commit: str = ""  # the llama.cpp commit of the engine's build (ggml_commit()); "" when not known
+    backends: str = ""  # llama-bench's backends: those of the devices that held the model's layers, e.g. "CPU,RPC"
     # Each buffer llama.cpp reported against the ledger's prediction: (reported - predicted) / predicted x 100
     weights_prediction_error_pct: float | None = None
     kv_prediction_error_pct: float | None = None

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbench.core.bench.build_rows import with_build
 from workbench.core.bench.engine_watch import EngineWatch
 from workbench.core.bench.llama_bench import preset_placement, utc_at_monotonic
 from workbench.core.bench.machine import describe_machine
@@ -137,7 +138,7 @@ def run_sweep(config: SweepConfig, cancel: threading.Event | None = None) -> Ite
             # A board simulated here: this machine's rate would mis-correct the board's predictions.
             row = with_speed_prediction(build_row(config, preset, run, ledger, ledger_error), model_info, preset,
                                         config.device, remember=profile_is_this_machine(config.device.name))
-            row = with_expected_rss(row, model_info, preset, ledger)
+            row = with_build(with_expected_rss(row, model_info, preset, ledger), run.facts, run.loaded)
             machine_facts = machine_facts or run.facts
             rows.append(row)
             yield PresetMeasured(row, run.loaded.prediction_check if run.loaded else "")

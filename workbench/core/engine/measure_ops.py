@@ -337,7 +337,20 @@ def engine_facts(llama: Any) -> EngineFacts:
         n_batch=int(llama_cpp.llama_n_batch(ctx)),
         n_ubatch=int(llama_cpp.llama_n_ubatch(ctx)),
         n_threads=int(llama_cpp.llama_n_threads(ctx)),
+        build_commit=build_commit(),
     )
+
+
+def build_commit() -> str:
+    """ggml_commit() of the loaded libggml ("0c1e570-dirty" for llama-cpp-python 0.3.36's vendored tree); ""
+    when the library has no such function."""
+    from llama_cpp import _ggml  # deferred: importing llama_cpp loads the llama.cpp libraries
+
+    function = getattr(_ggml.libggml, "ggml_commit", None)
+    if function is None:
+        return ""
+    function.restype, function.argtypes = ctypes.c_char_p, []
+    return (function() or b"").decode("utf-8", "replace")[:64]
 
 
 def _fill_batch(batch: Any, tokens: Sequence[int], first_pos: int, want_logits: Sequence[bool]) -> None:

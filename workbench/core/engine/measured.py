@@ -64,3 +64,4 @@ class EngineFacts:
     n_batch: int
     n_ubatch: int
     n_threads: int
+    build_commit: str = ""  # ggml_commit(): the llama.cpp commit the library was built from (llama-bench's)
