@@ -85,6 +85,8 @@ def test_cli_task_bench_json_rows_and_unparseable_shown(tmp_path, cli):
         assert key in row
     assert row["samples"] == 2 and len(row["accuracy_ci"]) == 2 and row["preset"] == "as-is"
     assert len(document["questions"]) == 1 and len(next(iter(document["questions"].values()))) == 2
+    # N samples are N sequences of one context: the ledger was printed for them
+    assert "ledger for 2 sequences (as-is, ctx" in done.stderr
 
 
 def test_cli_task_list_and_bad_input_are_one_line(cli):
