@@ -32,6 +32,7 @@ from workbench.ui.model_catalog import (
 )
 from workbench.ui.model_summary import model_summary
 from workbench.ui.selection import Selection
+from workbench.ui.widgets.disk_use_pane import DiskUsePane
 
 
 class ModelScreen(Screen[tuple[str, str] | None]):
@@ -74,6 +75,8 @@ class ModelScreen(Screen[tuple[str, str] | None]):
                         yield Button("Use this model", id="use-model", variant="primary", disabled=True)
             with TabPane("Hub", id="hub-tab"):
                 yield from self._hub_tab()
+            with TabPane("Disk use", id="disk-tab"):
+                yield DiskUsePane(tuple(load_model_folders()), id="disk-use")
         yield Footer()
 
     def _hub_tab(self) -> ComposeResult:
@@ -91,6 +94,8 @@ class ModelScreen(Screen[tuple[str, str] | None]):
     def on_screen_resume(self) -> None:
         # each visit lists again: downloads finish and folders change while the screen is away
         self.scan(self.folders())
+        for pane in self.query(DiskUsePane):  # not there yet on the first visit: it reads on its own mount
+            pane.rescan(tuple(self.folders()))
         # the screen stays installed: the hub's fit preview follows the main screen's current choice
         for browser in self.query("#hub-browser"):
             browser.preview_with(self.selection.preset_name, self.selection.device_name)
