@@ -132,3 +132,23 @@ def test_the_named_lines_add_up_to_the_total_with_a_recurrent_state(board):
     assert "the recurrent state 30.0 MiB" in reason
     assert f"{_mib(recurrent.total_bytes - 262 * MIB)} over" in reason
     assert "recurrent state" not in verdict_reason(ledger)  # a line of 0 bytes is left out
+
+
+def test_every_verdict_and_the_device_figures_say_mib_the_unit_they_hold(cli):
+    # The preset editor showed "20,505 MiB" in its table and "20,505 MB" in the verdict row for one figure:
+    # the row's text is the ledger's reason, which now says MiB as the ledger counts (2**20 bytes).
+    from workbench.core.config.preset import DeviceProfile, Preset
+    from workbench.core.gguf.reader import read_gguf
+    from workbench.core.ledger.predict import predict_ledger
+    from workbench.core.paths import bundled_model_path
+
+    model = read_gguf(bundled_model_path())
+    for budget_mb in (100, 330, 8000):  # does not fit, tight, fits
+        device = DeviceProfile("b", ram_total_mb=budget_mb + 100, reserves_mb=(("os", 100),), mem_bandwidth_gbs=10)
+        reason = predict_ledger(model, Preset("p", weights="keep", ctx_size=2048), device).reason
+        assert " MB" not in reason and f"{budget_mb:,} MiB" in reason.replace(".0 MiB", " MiB"), reason
+    code, out, _ = cli("devices", "show", "raspberry-pi-5-8gb")
+    figures = [line for line in out.splitlines()
+               if line.split()[:1] in (["ram_total_mb"], ["budget"]) or line.strip().startswith("reserves_mb.")]
+    assert code == 0 and len(figures) >= 3 and all(" MiB" in line and " MB" not in line for line in figures), out
+    assert "MiB (RAM minus reserves)" in out

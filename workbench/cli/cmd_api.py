@@ -176,8 +176,8 @@ def _print_plan(model_path, preset, device, n_slots: int, queue: int) -> None:
     slot_ctx = ledger.ctx_size // n_slots
     sys.stdout.write("\n" + wrap_text(
         f"slots: {n_slots} x {slot_ctx:,} tokens of context (ctx {ledger.ctx_size:,} / {n_slots}, as llama-server -c "
-        f"{ledger.ctx_size} -np {n_slots}); the slots share one KV cache of {mb_text(ledger.kv_bytes)} MB (kv_unified), "
-        f"{mb_text(ledger.kv_bytes // n_slots)} MB per full slot; up to {queue} more requests wait", width) + "\n")
+        f"{ledger.ctx_size} -np {n_slots}); the slots share one KV cache of {mb_text(ledger.kv_bytes)} MiB (kv_unified), "
+        f"{mb_text(ledger.kv_bytes // n_slots)} MiB per full slot; up to {queue} more requests wait", width) + "\n")
     sys.stdout.write(wrap_text(f"a request's prompt + max_tokens must fit {slot_ctx:,} tokens (else 400)", width) + "\n")
     sys.stdout.flush()
 

@@ -140,9 +140,10 @@ def run_show(args: argparse.Namespace) -> int:
         return 0
     notes = dict(device.notes)
     lines = [
-        ("ram_total_mb", f"{device.ram_total_mb} MB"),
-        *((f"reserves_mb.{name}", f"{mb} MB") for name, mb in device.reserves_mb),
-        ("budget", f"{device.budget_mb} MB (RAM minus reserves)"),
+        # the profile's *_mb figures are MiB: the ledger multiplies them by 2**20, as llama.cpp counts
+        ("ram_total_mb", f"{device.ram_total_mb:,} MiB"),
+        *((f"reserves_mb.{name}", f"{mb:,} MiB") for name, mb in device.reserves_mb),
+        ("budget", f"{device.budget_mb:,} MiB (RAM minus reserves)"),
         ("mem_bandwidth_gbs", _number(device.mem_bandwidth_gbs, "GB/s")),
         ("power_limit_w", _number(device.power_limit_w, "W")),
         ("cores", str(device.cores)),

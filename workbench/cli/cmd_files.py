@@ -154,7 +154,7 @@ def _quant_cell(header) -> str:
 
 
 def _ledger_cell(ledger) -> str:
-    return (f"{mb_text(ledger.total_bytes)} of {mb_text(ledger.budget_bytes)} MB "
+    return (f"{mb_text(ledger.total_bytes)} of {mb_text(ledger.budget_bytes)} MiB "
             f"(weights {mb_text(ledger.weights_bytes)}, KV {mb_text(ledger.kv_bytes)} at ctx {ledger.ctx_size})")
 
 
