@@ -217,7 +217,7 @@ def test_cli_lists_devices_with_budgets(capsys):
     assert main(["devices"]) == 0
     out = capsys.readouterr().out
     header, *rows = out.splitlines()
-    for column in ("NAME", "RAM MB", "RESERVES MB", "BUDGET MB", "BANDWIDTH GB/s", "POWER W", "CORES"):
+    for column in ("NAME", "RAM MiB", "RESERVES MiB", "BUDGET MiB", "BANDWIDTH GB/s", "POWER W", "CORES"):
         assert column in header
     jetson = next(row for row in rows if row.startswith("jetson-orin-nano-8gb"))
     assert "2000 (os 1200, dma_frame_buffers 800)" in jetson

@@ -103,12 +103,12 @@ def devices_table(devices, width: int | None = None) -> str:
          d.cores, device_origin(d))
         for d in devices
     ]
-    headers = ("NAME", "RAM MB", "RESERVES MB", "BUDGET MB", "BANDWIDTH GB/s", "POWER W", "CORES", "SOURCE")
+    headers = ("NAME", "RAM MiB", "RESERVES MiB", "BUDGET MiB", "BANDWIDTH GB/s", "POWER W", "CORES", "SOURCE")
     table = format_table(headers, rows, right=(1, 3, 4, 5, 6))
     if width is None or max(len(line) for line in table.splitlines()) <= width:
         return table
     rows = [(name, ram, str(d.reserved_mb), *rest) for d, (name, ram, _, *rest) in zip(devices, rows)]
-    return format_table(("NAME", "RAM MB", "RESERVED", "BUDGET", "GB/s", "POWER W", "CORES", "SOURCE"), rows,
+    return format_table(("NAME", "RAM MiB", "RESERVED", "BUDGET", "GB/s", "POWER W", "CORES", "SOURCE"), rows,
                         right=(1, 2, 3, 4, 5, 6))
 
 

@@ -30,12 +30,36 @@ def profile_is_this_machine(profile_name: str, hostname: str | None = None) -> b
 
 
 def os_reserve_mb(total_bytes: int, available_bytes: int) -> int:
-    """What the OS and everything already running hold: total minus available, rounded up to 10 MB.
+    """What the OS and everything already running hold: total minus available, rounded up to 10 MiB.
 
     "Available" (MemAvailable) counts page cache and reclaimable slab as free, because
     the kernel hands them over when the model asks, so they are not reserved.
     """
     return int(math.ceil((total_bytes - available_bytes) / MIB / 10) * 10)
+
+
+# The workbench's own children (engines, RPC nodes, the quantizer) run as
+# `python -c <bootstrap> <package root> workbench.core.<module> ...` (engine/child_process.py).
+CHILD_MODULE_PREFIX = "workbench.core."
+
+
+def is_workbench_child(cmdline: list[str]) -> bool:
+    return len(cmdline) >= 5 and cmdline[1] == "-c" and cmdline[4].startswith(CHILD_MODULE_PREFIX)
+
+
+def workbench_children_bytes(processes=None) -> int:
+    """The anonymous memory (RSS minus file-backed and shared pages) of every workbench child on this
+    machine (or among `processes`): what total - available counts for them but a load after they are gone
+    does not have to share. Their mapped model files are page cache, which MemAvailable already counts."""
+    held = 0
+    for process in psutil.process_iter() if processes is None else processes:
+        try:
+            if is_workbench_child(process.cmdline()):
+                memory = process.memory_info()
+                held += max(memory.rss - getattr(memory, "shared", 0), 0)
+        except (psutil.Error, OSError):
+            continue  # gone or not ours to read: not counted
+    return held
 
 
 def detect_host(*, bandwidth: BandwidthMeasurement | None = None) -> DeviceProfile:
@@ -44,7 +68,8 @@ def detect_host(*, bandwidth: BandwidthMeasurement | None = None) -> DeviceProfi
     physical = psutil.cpu_count(logical=False)
     logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1
     measured = bandwidth or host_bandwidth()
-    reserve = os_reserve_mb(memory.total, memory.available)
+    own = workbench_children_bytes()  # left out: the reserve must not swing with the workbench's own engines
+    reserve = os_reserve_mb(memory.total, min(memory.available + own, memory.total))
     detected_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if physical:
         cores_note = f"psutil.cpu_count(logical=False): {physical} physical cores ({logical} logical CPUs)"
@@ -55,8 +80,10 @@ def detect_host(*, bandwidth: BandwidthMeasurement | None = None) -> DeviceProfi
         ("ram_total_mb", f"psutil.virtual_memory().total at {detected_at}: RAM the kernel manages "
                          "(firmware and kernel reservations are already excluded)"),
         ("reserves_mb.os", f"in use at {detected_at}: total - available (psutil, MemAvailable) rounded up "
-                           "to 10 MB = the OS, every running program and this workbench; page cache counts "
-                           "as available because the kernel reclaims it"),
+                           f"to 10 MiB = the OS and every running program except the workbench's own engines "
+                           f"and nodes ({own / MIB:,.0f} MiB of theirs left out, so the verdict does not depend on "
+                           "what the workbench runs now); page cache counts as available because the kernel "
+                           "reclaims it"),
         ("mem_bandwidth_gbs", f"measured on this machine {probe_when}: best of {measured.passes} passes of "
                               f"{measured.threads} threads each reading its own {measured.buffer_mb} MB "
                               f"buffer at once (aggregate read, as decode reads weights); cached in {cache_path()}"),
