@@ -331,6 +331,10 @@ def test_engine_killed_mid_answer_gives_503_then_the_server_recovers(server):
     assert outcome.get("status") == 503 and "restart" in outcome["message"]
     health = wait_for(lambda: (lambda h: h if h["status"] == "ok" else None)(server.health()), START_TIMEOUT_S)
     assert health["engine_pid"] != pid and health["restarts"] == 1
+    console = "".join(server.lines)  # the server's console says what happened, in order
+    stopped = console.index("workbench api: engine stopped: ")
+    restarted = console.index(f"workbench api: engine restarted (pid {health['engine_pid']}, restart 1) after ")
+    assert stopped < restarted and "restarting it (requests get 503 meanwhile)" in console
     again = client.chat.completions.create(model="any", messages=QUESTION, max_tokens=4, temperature=0)
     assert again.choices[0].message.content
 

@@ -140,7 +140,8 @@ def _serve(args: argparse.Namespace, listener: socket.socket, model_path, preset
         server_config,
     )
 
-    host = ServingEngine(model_path, preset, args.parallel, device=device, allow_overbudget=args.allow_overbudget)
+    host = ServingEngine(model_path, preset, args.parallel, device=device, allow_overbudget=args.allow_overbudget,
+                         on_restart=lambda line: print(f"workbench api: {line}", file=sys.stderr, flush=True))
     sampler = None
     try:
         print("loading the model and opening the slots ...", file=sys.stderr, flush=True)

@@ -63,8 +63,10 @@ class ServingEngine(_SessionFace):
     """
 
     def __init__(self, model_path: str | Path, preset: Preset, n_slots: int, *, device: DeviceProfile | None = None,
-                 allow_overbudget: bool = False, on_status: Callable[[SequencesStatus], None] | None = None) -> None:
+                 allow_overbudget: bool = False, on_status: Callable[[SequencesStatus], None] | None = None,
+                 on_restart: Callable[[str], None] | None = None) -> None:
         self.model_path = str(model_path)
+        self._on_restart = on_restart or (lambda line: None)  # one line per step of a restart, for the console
         self.preset = preset
         self.n_slots = n_slots
         self._device = device
@@ -108,6 +110,8 @@ class ServingEngine(_SessionFace):
             with self._lock:
                 self.state = "restarting"
                 self._session = None
+            died_at = time.monotonic()
+            self._on_restart(f"engine stopped: {self.last_failure}; restarting it (requests get 503 meanwhile)")
             attempt = 0
             while not self._stopping:
                 time.sleep(RESTART_DELAYS_S[min(attempt, len(RESTART_DELAYS_S) - 1)])
@@ -116,10 +120,13 @@ class ServingEngine(_SessionFace):
                 try:
                     self._client.close()  # a session that ended without the process dying: start clean
                     self._open(restart=True)
+                    self._on_restart(f"engine restarted (pid {self.pid}, restart {self.restarts}) after "
+                                     f"{time.monotonic() - died_at:.1f} s: serving again")
                     break
                 except EngineError as error:
                     self.last_failure = str(error)
                     attempt += 1
+                    self._on_restart(f"engine restart {attempt} failed: {error}; trying again")
 
     def close(self, *, grace_s: float | None = None) -> str:
         """Stop serving and the engine; why the engine had to be killed ("" when it stopped when asked)."""
