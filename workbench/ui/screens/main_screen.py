@@ -53,7 +53,7 @@ class MainScreen(TabbedLayoutScreen):
     BINDINGS = [
         # one Ctrl+L binding per word on the button: the footer shows the one the button shows (check_action)
         *(Binding("ctrl+l", f"toggle_load('{label}')", label) for label in LOAD_KEY_LABELS),
-        Binding("escape", "cancel_turn", "Cancel"),
+        Binding("escape", "cancel_turn", "Stop"),
         Binding("ctrl+s", "save_transcript", "Save"),
         Binding("f2", "open_models", "Models"),
         Binding("f3", "open_presets", "Presets"),
@@ -61,7 +61,7 @@ class MainScreen(TabbedLayoutScreen):
         Binding("f5", "edit_settings", "Settings"),
         Binding("f6", "open_serve", "Serve"),
         Binding("ctrl+r", "restart_engine", "Restart"),
-        Binding("ctrl+n", "new_conversation", "New chat"),
+        Binding("ctrl+n", "new_conversation", "New"),
         Binding("ctrl+t", "cycle_vote", "N samples, vote", show=False),
     ]
 

@@ -14,7 +14,8 @@ class KeyFooter(Footer):
     """
 
     DEFAULT_CSS = """
-    KeyFooter.-rows { layout: grid; grid-columns: auto; grid-gutter: 0 1; }
+    KeyFooter.-rows { layout: grid; grid-gutter: 0 1; }
+    KeyFooter.-rows FooterKey { margin: 0; }  /* the gutter spaces the keys: a margin would cut each by one */
     """
 
     rows: reactive[int] = reactive(1, recompose=True)
@@ -24,6 +25,7 @@ class KeyFooter(Footer):
         # Footer sets one grid column per key; with more rows, as many columns as the widest row needs
         keys = self.styles.grid_size_columns or 1
         self.styles.grid_size_columns = -(-keys // self.rows)
+        self.styles.grid_columns = "auto"  # each column as wide as its widest key, never cut
 
     def watch_rows(self, rows: int) -> None:
         self.styles.height = rows
