@@ -10,14 +10,14 @@ REPO = "bartowski/SmolLM2-135M-Instruct-GGUF"  # the first curated repository: l
 FILE = "SmolLM2-135M-Instruct-Q4_1.gguf"
 
 
-async def open_hub_files(pilot):
-    """Open the model screen's Hub tab and put the cursor on the curated repository's one file."""
+async def open_hub_files(pilot, rows: int = 1):
+    """Open the model screen's Hub tab and put the cursor on the first of the curated repository's files."""
     await pilot.press("f2")
     await wait_until(pilot, lambda: pilot.app.screen.query("#model-tabs"))
     models = pilot.app.screen
     models.query_one("#model-tabs").active = "hub-tab"
     files = models.query_one("#hub-files")
-    await wait_until(pilot, lambda: files.row_count == 1, 30)
+    await wait_until(pilot, lambda: files.row_count == rows, 30)
     files.focus()
     files.move_cursor(row=0)
     return models

@@ -282,3 +282,27 @@ class HubFailed(Message):
     stage: str
     text: str
     unreachable: bool
+
+
+@dataclass
+class FitSearched(Message):
+    """The fit search for the chosen model on the chosen device (workbench fit): the result, chosen or not."""
+
+    result: Any  # workbench.core.fit.types.FitResult
+    choice: Choice  # the model, preset and device it searched from
+
+
+@dataclass
+class FitFailed(Message):
+    """The fit search could not run (the model or a profile could not be read)."""
+
+    reason: str
+
+
+@dataclass
+class BestFitFound(Message):
+    """The file of a listed repository the fit search would choose for the device (None: none fits)."""
+
+    repo: str
+    filename: str | None
+    summary: str  # the choice in a few words, or why nothing fits

@@ -17,10 +17,12 @@ from textual.worker import get_current_worker
 from workbench.core.engine.events import EngineFailed
 from workbench.core.ledger.fixes import apply_fix
 from workbench.core.ledger.types import DOES_NOT_FIT, Ledger, LedgerFix
-from workbench.ui import engine_work
+from workbench.ui import engine_work, fit_work
 from workbench.ui.engine_session import Engine, EngineSession, Phase, close_quietly
 from workbench.ui.messages import (
     EngineDied,
+    FitFailed,
+    FitSearched,
     LedgerPredicted,
     LoadFailed,
     LoadProgressReported,
@@ -183,6 +185,22 @@ class MainScreen(TabbedLayoutScreen):
 
     def on_choice_bar_load_pressed(self, message: ChoiceBar.LoadPressed) -> None:
         self.action_toggle_load()
+
+    def on_choice_bar_fit_pressed(self, message: ChoiceBar.FitPressed) -> None:
+        self.notify("searching the presets that fit…", title="Fit", timeout=3)
+        self._in_thread(fit_work.fit_choice, self.selection, self.choice_bar.choice, self.post_message, group="fit")
+
+    def on_fit_searched(self, message: FitSearched) -> None:
+        """Offer the choice as an unsaved preset (the prediction follows), or say why nothing fits."""
+        result = message.result
+        if result.chosen is None:
+            self.notify(result.reason, title="Nothing fits", severity="warning", timeout=12)
+            return
+        self.choice_bar.use_unsaved(result.chosen.preset)
+        self.notify(fit_work.fit_notice(result), title=f"Fit: {fit_work.fit_label(result)}", timeout=12)
+
+    def on_fit_failed(self, message: FitFailed) -> None:
+        self.notify(message.reason, title="Cannot fit", severity="error", timeout=8)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Ctrl+L's footer entry says what the button says; dimmed while a load or an unload runs."""

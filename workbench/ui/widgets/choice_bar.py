@@ -40,6 +40,10 @@ class ChoiceBar(Horizontal):
     class LoadPressed(Message):
         """The Load / Unload / Reload button was pressed."""
 
+    @dataclass
+    class FitPressed(Message):
+        """The Fit button was pressed: search the preset that fits the chosen device (workbench fit)."""
+
     phase: reactive[Phase] = reactive(Phase.IDLE, init=False)
     loaded: reactive[Choice | None] = reactive(None, init=False)
 
@@ -67,6 +71,8 @@ class ChoiceBar(Horizontal):
                      value=str(selection.model_path), prompt="model")
         yield Select(preset_options(selection), id="preset-select", allow_blank=False,
                      value=selection.preset_name, prompt="preset")
+        yield Button("Fit", id="fit-button", tooltip="choose the preset that fits this device and loses the least "
+                     "quality (workbench fit)")
         yield Select(device_options(selection), id="device-select", allow_blank=False,
                      value=selection.device_name, prompt="device")
         yield Button("Load", id="load-button", variant="primary")
@@ -109,6 +115,11 @@ class ChoiceBar(Horizontal):
         elif event.select.id == "device-select":
             selection.device_name = str(event.value)
         self._chosen()
+
+    @on(Button.Pressed, "#fit-button")
+    def _fit_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.post_message(self.FitPressed())
 
     @on(Button.Pressed, "#load-button")
     def _load_pressed(self, event: Button.Pressed) -> None:

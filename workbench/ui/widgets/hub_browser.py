@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from rich.text import Text
@@ -12,6 +13,8 @@ from textual.message import Message
 from textual.widgets import Button, DataTable, Input, ProgressBar, Static
 
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.fit.options import best_file_for
+from workbench.core.fit.types import FitRequest
 from workbench.core.hub.client import HubUnreachable
 from workbench.core.hub.files import list_gguf_files
 from workbench.core.hub.preview import preview_fit
@@ -20,6 +23,7 @@ from workbench.core.ledger.types import DOES_NOT_FIT, FITS
 from workbench.core.units import eta_text, rate_text, size_text
 from workbench.ui.download_jobs import DownloadJob, current_job, start_job
 from workbench.ui.messages import (
+    BestFitFound,
     DownloadAdvanced,
     DownloadEnded,
     FilesListed,
@@ -30,6 +34,7 @@ from workbench.ui.messages import (
 from workbench.ui.selection import device_from, preset_from
 
 CSS_FILE = Path(__file__).with_name("hub_browser.tcss")
+BEST_FIT = "best fit for this device"
 OFFLINE_HINT = "Bundled, cached and local models still work offline (the Local and cached tab, `workbench models`)."
 
 
@@ -75,7 +80,9 @@ class HubBrowser(Vertical):
     def on_mount(self) -> None:
         self._load_css()
         self.query_one("#hub-repos", DataTable).add_columns("Repository", "Downloads", "Likes", "Gated")
-        self.query_one("#hub-files", DataTable).add_columns("File", "Quant", "Size", "Parts")
+        files = self.query_one("#hub-files", DataTable)
+        files.add_columns("File", "Quant", "Size", "Parts")
+        files.add_column("Fit", key="fit")  # "best fit": the file the fit search chooses for the device
         self.show_curated()
         job = current_job(self.app)
         if job is not None:  # a download started from an earlier visit of this screen
@@ -154,7 +161,9 @@ class HubBrowser(Vertical):
         table = self.query_one("#hub-files", DataTable)
         table.clear()
         for gguf_file in message.listing.files:
-            table.add_row(gguf_file.name, gguf_file.quant or "?", size_text(gguf_file.size_bytes), str(len(gguf_file.parts)), key=gguf_file.name)
+            table.add_row(gguf_file.name, gguf_file.quant or "?", size_text(gguf_file.size_bytes), str(len(gguf_file.parts)),
+                          "…", key=gguf_file.name)
+        self.best_fit(message.listing, self._preset_spec, self._device_spec)
         gated = "  Gated: accept the licence on the hub and set HF_TOKEN." if message.listing.gated else ""
         self._status(f"{message.repo}: {len(message.listing.files)} GGUF files.{gated}")
 
@@ -184,8 +193,34 @@ class HubBrowser(Vertical):
         if (preset, device) == (self._preset_spec, self._device_spec):
             return
         self._preset_spec, self._device_spec = preset, device
+        if self._listing is not None:
+            self.best_fit(self._listing, preset, device)
         if self._listing is not None and self._selected_file is not None:
             self._preview_selected()
+
+    @work(thread=True, exclusive=True, group="hub-best-fit")
+    def best_fit(self, listing, preset: Preset | str, device: DeviceProfile | str) -> None:
+        """Worker: the file the fit search (workbench fit) chooses among the listing's for `device`."""
+        base = replace(preset_from(preset), gpu_layers=None, rpc=(), tensor_split=())  # the host's budget alone
+        try:
+            result = best_file_for(listing, device_from(device), FitRequest(base=base))
+        except Exception as error:  # noqa: BLE001 - the marker is left out, and the status line says why
+            self.post_message(BestFitFound(listing.repo, None, f"the fit search failed: {error}"))
+            return
+        chosen = result.chosen
+        summary = (f"{chosen.option.weight_type}, {chosen.preset.cache_type_k} KV, ctx {chosen.ctx:,}"
+                   if chosen else f"no file fits this device: {result.reason}")
+        self.post_message(BestFitFound(listing.repo, chosen.option.filename if chosen else None, summary))
+
+    def on_best_fit_found(self, message: BestFitFound) -> None:
+        if self._listing is None or message.repo != self._listing.repo:
+            return  # another repository is listed now
+        table = self.query_one("#hub-files", DataTable)
+        for gguf_file in self._listing.files:
+            mark = BEST_FIT if gguf_file.name == message.filename else ""
+            table.update_cell(gguf_file.name, "fit", mark)
+        if message.filename is None:
+            self._status(f"{message.repo}: {message.summary}", problem=True)
 
     def _preview_selected(self) -> None:
         self.query_one("#hub-preview", Static).update("Reading the header with range requests…")
