@@ -123,3 +123,18 @@ def test_the_ledger_offers_gpu_layers_and_a_second_node(tmp_path):
     fixes = json.loads(run_cli("ledger", "bundled", "--preset", "as-is", "--device", unified, "--ctx", "4096",
                                "--json").stdout)["fixes"]
     assert not any(f["change"].startswith("gpu_layers") for f in fixes)  # unified memory: nothing to move
+
+
+def test_fit_on_a_gpu_with_its_own_memory_offloads_the_layers(tmp_path):
+    # 130 MiB of RAM cannot hold the bundled model (see test_rpc_node_with_a_profile_makes_it_fit); 600 MiB of VRAM can
+    gpu_host = write_board(tmp_path, "gpu-host", 130, 'accelerator = "cuda"\nvram_mb = 600')
+    run = run_cli("fit", "bundled", "--device", gpu_host, "--quality", "q4", "--json")
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["preset"]["gpu_layers"] == "all" and "rpc" not in data["preset"]
+    devices = data["ledger"]["devices"]
+    assert [d["name"] for d in devices] == ["CPU", "CUDA0"] and devices[1]["budget_bytes"] == 600 * MIB
+    assert all(d["total_bytes"] <= d["budget_bytes"] for d in devices)
+    slower = write_board(tmp_path, "slow-gpu", 130, 'accelerator = "vulkan"\naccelerator_slower_than_cpu = true\n'
+                         'vram_mb = 600')
+    assert run_cli("fit", "bundled", "--device", slower, "--quality", "q4").returncode == 3  # its GPU is left out
