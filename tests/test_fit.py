@@ -13,7 +13,10 @@ import pytest
 from arch_models import ARCH_MODELS, write_arch_gguf
 from cli_runner import run_cli
 from hubserver import hub  # noqa: F401 - hub is a fixture
+from test_bench_report import _machine, _row
 
+from workbench.core.bench.report import BenchResults, write_results
+from workbench.core.bench.rows import with_references
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.config.presets import load_preset
 from workbench.core.fit.options import local_options
@@ -143,3 +146,22 @@ def test_cli_nothing_fits(tmp_path):
     run = run_cli("fit", "bundled", "--device", write_board(tmp_path, "b100", 100), "--json", "--save", "never")
     assert run.returncode == 3 and json.loads(run.stdout)["fits"] is False and "nothing saved" in run.stderr
     assert run_cli("presets").stdout.count("never") == 0
+
+
+def test_the_users_own_bench_rows_rank_the_types(bundled, tmp_path):
+    """A sweep that measured Q4_0 better than the file (Δppl -0.2 against the file's own row) makes the search
+    re-quantize to it: the user's rows outrank the published table for this model."""
+    path, _ = bundled
+    rows = (_row("as-is", 100_000_000, 20.0, 20.0, weights="keep", model=path.name),
+            _row("q4", 90_000_000, 22.0, 19.8, weights="Q4_0", model=path.name),
+            _row("other", 95_000_000, 22.0, 10.0, weights="Q8_0", model="another.gguf"))  # another model: ignored
+    results = write_results(BenchResults(_machine("pi (pi5)"), with_references(rows[:2]) + rows[2:]), "json",
+                            tmp_path / "mine.json")
+    device = write_board(tmp_path, "b1g", 1000)
+    data = json.loads(run_cli("fit", "bundled", "--device", device, "--bench", str(results), "--json").stdout)
+    assert data["preset"]["weights"] == "Q4_0"
+    assert "your bench mine.json" in data["ledger"]["fit"]["quality_source"]
+    plain = json.loads(run_cli("fit", "bundled", "--device", device, "--json").stdout)
+    assert plain["preset"]["weights"] == "keep"  # by llama.cpp's table the file as is loses least
+    hub_model = run_cli("fit", "someone/some-GGUF", "--device", device, "--bench", str(results))
+    assert hub_model.returncode == 2 and "--bench is for a local model" in hub_model.stderr

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from workbench.cli import text_table
 from workbench.cli.cmd_ledger import ledger_json, ledger_text
+from workbench.cli.fit_bench import measured_quality
 from workbench.cli.fit_output import fit_json, fit_text
 from workbench.cli.json_output import write_json
 from workbench.cli.split_output import add_rpc_argument, rpc_endpoints
@@ -44,6 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help=f"the least context the choice must hold (default {DEFAULT_CTX_MIN}, llama.cpp's --fit-ctx)")
     parser.add_argument("--min-tps", type=float, help="the least predicted decode rate, tokens/s at empty context")
     parser.add_argument("--quality", choices=FLOORS, help="no weight or cache type below this many bits")
+    parser.add_argument("--bench", metavar="FILE", help="your own `workbench bench` results (json/jsonl) for this "
+                        "local model: their perplexity rows rank its weight types instead of the published table")
     parser.add_argument("--revision", default="main", help="hub repository revision (default: main)")
     parser.add_argument("--save", metavar="NAME", help="write the choice as user preset NAME")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -67,9 +70,15 @@ def run(args: argparse.Namespace) -> int:
     correction = speed_correction(device.name)
     if _is_local(args.model):
         path = resolve_model(args.model)
-        result = fit(local_options(read_gguf(path)), device, request, correction)
+        model = read_gguf(path)
+        if args.bench:
+            request = dataclasses.replace(request, measured=measured_quality(args.bench, model))
+        result = fit(local_options(model), device, request, correction)
         model_name, where = path.name, str(path)
     else:
+        if args.bench:
+            raise WorkbenchError("--bench is for a local model", where=args.model,
+                                 fix="Download the file, bench it, then run `workbench fit FILE --bench RESULTS`")
         result = fit_repo(args.model, device, request, revision=args.revision, correction=correction)
         model_name = args.model
         where = result.chosen.option.filename if result.chosen else args.model
