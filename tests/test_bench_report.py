@@ -168,7 +168,8 @@ def test_compare_reads_llama_bench_output_beside_ours(tmp_path, name):
     label = "AMD Ryzen 7 7800X3D 8-Core Processor + NVIDIA GeForce RTX 4080 (llama-bench)"
     assert [machine for machine, _ in comparison.machines] == ["pi (pi5)", label]
     text = comparison_markdown(comparison)
-    row = next(line for line in text.splitlines() if "| llama-bench |" in line and "tg128" in line)
+    every_test = text.split("Every test:")[1]  # below the side-by-side table
+    row = next(line for line in every_test.splitlines() if "| llama-bench |" in line and "tg128" in line)
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     # 4677120000 / 2**20 = 4460.4 MiB, 7615616512 / 1e6 = 7615.6 M params; flash_attn -1 is "auto"
     assert cells[:12] == [label, "llama-bench", "qwen2 7B Q4_K - Medium", "4460.4", "7615.6", "CUDA", "8",
@@ -291,3 +292,17 @@ def test_machine_record_names_the_cpu_from_proc_cpuinfo(tmp_path):
     machine = describe_machine(DEVICE, None, root=str(tmp_path))
     assert machine.device_profile == "pi5" and machine.device_budget_mb == 7392
     assert machine.llama_cpp_version.startswith("unavailable")
+
+
+def test_compare_puts_the_machines_in_columns_and_keeps_perplexity(tmp_path):
+    pi = write_results(_results("pi (pi5)"), "json", tmp_path / "pi.json")
+    faster = BenchResults(_machine("jetson (orin-nano)"), with_references((
+        _row("quality-q8", 144_000_000, 40.0, 18.3), _row("balanced-q4km", 100_000_000, 62.0, 19.0, weights="Q4_K_M"))))
+    jetson = write_results(faster, "json", tmp_path / "jetson.json")
+    text = comparison_markdown(compare_files([pi, jetson]))
+    assert "| model | run | test | pi (pi5) t/s | jetson (orin-nano) t/s | pi (pi5) ppl | jetson (orin-nano) ppl |" in text
+    # one line per preset and test, each machine's figure in its own column
+    assert "| llama 135M Q8_0 | quality-q8 | tg128 @ d256 | 20.00 ± 0.25 | 40.00 ± 0.25 | 18.500 | 18.300 |" in text
+    assert "| llama 135M Q8_0 | no-ppl | tg128 @ d256 | 33.00 ± 0.25 | — | n/a | — |" in text  # not run there
+    detail = next(line for line in text.splitlines() if line.startswith("| jetson (orin-nano) | balanced-q4km"))
+    assert detail.rstrip(" |").endswith("19.000")  # the every-test table keeps perplexity too

@@ -167,7 +167,11 @@ def test_compare_merges_result_files_from_two_machines(sweep, bench_env):
     code, stdout, _ = run_cli("bench", "compare", str(folder / "results.json"), str(second))
     assert code == 0
     assert results.machine.label in stdout and "jetson (orin-nano): ARMv8" in stdout
-    table = [line for line in stdout.splitlines() if line.startswith("| ")]
+    side, every = stdout.split("Every test:")
+    beside = [line for line in side.splitlines() if line.startswith("| ")]
+    assert len(beside) == 1 + 2 * len(results.rows)  # a pp and a tg line per preset, the machines in columns
+    assert f"| {results.machine.label} t/s | jetson (orin-nano) t/s |" in beside[0] and "ppl |" in beside[0]
+    table = [line for line in every.splitlines() if line.startswith("| ")]
     assert len(table) == 1 + 2 * 2 * len(results.rows)  # two machines, a pp and a tg test per preset (issue 12)
     assert table[1].startswith(f"| {results.machine.label} | keep-f16 |")
     assert table[2].startswith("| jetson (orin-nano) | keep-f16 |")

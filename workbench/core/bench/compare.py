@@ -99,19 +99,48 @@ def compare_files(paths: Sequence[str | Path]) -> Comparison:
 
 
 COLUMNS = ("machine", "run", "model", "size MiB", "params M", "backend", "threads", "batch/ubatch", "K/V", "FA",
-           "test", "t/s", "W", "J/tok", "peak °C", "peak MiB")
+           "test", "t/s", "W", "J/tok", "peak °C", "peak MiB", "ppl")
+NOT_RUN_THERE = "—"  # this run and test has no line from that machine
 
 
 def comparison_markdown(comparison: Comparison) -> str:
     footnotes: dict[str, list[str]] = {}
     body = [_cells(line, footnotes) for line in comparison.lines]
     text = "Machines:\n" + "".join(f"- {summary}\n" for _, summary in comparison.machines)
-    text += "\n" + markdown_table(list(COLUMNS), body)
+    text += "\nSide by side:\n\n" + side_by_side_markdown(comparison)
+    text += "\nEvery test:\n\n" + markdown_table(list(COLUMNS), body)
     text += ("\nt/s is llama-bench's avg_ts ± stddev_ts over the repetitions. Our tg test runs after the "
              "prompt, so it is named at that depth (tg128 @ d256).\n")
     if footnotes:
         text += "\n" + footnote_lines(footnotes)
     return text
+
+
+def side_by_side_markdown(comparison: Comparison) -> str:
+    """One line per model, run and test, a t/s column per machine (and a perplexity column per machine
+    when any of ours measured it): the machines next to each other, not one above the other."""
+    machines = [label for label, _ in comparison.machines]
+    cells: dict[tuple[str, str, str], dict[str, TestLine]] = {}
+    for line in comparison.lines:
+        cells.setdefault((line.test.model_type, line.run, line.test.test), {})[line.machine] = line
+    with_ppl = any(line.row is not None and line.row.ppl is not None for line in comparison.lines)
+    header = ["model", "run", "test", *(f"{machine} t/s" for machine in machines)]
+    header += [f"{machine} ppl" for machine in machines] if with_ppl else []
+    body = []
+    for (model, run, test), by_machine in cells.items():
+        rates = [f"{by_machine[m].test.avg_ts:.2f} ± {by_machine[m].test.stddev_ts:.2f}" if m in by_machine
+                 else NOT_RUN_THERE for m in machines]
+        ppl = [_ppl_cell(by_machine.get(m)) for m in machines] if with_ppl else []
+        body.append([model, run, test, *rates, *ppl])
+    return markdown_table(header, body)
+
+
+def _ppl_cell(line: TestLine | None) -> str:
+    if line is None:
+        return NOT_RUN_THERE
+    if line.row is None:
+        return f"{NOT_AVAILABLE} ({NOT_IN_LLAMA_BENCH})"
+    return f"{line.row.ppl:.3f}" if line.row.ppl is not None else NOT_AVAILABLE
 
 
 def _cells(line: TestLine, footnotes: dict[str, list[str]]) -> list[str]:
@@ -152,4 +181,5 @@ def _cells(line: TestLine, footnotes: dict[str, list[str]]) -> list[str]:
         joules,
         ours("peak °C", row.peak_temp_c if row else None, ".1f", "peak_temp_c"),
         ours("peak MiB", row.peak_rss_bytes / MIB if row else None, ".1f", "peak_rss_bytes"),
+        ours("ppl", row.ppl if row else None, ".3f", "ppl"),
     ]
