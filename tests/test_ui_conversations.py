@@ -3,7 +3,7 @@ picked in F5; both survive a restart (two app runs on the same home)."""
 
 from __future__ import annotations
 
-from fakes import FakeEngine, FakeSampler
+from fakes import FakeEngine, FakeSampler, wait_until
 from textual.widgets import Input, OptionList, Select, TextArea
 
 from workbench.cli.main import build_parser
@@ -29,10 +29,13 @@ def _journal(*exchanges: tuple[str, str]) -> str:
     return journal.path.stem
 
 
+def _drawn(app, kind, button: str) -> bool:
+    return isinstance(app.screen, kind) and bool(app.screen.query(button)) and app.screen.query_one(button).region.width > 0
+
+
 async def _conversations(app, pilot) -> ConversationsModal:
     app.action_conversations()
-    await pilot.pause()
-    assert isinstance(app.screen, ConversationsModal)
+    await wait_until(pilot, lambda: _drawn(app, ConversationsModal, "#open"), what="the conversations dialog drawn")
     return app.screen
 
 
@@ -44,20 +47,18 @@ async def test_conversations_are_renamed_opened_and_deleted_and_kept_across_a_re
         modal = await _conversations(app, pilot)
         assert [s.name for s in modal.summaries] == [other, capitals]
         modal.query_one(OptionList).highlighted = 1
-        await pilot.pause()
-        modal.query_one("#conversation-title", Input).value = "Capitals"
+        title = modal.query_one("#conversation-title", Input)
+        await wait_until(pilot, lambda: title.value == "Capital of France?", what="the highlighted one's title")
+        title.value = "Capitals"
         await pilot.click("#rename")
-        assert load_titles(journal_folder()) == {capitals: "Capitals"}
+        await wait_until(pilot, lambda: load_titles(journal_folder()) == {capitals: "Capitals"}, what="the title saved")
         assert modal.summaries[1].title == "Capitals"
 
         await pilot.click("#open")
-        await pilot.pause()
         chat = app.main_screen.chat_pane
-        await pilot.wait_for_scheduled_animations()
-        for _ in range(50):
-            if chat.conversation.messages:
-                break
-            await pilot.pause(0.05)
+        await wait_until(pilot, lambda: len(chat.conversation.messages) == 4 and len(list_conversations(journal_folder())) == 2
+                         and capitals not in [s.name for s in list_conversations(journal_folder())],
+                         what="the conversation opened in the chat")
         assert [m.content for m in chat.conversation.messages] == ["Capital of France?", "Paris.", "And of Italy?", "Rome."]
         listed = list_conversations(journal_folder())
         assert sorted(s.title for s in listed) == ["Capitals", "Two plus two?"]  # once each: the old file went
@@ -65,12 +66,11 @@ async def test_conversations_are_renamed_opened_and_deleted_and_kept_across_a_re
 
         modal = await _conversations(app, pilot)
         modal.query_one(OptionList).highlighted = [s.name for s in modal.summaries].index(other)
+        await wait_until(pilot, lambda: modal.current is not None and modal.current.name == other)
         await pilot.click("#delete")
-        await pilot.pause()
-        assert isinstance(app.screen, ConfirmModal)
+        await wait_until(pilot, lambda: _drawn(app, ConfirmModal, "#confirm"), what="the question drawn")
         await pilot.click("#confirm")
-        await pilot.pause()
-        assert [s.title for s in modal.summaries] == ["Capitals"]
+        await wait_until(pilot, lambda: [s.title for s in modal.summaries] == ["Capitals"], what="the list without it")
 
     second = _app()
     async with second.run_test(size=(120, 34)) as pilot:
@@ -82,25 +82,24 @@ async def test_a_system_prompt_saved_in_f5_is_picked_after_a_restart():
     app = _app()
     async with app.run_test(size=(120, 34)) as pilot:
         app.main_screen.action_edit_settings()
-        await pilot.pause()
+        await wait_until(pilot, lambda: _drawn(app, SettingsModal, "#save-prompt"), what="F5 drawn")
         modal = app.screen
-        assert isinstance(modal, SettingsModal)
         modal.query_one("#system-prompt", TextArea).text = "Answer in one line, in French."
         modal.query_one("#prompt-name", Input).value = "terse-fr"
         await pilot.click("#save-prompt")
-        await pilot.pause()
-        assert app.keeper.settings.system_prompts == (("terse-fr", "Answer in one line, in French."),)
+        await wait_until(pilot, lambda: app.keeper.settings.system_prompts == (
+            ("terse-fr", "Answer in one line, in French."),), what="the prompt saved")
 
     second = _app()
     async with second.run_test(size=(120, 34)) as pilot:
         second.main_screen.action_edit_settings()
-        await pilot.pause()
+        await wait_until(pilot, lambda: _drawn(second, SettingsModal, "#apply"), what="F5 drawn")
         modal = second.screen
         assert isinstance(modal, SettingsModal) and modal.query_one("#system-prompt", TextArea).text != "Answer in one line, in French."
         picker = modal.query_one("#prompt-preset", Select)
         picker.value = "terse-fr"
-        await pilot.pause()
-        assert modal.query_one("#system-prompt", TextArea).text == "Answer in one line, in French."
+        await wait_until(pilot, lambda: modal.query_one("#system-prompt", TextArea).text == "Answer in one line, in French.",
+                         what="the saved prompt picked")
         await pilot.click("#apply")
-        await pilot.pause()
-        assert second.main_screen.conversation.system_prompt == "Answer in one line, in French."
+        await wait_until(pilot, lambda: second.main_screen.conversation.system_prompt == "Answer in one line, in French.",
+                         what="the prompt applied")

@@ -32,20 +32,21 @@ async def test_disk_use_is_listed_and_a_repository_deleted_after_the_question(hu
         app.screen.query_one("#model-tabs", TabbedContent).active = "disk-tab"
         pane = app.screen.query_one(DiskUsePane)
         await wait_until(pilot, lambda: len(pane.rows) == 2, what="the disk use rows")
+        said = []
+        pane.notify = lambda message, **kwargs: said.append(message)  # a toast may expire before it is read
         repo_row, made_row = pane.rows
         assert repo_row.key == REPO and repo_row.label.strip().startswith(size_text(tiny.stat().st_size))
         assert made_row.key == str(made) and made_row.deletable and "2.0 kB" in made_row.label
 
         pane.query_one("#disk-list", OptionList).highlighted = 0
-        await pilot.pause()
         button = pane.query_one("#delete-model", Button)
-        assert not button.disabled
+        await wait_until(pilot, lambda: not button.disabled, what="Delete enabled for the repository")
         button.press()
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal))
         assert REPO in app.screen.title_text
-        await pilot.pause()
+        await wait_until(pilot, lambda: app.screen.query_one("#confirm").region.width > 0, what="the question drawn")
         await pilot.click("#confirm")
         await wait_until(pilot, lambda: [row.key for row in pane.rows] == [str(made)], what="the list without the repo")
         assert not (hub_cache(tmp_path) / "models--test-org--Disk-GGUF").exists()
         assert made.exists()
-        assert f"Deleted {REPO}: {size_text(tiny.stat().st_size)} freed." in [n.message for n in app._notifications]
+        assert f"Deleted {REPO}: {size_text(tiny.stat().st_size)} freed." in said

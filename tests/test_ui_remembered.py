@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from fakes import FakeEngine, FakeSampler
+from fakes import FakeEngine, FakeSampler, wait_until
 from gguf_factory import write_tiny_gguf
 
 from workbench.cli.main import build_parser
@@ -27,11 +27,15 @@ async def test_settings_survive_a_restart_on_the_same_home(tmp_path):
         main.query_one("#device-select").value = "raspberry-pi-5-8gb"
         first.theme = "projector-light"
         first.change_chat_share(10)  # 40 % (the starting share) + 10
-        await pilot.pause()
+        await wait_until(pilot, lambda: (first.keeper.settings.preset, first.keeper.settings.device) == (
+            "long-context-kv4", "raspberry-pi-5-8gb") and first.keeper.settings.theme == "projector-light",
+            what="the choice and the theme remembered")
     assert settings_path().is_file()
 
     second = _app([])
     async with second.run_test(size=(160, 48)) as pilot:
+        await wait_until(pilot, lambda: str(second.main_screen.query_one("#chat-pane").styles.width) == "50fr",
+                         what="the remembered chat width applied")
         await pilot.pause()
         assert second.theme == "projector-light"
         choice = second.selection.choice()
@@ -59,7 +63,7 @@ async def test_a_corrupt_settings_file_is_reported_in_one_line_and_ignored(tmp_p
     assert note.startswith(f"settings: {path}: is not valid TOML") and "\n" not in note
     assert note.endswith("it is ignored (the defaults are used) and rewritten when a setting changes")
     async with app.run_test(size=(120, 34)) as pilot:
-        await pilot.pause()
+        await wait_until(pilot, lambda: app._notifications, what="the settings notice")
         assert app.theme == "workbench-dark"
         assert [n.message for n in app._notifications] == [note]
     assert load_settings().problem == ""  # the app's first save replaced the corrupt file whole
