@@ -44,8 +44,10 @@ def tick_count(rows: int) -> int:
     return 1
 
 
-def tick_text(value: float) -> str:
-    return f"{value:,.0f}" if value >= 10 or value == int(value) else f"{value:,.1f}"
+def tick_text(value: float, step: float) -> str:
+    """A tick's label with the decimals its step needs (2.5, 5.0, 7.5 -> one; 10, 20 -> none)."""
+    decimals = 0 if step == int(step) else max(1, -math.floor(math.log10(step - int(step))))
+    return f"{value:,.{decimals}f}"
 
 
 def column_values(points: list[tuple[float, float]], columns: int, x_max: float) -> list[float | None]:
@@ -74,12 +76,13 @@ def draw_rate_chart(series: list[list[tuple[float, float]]], bound: float, width
         title += f" — bound {bound:,.0f}" + ("" if bound_in_scale else " (above the chart)")
     with_title = height >= 5
     room = max(1, height - 1 - (1 if with_title else 0))  # the last line is the time axis
-    # a prime number of rows cannot be split evenly: the scale leaves a row or two blank above it
-    rows = next((rows for rows in (room, room - 1, room - 2) if rows > 1 and tick_count(rows) > 1), room)
+    # rows that split into few even steps (13 rows: one; 14: two) leave a row or two blank above the scale
+    # for more ticks (12 rows: six)
+    rows = max((rows for rows in (room, room - 1, room - 2) if rows >= 1), key=lambda rows: (tick_count(rows), rows))
     intervals = tick_count(rows)
     step = nice_step(high / intervals)
     top = step * intervals
-    label_width = max(len(tick_text(step * i)) for i in range(intervals + 1))
+    label_width = max(len(tick_text(step * i, step)) for i in range(intervals + 1))
     columns = max(1, width - label_width - 1)
     x_max = max((points[-1][0] for points in drawn), default=1.0) or 1.0
     latest = column_values(series[-1], columns, x_max) if series and series[-1] else [None] * columns
@@ -95,7 +98,7 @@ def draw_rate_chart(series: list[list[tuple[float, float]]], bound: float, width
     for row in range(rows):
         edge = rows - row  # this row spans (edge - 1, edge] in rows from the bottom
         tick = (rows - row) * intervals / rows
-        label = tick_text(tick * step) if abs(tick - round(tick)) < 1e-9 else ""
+        label = tick_text(round(tick) * step, step) if abs(tick - round(tick)) < 1e-9 else ""
         out.append(label.rjust(label_width) + ("┤" if label else "│"), style=text_style)
         for column in range(columns):
             value = latest[column]
