@@ -112,3 +112,9 @@ async def test_the_panel_split_does_not_jump_between_155_and_160_columns():
     for width in (159, 160):
         assert abs(shares[width][0] - shares[155][0]) < 0.02 and abs(shares[width][1] - shares[155][1]) < 0.02
         assert shares[width][2:] == shares[155][2:]
+
+
+def test_ticks_of_a_fractional_step_keep_their_decimals():
+    lines = draw_rate_chart([[(0.5, 14.0), (1.0, 13.0)]], 0.0, 40, 16, COLOURS).plain.split("\n")
+    values = [value for _, value in axis(lines)]
+    assert values == [15.0, 12.5, 10.0, 7.5, 5.0, 2.5, 0.0]  # 14 tok/s under six even steps of 2.5
