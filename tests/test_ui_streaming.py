@@ -20,8 +20,8 @@ def shown_lines(widget: StreamingText) -> list[str]:
 
 async def test_the_status_line_follows_the_text_with_no_blank_lines_between():
     engines = []
-    # 400 tokens 25 ms apart: ten seconds of streaming, room for three checks on a loaded machine
-    async with make_app(engines, engine_kwargs={"answer": LONG_ANSWER, "token_delay_s": 0.025}).run_test(
+    # 400 tokens 12.5 ms apart: five seconds of streaming, room for three checks (0.1 s apart) on a loaded machine
+    async with make_app(engines, engine_kwargs={"answer": LONG_ANSWER, "token_delay_s": 0.0125}).run_test(
             size=(100, 30)) as pilot:
         screen = pilot.app.main_screen
         await pilot.press("ctrl+l")
