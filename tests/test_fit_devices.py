@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from arch_models import ARCH_MODELS, write_arch_gguf
@@ -11,10 +12,13 @@ from cli_runner import run_cli
 from hubserver import hub  # noqa: F401 - the fixture `served` takes
 
 from workbench.core.config.preset import DeviceProfile, Preset
+from workbench.core.fit import options
 from workbench.core.fit.options import fit_repo
 from workbench.core.fit.types import FitRequest
 from workbench.core.gguf.reader import read_gguf
+from workbench.core.hub.files import GGUFFile, RemoteFile, RepoFiles
 from workbench.core.ledger.predict import predicted_overhead_bytes
+from workbench.core.paths import bundled_model_path
 
 MIB = 1024 * 1024
 REPO = "test-org/tiny-llama-GGUF"
@@ -138,3 +142,19 @@ def test_fit_on_a_gpu_with_its_own_memory_offloads_the_layers(tmp_path):
     slower = write_board(tmp_path, "slow-gpu", 130, 'accelerator = "vulkan"\naccelerator_slower_than_cpu = true\n'
                          'vram_mb = 600')
     assert run_cli("fit", "bundled", "--device", slower, "--quality", "q4").returncode == 3  # its GPU is left out
+
+
+def test_a_repository_of_many_files_costs_a_bounded_number_of_header_reads(monkeypatch):
+    model = read_gguf(bundled_model_path())
+    read = []
+
+    def header(repo, name, **_):  # what a header read gives; counted instead of fetched
+        read.append(name)
+        return SimpleNamespace(model=model, header_quant="Q4_0", name_quant="Q4_0")
+
+    monkeypatch.setattr(options, "read_remote_header", header)
+    files = tuple(GGUFFile(f"m-{i:04d}-Q4_0.gguf", "Q4_0", (RemoteFile(f"m-{i:04d}-Q4_0.gguf", 1_000 + i, None),))
+                  for i in range(500))
+    found = options.repo_options(RepoFiles("a/b", "main", "0" * 40, False, files), 10**9)
+    assert len(read) == len(found) == options.MAX_HEADERS == 32
+    assert read[0] == "m-0499-Q4_0.gguf"  # the largest first: the least lossy of a type

@@ -16,6 +16,7 @@ from workbench.core.ledger.weights import requantized_weights_bytes
 from workbench.core.units import MIB
 
 FULL_PRECISION = ("F32", "F16", "BF16")
+MAX_HEADERS = 32  # header reads per repository (each is range requests of up to the header's size)
 # The re-quantizations offered for a local file: one type per bits class of the published table (the
 # _M K-quant mix where there is one), plus Q4_0, a 4-bit type llama.cpp's CPU backend repacks (cpu_repack.py).
 REQUANT_TYPES = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "Q3_K_M", "Q2_K")
@@ -37,11 +38,13 @@ def local_options(model: ModelInfo) -> tuple[WeightOption, ...]:
 
 def repo_options(files: RepoFiles, budget_bytes: int, *, connection: HubConnection | None = None
                  ) -> tuple[WeightOption, ...]:
-    """Each GGUF file of the repository that could fit `budget_bytes` (all devices together), from its header."""
+    """Each GGUF file of the repository that could fit `budget_bytes` (all devices together), from its header:
+    at most MAX_HEADERS of them, the largest (the least lossy), so a repository of many files costs a bounded
+    number of header reads."""
     options = []
-    for gguf_file in files.files:
-        if gguf_file.size_bytes is not None and gguf_file.size_bytes > budget_bytes:
-            continue  # its weights alone are over every budget together: no header read needed
+    small_enough = [f for f in files.files if f.size_bytes is None or f.size_bytes <= budget_bytes]
+    small_enough.sort(key=lambda f: f.size_bytes or 0, reverse=True)
+    for gguf_file in small_enough[:MAX_HEADERS]:
         header = read_remote_header(files.repo, gguf_file.name, revision=files.commit or files.revision,
                                     listing=gguf_file, connection=connection)
         kind = (header.header_quant or header.name_quant or "unknown").upper()
