@@ -32,7 +32,8 @@ def row(preset: str, decode: float, stddev: float, ppl: float, peak_mib: int, pr
     return BenchRow(
         preset=preset, weights="Q4_K_M", model="m.gguf", device="host", model_type="llama 135M",
         model_size=100 * MIB, model_n_params=135_000_000, n_batch=512, n_ubatch=512, n_threads=2, type_k="f16",
-        type_v="f16", flash_attn=False, n_prompt=64, n_gen=32, avg_ts=decode, stddev_ts=stddev, samples_ts=(decode,),
+        type_v="f16", flash_attn=False, n_prompt=64, n_gen=32, avg_ts=decode, stddev_ts=stddev,
+        samples_ts=(decode - stddev, decode, decode + stddev),  # three runs: this mean and sample deviation
         load_s=0.5, ttft_ms=20.0, prefill_tps=decode * 8, prefill_stddev_tps=1.0, decode_tps=decode,
         timing_source="llama.cpp perf counters", peak_rss_bytes=peak_mib * MIB, predicted_bytes=(peak_mib - 5) * MIB,
         prediction_error_pct=1.0, kv_bytes=10 * MIB, power_w=None, joules_per_token=None, peak_temp_c=55.5,

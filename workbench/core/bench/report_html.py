@@ -8,6 +8,7 @@ import html
 from collections.abc import Iterable
 
 from workbench.core.bench.report_model import NOT_MEASURED, Chart, Rate, Report, ReportRow, pareto_front
+from workbench.core.bench.rows import NOISE_RULE
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS
 from workbench.core.units import MIB
 
@@ -175,9 +176,10 @@ def render_html(report: Report, charts: tuple[Chart, ...], title: str = "Edge LL
         noisy.setdefault((device, b), a)
     by_name = {chart.name: _chart(chart) for chart in charts}
     answers = "".join(f"<li>{_e(sentence)}</li>" for sentence in report.answers)
-    noise = "".join(f"<li>On {_e(device)}, {_e(a)} and {_e(b)} decode within the noise (the difference is under "
-                    "twice their combined standard deviation): do not pick one over the other for speed.</li>"
-                    for device, a, b in report.noise) or "<li>No two decode rates are within the noise.</li>"
+    noise = "".join(f"<li>On {_e(device)}, {_e(a)} and {_e(b)} decode {_e(NOISE_RULE)}: do not pick one over the "
+                    "other for speed.</li>" for device, a, b in report.noise) or (
+        "<li>No two neighbouring decode rates are within the noise (twice the standard error of their difference; "
+        "a preset of one timed run has no spread to judge by).</li>")
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'

@@ -9,7 +9,7 @@ from typing import Any
 
 from workbench.core.bench.machine import Machine
 from workbench.core.bench.report import BenchResults, machine_summary
-from workbench.core.bench.rows import BenchRow
+from workbench.core.bench.rows import BenchRow, means_within_noise
 from workbench.core.config.host import profile_is_this_machine
 from workbench.core.errors import WorkbenchError
 from workbench.core.ledger.llama_build import VERIFIED_LLAMA_CPP, VERIFIED_PACKAGE, VERIFIED_VERSIONS
@@ -23,7 +23,6 @@ MAX_NAME = 200  # characters of a preset, model, device or machine name
 MAX_TEXT = 8192  # characters of a free text (llama.cpp's system info, a reason, a preset's TOML)
 MAX_RATE = 1e7  # tokens per second: no machine decodes or reads prompts faster
 MAX_BYTES = 1 << 50  # a PiB: larger byte counts are not measurements
-NOISE_SIGMAS = 2.0  # a difference under twice the two runs' combined standard deviation is noise
 NOT_MEASURED = "not measured"
 
 
@@ -33,6 +32,7 @@ class Rate:
     stddev: float
     predicted: float | None
     why_no_prediction: str
+    runs: int = 0  # timed runs the mean and deviation are of
 
 
 @dataclass(frozen=True)
@@ -149,13 +149,15 @@ def report_row(row: BenchRow, device: str, budget_bytes: int, where: str) -> Rep
     reasons = tuple((_text(key, "a reason's field", where), _text(why, f"the reason for {key}", where, MAX_TEXT))
                     for key, why in notes[:64])
 
-    def rate(name: str, value: str, stddev: str) -> Rate:
+    def rate(name: str, value: str, stddev: str, samples: str) -> Rate:
         measured, spread = _number(getattr(row, value), value, where, MAX_RATE), _number(
             getattr(row, stddev), stddev, where, MAX_RATE)
         predicted = f"predicted_{name}_tps"
         assert measured is not None and spread is not None
+        runs = getattr(row, samples)
         return Rate(measured, spread, _number(getattr(row, predicted), predicted, where, MAX_RATE, optional=True),
-                    dict(reasons).get(predicted, "") or "no prediction in the bench file")
+                    dict(reasons).get(predicted, "") or "no prediction in the bench file",
+                    len(runs) if isinstance(runs, tuple) else 0)
 
     weights = _count(row.model_size, "model_size", where)
     peak = _count(row.peak_rss_bytes, "peak_rss_bytes", where)
@@ -167,8 +169,8 @@ def report_row(row: BenchRow, device: str, budget_bytes: int, where: str) -> Rep
         weights=_text(row.weights, "the weight type", where),
         model=_text(row.model, "the model name", where),
         test=f"pp{n_prompt}+tg{n_gen}",
-        decode=rate("decode", "avg_ts", "stddev_ts"),
-        prefill=rate("prefill", "prefill_tps", "prefill_stddev_tps"),
+        decode=rate("decode", "avg_ts", "stddev_ts", "samples_ts"),
+        prefill=rate("prefill", "prefill_tps", "prefill_stddev_tps", "prefill_samples_ts"),
         ppl=_number(row.ppl, "ppl", where, 1e9, optional=True),
         ppl_delta=None if row.ppl_delta is None else _signed(row.ppl_delta, "ppl_delta", where),
         reference=_text(row.reference, "the reference preset", where),
@@ -221,8 +223,9 @@ def llama_cpp_build(version: str) -> str:
 
 
 def within_noise(a: Rate, b: Rate) -> bool:
-    """Two decode rates closer than twice their combined standard deviation cannot be told apart."""
-    return abs(a.measured - b.measured) <= NOISE_SIGMAS * math.hypot(a.stddev, b.stddev)
+    """The bench's rule (rows.NOISE_RULE): closer than twice the standard error of their difference; two rates
+    without a spread to judge by (a single run) are not called within the noise."""
+    return bool(means_within_noise((a.measured, a.stddev, a.runs), (b.measured, b.stddev, b.runs)))
 
 
 def pareto_front(rows: tuple[ReportRow, ...]) -> tuple[ReportRow, ...]:
@@ -240,10 +243,13 @@ def answer(device: Device) -> str:
     fitting = [row for row in device.rows if row.memory.verdict != DOES_NOT_FIT]
     if not fitting:
         return f"On {device.label}, no preset of this bench fits the budget of {size(device.rows[0].memory.budget_bytes)}."
-    fastest = max(fitting, key=lambda row: row.decode.measured)
-    # Rates within the noise of the fastest are as fast: of those, the best perplexity (when measured) is the answer.
-    tied = [row for row in fitting if within_noise(row.decode, fastest.decode)]
-    best = min(tied, key=lambda row: (row.ppl is None, row.ppl or 0.0, -row.decode.measured))
+    if device.simulated:  # this machine's rates say nothing of the board's order: its predicted ones do
+        best = max(fitting, key=lambda row: (row.decode.predicted or 0.0, -(row.ppl or 0.0)))
+    else:
+        fastest = max(fitting, key=lambda row: row.decode.measured)
+        # Rates within the noise of the fastest are as fast: of those, the best perplexity (when measured) answers.
+        tied = [row for row in fitting if within_noise(row.decode, fastest.decode)]
+        best = min(tied, key=lambda row: (row.ppl is None, row.ppl or 0.0, -row.decode.measured))
     quality = (f"{best.ppl_delta:+.2f} perplexity against {best.reference}" if best.ppl_delta is not None
                else "perplexity not measured")
     used = f"using {size(best.memory.peak_bytes)} of {size(best.memory.budget_bytes)}"

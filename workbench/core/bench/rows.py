@@ -104,11 +104,16 @@ NOISE_RULE = ("within the noise: the two decode rates differ by less than twice 
 def within_noise(row: BenchRow, reference: BenchRow) -> bool | None:
     """Whether the decode rates of `row` and `reference` differ by less than the runs' spread says they may
     (NOISE_RULE); None with fewer than two timed runs on either side (no spread to judge by)."""
-    n_row, n_ref = len(row.samples_ts), len(reference.samples_ts)
-    if n_row < 2 or n_ref < 2:
+    return means_within_noise((row.avg_ts, row.stddev_ts, len(row.samples_ts)),
+                              (reference.avg_ts, reference.stddev_ts, len(reference.samples_ts)))
+
+
+def means_within_noise(a: tuple[float, float, int], b: tuple[float, float, int]) -> bool | None:
+    """NOISE_RULE for two (mean, standard deviation, runs); None with fewer than two runs on either side."""
+    (mean_a, sd_a, n_a), (mean_b, sd_b, n_b) = a, b
+    if n_a < 2 or n_b < 2:
         return None
-    error = math.sqrt(row.stddev_ts ** 2 / n_row + reference.stddev_ts ** 2 / n_ref)
-    return abs(row.avg_ts - reference.avg_ts) < 2 * error
+    return abs(mean_a - mean_b) < 2 * math.sqrt(sd_a ** 2 / n_a + sd_b ** 2 / n_b)
 
 
 def choose_reference(rows: tuple[BenchRow, ...], name: str | None = None) -> tuple[BenchRow, str]:
