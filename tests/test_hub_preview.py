@@ -220,7 +220,7 @@ def test_cli_files_preview_fits_an_80_column_terminal(hub, bundled_repo, capsys,
     assert max(len(line) for line in lines) <= 80
     row = lines.index(next(line for line in lines if line.startswith(FILE)))
     assert "Q4_1 ✓" in lines[row] and "fits" in lines[row] and "8,192" in lines[row]
-    assert lines[row + 1].startswith("    predicted ") and " MB (weights " in lines[row + 1]
+    assert lines[row + 1].startswith("    predicted ") and " MiB (weights " in lines[row + 1]
     assert "verdict: FITS" in "\n".join(lines)  # the one file's whole ledger, wrapped too
 
 
