@@ -155,3 +155,7 @@ def test_a_simulated_boards_answer_is_ranked_by_its_predicted_rates():
     rows = (row("fast-here", 50.0, 1.0, 10.0, 250, 5.0), row("fast-there", 30.0, 1.0, 10.0, 250, 9.0))
     (sentence,) = build_report([("pi5.json", BenchResults(machine("raspberry-pi-5-8gb", 6000), rows))], "1").answers
     assert "fast-there is predicted to give 9.0 tok/s" in sentence and "30.0 tok/s was measured on" in sentence
+    assert "+0.00 perplexity against quality-q8" in sentence  # report_files' rows name quality-q8 the reference
+    reference = (row("quality-q8", 30.0, 1.0, 10.25, 250, 9.0),)
+    (sentence,) = build_report([("q8.json", BenchResults(machine("host", 6000), reference))], "1").answers
+    assert "with perplexity 10.25 (the reference the others' perplexity is against)" in sentence

@@ -250,8 +250,12 @@ def answer(device: Device) -> str:
         # Rates within the noise of the fastest are as fast: of those, the best perplexity (when measured) answers.
         tied = [row for row in fitting if within_noise(row.decode, fastest.decode)]
         best = min(tied, key=lambda row: (row.ppl is None, row.ppl or 0.0, -row.decode.measured))
-    quality = (f"{best.ppl_delta:+.2f} perplexity against {best.reference}" if best.ppl_delta is not None
-               else "perplexity not measured")
+    if best.ppl is not None and best.preset == best.reference:
+        quality = f"perplexity {best.ppl:.2f} (the reference the others' perplexity is against)"
+    elif best.ppl_delta is not None:
+        quality = f"{best.ppl_delta:+.2f} perplexity against {best.reference}"
+    else:
+        quality = "perplexity not measured"
     used = f"using {size(best.memory.peak_bytes)} of {size(best.memory.budget_bytes)}"
     if not device.simulated:
         return f"On {device.label}, {best.preset} gives {best.decode.measured:.1f} tok/s with {quality}, {used}."
