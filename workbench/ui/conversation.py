@@ -51,6 +51,11 @@ class Conversation:
         self.messages.append(ChatMessage("assistant", partial_text))
         self.interrupted[len(self.messages) - 1] = reason
 
+    @property
+    def ends_interrupted(self) -> bool:
+        """The last message is the partial answer of an interrupted turn."""
+        return len(self.messages) - 1 in self.interrupted
+
     def drop_unanswered(self) -> str:
         """Remove a trailing user message the engine never answered; return its text."""
         if self.messages and self.messages[-1].role == "user":

@@ -269,7 +269,7 @@ class ChatPane(Vertical):
 
     async def show_engine_died(self, failure: EngineFailed, ledger: Ledger | None) -> None:
         """The engine process died: why, beside what the ledger predicted, and a Restart engine button."""
-        title, details = died_notice(failure, ledger)
+        title, details = died_notice(failure, ledger, interrupted=self.conversation.ends_interrupted)
         await self.query_one(ChatView).add_notice(title, details, kind="error", notice_id=CRASH_NOTICE,
                                                   action=("restart-engine", "Restart engine"))
         self.notify(died_toast(failure), title="Engine died", severity="error", timeout=12)
