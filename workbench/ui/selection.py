@@ -78,8 +78,9 @@ class Selection:
             self._preset_names = tuple(preset.name for preset in list_presets())
         return self._preset_names
 
-    def device_names(self) -> tuple[str, ...]:
-        if self._device_names is None:
+    def device_names(self, *, refresh: bool = False) -> tuple[str, ...]:
+        """The device profiles (shipped and the user's); `refresh` reads the folders again (a profile added)."""
+        if self._device_names is None or refresh:
             self._device_names = tuple(device.name for device in list_devices(include_host=False))
         return self._device_names
 
@@ -117,8 +118,8 @@ def preset_options(selection: Selection, *, refresh: bool = False) -> list[tuple
     return [(name, name) for name in names]
 
 
-def device_options(selection: Selection) -> list[tuple[str, str]]:
-    names = ["host", *selection.device_names()]
+def device_options(selection: Selection, *, refresh: bool = False) -> list[tuple[str, str]]:
+    names = ["host", *selection.device_names(refresh=refresh)]
     if selection.device_name not in names:
         names.insert(0, selection.device_name)
     return [("host (this machine)" if name == "host" else name, name) for name in names]

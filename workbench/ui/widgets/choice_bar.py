@@ -121,6 +121,18 @@ class ChoiceBar(Horizontal):
         event.stop()
         self.post_message(self.FitPressed())
 
+    def on_descendant_focus(self, event) -> None:
+        """The device list is read again when its selector gets focus: a profile added meanwhile is offered."""
+        if getattr(event.widget, "id", None) != "device-select":
+            return
+        shown = self.selection.device_names()
+        options = device_options(self.selection, refresh=True)
+        if self.selection.device_names() != shown:
+            select = self.query_one("#device-select", Select)
+            current = select.value
+            select.set_options(options)
+            select.value = current
+
     @on(Button.Pressed, "#load-button")
     def _load_pressed(self, event: Button.Pressed) -> None:
         event.stop()
