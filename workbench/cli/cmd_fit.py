@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         width = text_table.terminal_width()
         sys.stdout.write(fit_text(result, model_name, device.name, where, base.name, request, width))
-        if result.chosen is not None:
+        if result.chosen is not None and result.chosen.split is None:  # a split's per-device ledger is above
             chosen = result.chosen
             sys.stdout.write("\n" + ledger_text(chosen.ledger, chosen.preset.weights, device.mem_bandwidth_gbs,
                                                 chosen.option.model.n_ctx_train, width))

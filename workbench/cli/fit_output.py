@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 
-from workbench.cli.split_output import devices_json, devices_text
+from workbench.cli.split_output import devices_json, devices_text, split_json
 from workbench.cli.text_table import wrap_text
 from workbench.core.config.presets import llama_server_command, preset_to_toml
 from workbench.core.fit.types import FitCandidate, FitRequest, FitResult
@@ -31,11 +31,14 @@ def _candidate_json(candidate: FitCandidate) -> dict:
 
 def fit_json(result: FitResult, ledger: dict | None, model_path: str) -> dict:
     """`fit --json`: fits, preset, ledger, changes, alternatives. The ledger object is `ledger --json`'s for
-    the choice, with `file` (what the llama-server line runs), `llama_server`, and `devices` for a split."""
+    the choice (its top-level lines the whole model on the host, as there), with `file` (what the
+    llama-server line runs), `llama_server`, `fit` (the choice's figures) and, for a split, `devices` and
+    `split` (the per-device ledger that decided it)."""
     chosen = result.chosen
     if chosen is not None and ledger is not None:
         ledger = ledger | {"file": model_path, "llama_server": llama_server_command(chosen.preset, model_path),
                            "devices": devices_json(chosen.split) if chosen.split else None,
+                           "split": split_json(chosen.split, ()) if chosen.split else None,
                            "fit": _candidate_json(chosen)}
     return {
         "fits": result.fits,
