@@ -229,7 +229,9 @@ class HubBrowser(Vertical):
     def on_fit_previewed(self, message: FitPreviewed) -> None:
         if self._listing is None or message.key != (self._listing.repo, self._selected_file):
             return  # the user moved on
-        self.query_one("#hub-preview", Static).update(_preview_text(message.preview, self.app.theme_variables))
+        preset = self._preset_spec if isinstance(self._preset_spec, Preset) else None
+        weights = preset.weights if preset is not None else _weights_of(self._preset_spec)
+        self.query_one("#hub-preview", Static).update(_preview_text(message.preview, self.app.theme_variables, weights))
         self._mark_download(fits=message.preview.fits)
 
     def _mark_download(self, *, fits: bool) -> None:
@@ -309,10 +311,19 @@ class HubBrowser(Vertical):
         status.set_class(problem, "-problem")
 
 
-def _preview_text(preview, colours: dict[str, str]) -> Text:
+def _weights_of(preset_name: str) -> str:
+    """The weight type a preset named so re-quantizes to ("keep" when it keeps the file's, or cannot be read)."""
+    try:
+        return preset_from(preset_name).weights
+    except Exception:  # noqa: BLE001 - the preview itself names a preset that cannot be read
+        return "keep"
+
+
+def _preview_text(preview, colours: dict[str, str], weights: str = "keep") -> Text:
     """The fit preview panel: what the header says, the predicted ledger, the largest context.
 
-    `colours` are the app's theme variables, so the verdict follows the theme.
+    `colours` are the app's theme variables, so the verdict follows the theme. `weights` is the preset's
+    weight type: one that re-quantizes makes every file of a model predict the same, and the panel says so.
     """
     header, ledger = preview.header, preview.ledger
     model = header.model
@@ -329,6 +340,9 @@ def _preview_text(preview, colours: dict[str, str]) -> Text:
     lines.append(f"{model.architecture}, {model.n_params / 1e6:,.0f} M parameters, {model.n_layer} layers, trained ctx {model.n_ctx_train:,}\n")
     lines.append(f"quant: {quant}; file {size_text(model.file_size)}\n")
     lines.append(f"header: {source}\n\n", style="dim")
+    if weights.lower() != "keep":
+        lines.append(f"the preset re-quantizes to {weights}: the preset decides the weights, not this file's quant "
+                     "(every file of this model predicts the same)\n", style="bold")
     lines.append(f"{preview.preset} on {preview.device}: ")
     lines.append(ledger.verdict.upper(), style=verdict_style)
     lines.append(f"\n{ledger.reason}\n")
