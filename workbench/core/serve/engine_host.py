@@ -64,7 +64,7 @@ class ServingEngine(_SessionFace):
 
     def __init__(self, model_path: str | Path, preset: Preset, n_slots: int, *, device: DeviceProfile | None = None,
                  allow_overbudget: bool = False, on_status: Callable[[SequencesStatus], None] | None = None,
-                 on_restart: Callable[[str], None] | None = None) -> None:
+                 on_restart: Callable[[str], None] | None = None, client: EngineClient | None = None) -> None:
         self.model_path = str(model_path)
         self._on_restart = on_restart or (lambda line: None)  # one line per step of a restart, for the console
         self.preset = preset
@@ -72,7 +72,8 @@ class ServingEngine(_SessionFace):
         self._device = device
         self._allow_overbudget = allow_overbudget
         self._on_status = on_status
-        self._client = EngineClient()
+        self._owns_client = client is None  # an engine given (the app's) stays its owner's when serving stops
+        self._client = client if client is not None else EngineClient()
         self._session: Any = None
         self._lock = threading.Lock()
         self._stopping = False
@@ -84,14 +85,23 @@ class ServingEngine(_SessionFace):
         self._watcher: threading.Thread | None = None
 
     def start(self) -> None:
-        """Load and open the slots (blocking); EngineError when that fails the first time."""
-        self._open()
+        """Load and open the slots (blocking); EngineError when that fails the first time. A given engine
+        with this model loaded already only opens the slots."""
+        loaded = self._client.loaded
+        if self._owns_client or loaded is None or loaded.model_path != self.model_path:
+            self._open()
+        else:
+            self.loaded = loaded
+            self._open_slots()
         self._watcher = threading.Thread(target=self._watch, name="engine-watch", daemon=True)
         self._watcher.start()
 
     def _open(self, *, restart: bool = False) -> None:
         self.loaded = self._client.load_blocking(self.model_path, self.preset, device=self._device,
                                                  allow_overbudget=self._allow_overbudget)
+        self._open_slots(restart=restart)
+
+    def _open_slots(self, *, restart: bool = False) -> None:
         session = self._client.open_sequences(self.n_slots, self._on_status)
         with self._lock:
             self._session = session
@@ -138,7 +148,8 @@ class ServingEngine(_SessionFace):
         if session is not None:
             session.close(30, grace_s=grace_s)
             killed = session.end.message if isinstance(session.end, EngineFailed) else ""
-        self._client.close()
+        if self._owns_client:
+            self._client.close()
         return killed
 
 

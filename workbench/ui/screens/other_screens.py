@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from workbench.core.ledger.types import DOES_NOT_FIT
 from workbench.core.units import mib
 from workbench.ui.engine_session import Phase
 from workbench.ui.screens.confirm_modal import ConfirmModal
 from workbench.ui.screens.model_screen import ModelScreen
 from workbench.ui.screens.preset_screen import PresetScreen, UnsavedPreset
-from workbench.ui.screens.serve_screen import ServeScreen
+from workbench.ui.screens.serve_screen import ServeController, ServeScreen
 
 BENCH_DEFAULT_PRESETS = ("quality-q8", "balanced-q4km")  # what the bench compares the current preset with
 
@@ -38,10 +39,21 @@ def open_presets(screen) -> None:
 
 
 def open_serve(screen) -> None:
-    """The Serve screen: the loaded model over the OpenAI-compatible API."""
+    """The Serve screen: the loaded model over the OpenAI-compatible API, served as `workbench api` serves it
+    (the loaded preset and device given: a crash restarts the engine with them; /metrics has the telemetry)."""
     engine = screen.session.engine if screen.phase == Phase.LOADED else None
+    preset = device = None
+    loaded = screen.session.choice.loaded
+    if engine is not None and loaded is not None:
+        try:
+            _, preset, device = screen.selection.resolve(loaded)
+        except Exception:  # noqa: BLE001 - served without restarts, as before; the choice names what it can
+            preset = device = None
+    ledger = screen.ledger
+    controller = ServeController(engine, preset, device, allow_overbudget=ledger is not None and ledger.verdict
+                                 == DOES_NOT_FIT, sampler_factory=screen.sampler_factory)
     kv = screen.panels.kv
-    screen.app.push_screen(ServeScreen(engine, kv.bytes_per_token, kv.cache_types))
+    screen.app.push_screen(ServeScreen(engine, kv.bytes_per_token, kv.cache_types, controller=controller))
 
 
 def bench_presets(selection) -> tuple:

@@ -11,8 +11,9 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Label, Static, Switch
 
+from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.errors import WorkbenchError
-from workbench.core.serve.engine_host import AttachedEngine
+from workbench.core.serve.engine_host import AttachedEngine, ServingEngine
 from workbench.core.serve.listen import listen
 from workbench.core.serve.server_thread import ApiServerThread
 from workbench.ui.engine_session import Engine
@@ -23,12 +24,26 @@ STATUS_INTERVAL_S = 0.5
 
 
 class ServeController:
-    """Starts and stops the API server over an engine the app owns; a test can drive it without a screen."""
+    """Starts and stops the API server over an engine the app owns; a test can drive it without a screen.
 
-    def __init__(self, engine: Engine | None) -> None:
+    With the loaded `preset` (and `device`) given, the host is `workbench api`'s own ServingEngine on the
+    app's engine: a crash restarts the engine with the same model and preset (503 meanwhile), and /metrics
+    carries the board's telemetry from `sampler_factory(engine_pid)`, as cmd_api serves them.
+    """
+
+    def __init__(self, engine: Engine | None, preset: Preset | None = None, device: DeviceProfile | None = None,
+                 *, allow_overbudget: bool = False, sampler_factory: Any = None) -> None:
         self._engine = engine
+        self._restart_with = (preset, device, allow_overbudget)
+        self._sampler_factory = sampler_factory
         self.host: Any = None
         self.server: Any = None
+        self.sampler: Any = None
+
+    @property
+    def restart_preset(self) -> Preset | None:
+        """The preset a crashed engine is loaded with again (None: no restart, the server stops)."""
+        return self._restart_with[0]
 
     @property
     def serving(self) -> bool:
@@ -44,14 +59,20 @@ class ServeController:
         if self._engine is None or self._engine.loaded is None:
             raise WorkbenchError("no model is loaded to serve", fix="Load a model on the main screen first")
         listener = listen("127.0.0.1", port)
-        host = AttachedEngine(self._engine, n_slots)
+        preset, device, allow_overbudget = self._restart_with
+        model_path = self._engine.loaded.model_path
+        host = (ServingEngine(model_path, preset, n_slots, device=device, allow_overbudget=allow_overbudget,
+                              client=self._engine) if preset is not None else AttachedEngine(self._engine, n_slots))
         try:
             host.start()
         except Exception:
             listener.close()
             raise
-        name = self._engine.loaded.model_path.rsplit("/", 1)[-1].removesuffix(".gguf")
-        server = ApiServerThread(create_app(host, ServerConfig(name, None, queue)), listener, host=host)
+        name = model_path.rsplit("/", 1)[-1].removesuffix(".gguf")
+        if self._sampler_factory is not None:
+            self.sampler = self._sampler_factory(host.pid)
+        app = create_app(host, ServerConfig(name, None, queue), telemetry=self.sampler)
+        server = ApiServerThread(app, listener, host=host)
         server.start()
         self.host, self.server = host, server
         return server.address
@@ -66,6 +87,9 @@ class ServeController:
             killed = server.killed
         if host is not None:
             host.close()
+        sampler, self.sampler = self.sampler, None
+        if sampler is not None:
+            sampler.close()
         return killed
 
 
@@ -75,9 +99,10 @@ class ServeScreen(Screen):
     CSS_PATH = "serve_screen.tcss"
     BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
 
-    def __init__(self, engine: Engine | None, kv_bytes_per_token: int = 0, cache_types: str = "") -> None:
+    def __init__(self, engine: Engine | None, kv_bytes_per_token: int = 0, cache_types: str = "",
+                 controller: ServeController | None = None) -> None:
         super().__init__()
-        self.controller = ServeController(engine)
+        self.controller = controller or ServeController(engine)
         self._kv_look = (kv_bytes_per_token, cache_types)  # as the main KV panel shows the loaded cache
 
     def compose(self) -> ComposeResult:
