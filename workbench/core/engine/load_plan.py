@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from workbench.core.config.device_accelerator import offload_problems
 from workbench.core.config.devices import load_device
+from workbench.core.config.host import profile_is_this_machine
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.config.presets import preset_problems
 from workbench.core.engine.load_refused import LOAD_ANYWAY, LoadRefused
@@ -76,5 +77,7 @@ def plan_load(
             f"preset {preset.name} does not fit {device.name}: {overrun_text(ledger)}. "
             f"Pick a smaller preset or a shorter context, or {LOAD_ANYWAY}",
         )
+    # llama.cpp repacks weights for the CPU it runs on: a board simulated here is checked against this machine's copy
+    here = ledger if profile_is_this_machine(device.name) else predict_ledger(model, preset, load_device("host"))
     return LoadPlan(quantize_to, prediction, warnings, memory_budget_bytes=ledger.total_bytes,
-                    predicted_buffers=predicted_buffers(ledger))
+                    predicted_buffers=predicted_buffers(here))
