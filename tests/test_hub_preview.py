@@ -10,7 +10,7 @@ import json
 import gguf
 import pytest
 
-from gguf_factory import TinyModel, write_tiny_gguf
+from gguf_factory import write_tiny_gguf
 from hubserver import closed_port_url, hub  # noqa: F401 - hub is a fixture
 from workbench.cli.main import main
 from workbench.core.errors import HubError
