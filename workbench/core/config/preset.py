@@ -36,6 +36,7 @@ class Preset:
     tensor_split: tuple[float, ...] = ()  # proportions per device (RPC nodes first); () = by free memory
     main_gpu: int = 0
     rpc: tuple[str, ...] = ()  # "host:port" of each RPC node, in device order
+    n_cpu_moe: int = 0  # routed experts of the first N layers stay in CPU memory (llama-server --n-cpu-moe)
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from workbench.core.config.rpc_endpoints import parse_endpoints
 from workbench.core.config.toml_checks import TomlSource, closest, get_int, get_str, wrong_type
 from workbench.core.errors import PresetError, WorkbenchError
 
-SPLIT_KEYS = ("gpu_layers", "split_mode", "tensor_split", "main_gpu", "rpc")
+SPLIT_KEYS = ("gpu_layers", "split_mode", "tensor_split", "main_gpu", "rpc", "n_cpu_moe")
 SPLIT_MODES = ("layer", "row", "none")  # llama-server -sm; llama.h LLAMA_SPLIT_MODE_NONE/LAYER/ROW
 LLAMA_SPLIT_MODE = {"none": 0, "layer": 1, "row": 2}
 ALL_LAYERS = -1  # gpu_layers = "all": every repeating layer and the output layer (llama.cpp's -1)
@@ -87,6 +88,8 @@ def split_fields(data: dict[str, Any], source: TomlSource) -> dict[str, Any]:
         "tensor_split": _tensor_split(data, source),
         "main_gpu": get_int(data, "main_gpu", 0, source, minimum=0, maximum=MAX_DEVICES - 1, example="main_gpu = 0"),
         "rpc": _rpc(data, source),
+        "n_cpu_moe": get_int(data, "n_cpu_moe", 0, source, minimum=0, maximum=_MAX_LAYERS,
+                             example="n_cpu_moe = 4  (experts of the first 4 layers stay on the CPU)", unit="layers"),
     }
 
 
@@ -103,6 +106,8 @@ def split_toml(preset: Any) -> dict[str, Any]:
         out["main_gpu"] = preset.main_gpu
     if preset.rpc:
         out["rpc"] = list(preset.rpc)
+    if preset.n_cpu_moe:
+        out["n_cpu_moe"] = preset.n_cpu_moe
     return out
 
 
@@ -118,7 +123,7 @@ def effective_gpu_layers(preset: Any) -> int:
 
 
 def split_server_args(preset: Any) -> list[str]:
-    """llama-server flags for the split keys (-ngl, -sm, -ts, -mg, --rpc); none when nothing is set."""
+    """llama-server flags for the split keys (-ngl, -sm, -ts, -mg, --rpc, --n-cpu-moe); none when nothing is set."""
     args: list[str] = []
     if preset.gpu_layers is not None or preset.rpc:
         layers = effective_gpu_layers(preset)
@@ -131,7 +136,27 @@ def split_server_args(preset: Any) -> list[str]:
         args += ["-mg", str(preset.main_gpu)]
     if preset.rpc:
         args += ["--rpc", ",".join(preset.rpc)]
+    if preset.n_cpu_moe:
+        args += ["--n-cpu-moe", str(preset.n_cpu_moe)]
     return args
+
+
+# common/common.h (llama.cpp 0c1e570) LLM_FFN_EXPS_REGEX and llm_ffn_exps_block_regex(i): --n-cpu-moe N adds one
+# override per layer 0..N-1, each sending the matching tensors to the CPU buffer type (regex_search: a substring).
+_EXPS_REGEX = r"\.ffn_(up|down|gate|gate_up)_exps"
+
+
+def cpu_moe_patterns(n_cpu_moe: int) -> tuple[str, ...]:
+    """The tensor-name patterns llama.cpp's --n-cpu-moe N keeps in CPU memory (the routed experts of layers < N)."""
+    return tuple(rf"blk\.{layer}{_EXPS_REGEX}" for layer in range(n_cpu_moe))
+
+
+def expert_on_cpu(tensor_name: str, n_cpu_moe: int) -> bool:
+    """Whether --n-cpu-moe N keeps this tensor in CPU memory (a pattern of cpu_moe_patterns matches it)."""
+    match = re.match(r"blk\.(\d+)\.", tensor_name)
+    if match is None or int(match.group(1)) >= n_cpu_moe:
+        return False
+    return re.search(rf"blk\.{match.group(1)}{_EXPS_REGEX}", tensor_name) is not None
 
 
 def split_problems(preset: Any) -> list[tuple[str, str, str]]:

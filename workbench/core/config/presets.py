@@ -368,5 +368,11 @@ def preset_problems(preset: Preset, model: ModelInfo) -> tuple[Problem, ...]:
             f"the model is already quantized ({already}); re-quantizing to {preset.weights} keeps "
             f"{already}'s losses and adds its own",
             "Start from an F16/BF16 GGUF of the model, or use the as-is preset"))
+    if preset.n_cpu_moe > model.n_layer:
+        problems.append(Problem("error", f"n_cpu_moe = {preset.n_cpu_moe} is more than the {model.n_layer} layers of "
+                                         f"{model.name or 'the model'}", f"Set n_cpu_moe = {model.n_layer} or less"))
+    elif preset.n_cpu_moe and not any("_exps." in tensor.name for tensor in model.tensors):
+        problems.append(Problem("warning", f"n_cpu_moe = {preset.n_cpu_moe} does nothing: {model.name or 'the model'} "
+                                           "has no routed experts", "Leave n_cpu_moe out (or 0) for a dense model"))
     problems += [Problem(level, message, fix) for level, message, fix in split_problems(preset) + cores_problems(preset)]
     return tuple(problems)

@@ -15,6 +15,9 @@ from workbench.core.units import MIB
 
 # ggml.h `enum ggml_log_level`
 LOG_LEVEL_DEBUG = 1  # graph-building chatter, hundreds of lines per context: dropped, as llama-server does
+LOG_LEVEL_INFO = 2
+# llama-model-loader.cpp logs each tensor a tensor_buft_override moves at DEBUG level; those are kept
+_KEPT_DEBUG = " buffer type overridden to "
 LOG_LEVEL_WARN = 3
 LOG_LEVEL_ERROR = 4
 LOG_LEVEL_CONT = 5  # continues the previous line (the loading progress dots use it)
@@ -147,6 +150,8 @@ class LlamaLog:
             pass
 
     def _feed(self, level: int, text: str) -> None:
+        if level == LOG_LEVEL_DEBUG and _KEPT_DEBUG in text:
+            level = LOG_LEVEL_INFO  # where a preset's tensor overrides (n_cpu_moe) put each tensor: a few lines
         if level == LOG_LEVEL_DEBUG or (level == LOG_LEVEL_CONT and self._last_level == LOG_LEVEL_DEBUG):
             if level == LOG_LEVEL_DEBUG:
                 self._last_level = level

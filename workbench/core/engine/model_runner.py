@@ -23,6 +23,7 @@ from workbench.core.engine.chat_turn import ChatTurn, clear_kv_cache
 from workbench.core.engine.context_fit import ConversationTooLong
 from workbench.core.engine.cpu_pinning import pin_engine
 from workbench.core.engine.events import EngineFailed, Loaded, LoadProgressed, Unloaded
+from workbench.core.engine.expert_overrides import experts_on_cpu
 from workbench.core.engine.log_capture import (
     LOG_LEVEL_ERROR,
     LOG_LEVEL_WARN,
@@ -137,8 +138,9 @@ class ModelRunner:
             # verbose=True: with False, llama-cpp-python points fd 2 at /dev/null while loading,
             # which would hide ggml's assertion messages from the engine's log. Its own Python
             # prints (a metadata dump, the template) are silenced instead: they would bury the tail.
+            self._overrides: list[object] = []  # llama.cpp reads them while loading: held with the model
             with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()), \
-                    templates_left_uncompiled():
+                    templates_left_uncompiled(), experts_on_cpu(request.preset.n_cpu_moe, self._overrides):
                 llama = Llama(model_path=str(path), draft_model=draft, verbose=True, **llama_kwargs(request.preset))
         except Exception as error:  # noqa: BLE001 - llama.cpp's own words go into the report
             captured = self._log.stop_capture()

@@ -12,7 +12,9 @@ llama-cpp-python 0.3.36):
   device's free memory when tensor_split is empty or all zero;
 - the input layer (token embeddings) always stays on the CPU; a model without its own
   output.weight reuses token_embd as the output, duplicated onto the output layer's device;
-- each layer's KV cache lives with its layer (offload_kqv, llama-kv-cache.cpp).
+- each layer's KV cache lives with its layer (offload_kqv, llama-kv-cache.cpp);
+- n_cpu_moe = N (--n-cpu-moe) keeps the routed experts of layers 0..N-1 in host memory wherever
+  their layer goes (tensor_buft_overrides to the CPU buffer type; with mmap a view of the file).
 
 Buffer sizes: a device buffer holds its tensors each padded to the device's alignment
 (ggml_backend_alloc_ctx_tensors_from_buft); the host's weights with mmap are a view of
@@ -27,7 +29,7 @@ from collections.abc import Sequence
 from math import ceil
 
 from workbench.core.config.preset import Preset
-from workbench.core.config.preset_split import effective_gpu_layers
+from workbench.core.config.preset_split import effective_gpu_layers, expert_on_cpu
 from workbench.core.gguf.ggml_types import tensor_bytes
 from workbench.core.gguf.model_info import ModelInfo, TensorInfo
 from workbench.core.ledger.compute import feed_forward_length
@@ -107,6 +109,8 @@ def weights_per_device(model: ModelInfo, preset: Preset, placement: Sequence[int
     for tensor, n_bytes, offset in tensors:
         layer = _tensor_layer(tensor.name, n_layer)
         device = -1 if layer is None else placement[layer]
+        if preset.n_cpu_moe and expert_on_cpu(tensor.name, preset.n_cpu_moe):
+            device = -1  # --n-cpu-moe: this layer's routed experts stay in host memory
         if device < 0:
             host_ranges.append((offset, offset + n_bytes))
             per_device[0] += _padded(n_bytes, CPU_ALIGNMENT)
