@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from pathlib import Path
 
@@ -12,10 +13,20 @@ from arch_models import ARCH_MODELS, write_arch_gguf
 from real_engine import ROOMY
 
 from workbench.core.config.preset import DeviceProfile, Preset
-from workbench.core.config.presets import llama_server_args, preset_from_mapping, preset_problems, preset_to_toml
+from workbench.core.config.presets import (
+    llama_server_args,
+    llama_server_command,
+    preset_from_mapping,
+    preset_problems,
+    preset_to_toml,
+)
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import ChatMessage, Sampling, TurnFinished
 from workbench.core.errors import PresetError
+from workbench.core.fit.devices import fit_devices
+from workbench.core.fit.options import local_options
+from workbench.core.fit.search import fit
+from workbench.core.fit.types import FitRequest
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.gpu_device import local_gpu_device
 from workbench.core.ledger.predict import predict_ledger
@@ -31,10 +42,16 @@ def olmoe(tmp_path_factory) -> Path:
     return write_arch_gguf(tmp_path_factory.mktemp("moe") / "olmoe.gguf", ARCH_MODELS["olmoe"])
 
 
+@functools.cache
+def _tensor_bytes(path: Path) -> dict[str, int]:
+    """Every tensor of the file and its bytes, read with gguf-py (not the workbench's reader)."""
+    return {t.name: int(t.n_bytes) for t in gguf.GGUFReader(path).tensors}
+
+
 def _expert_tensors(path: Path, layers: range) -> dict[str, int]:
-    """Routed-expert tensors of `layers` and their bytes, read with gguf-py (not the workbench's reader)."""
+    """Routed-expert tensors of `layers` (llama.cpp's names: ffn_{gate,up,down,gate_up}_exps) and their bytes."""
     names = {f"blk.{layer}.ffn_{kind}_exps.weight" for layer in layers for kind in ("gate", "up", "down", "gate_up")}
-    return {t.name: int(t.n_bytes) for t in gguf.GGUFReader(path).tensors if t.name in names}
+    return {name: n for name, n in _tensor_bytes(path).items() if name in names}
 
 
 def test_the_key_is_checked_saved_and_on_the_server_line(olmoe):
@@ -86,3 +103,55 @@ def test_llama_cpp_keeps_those_experts_on_the_cpu_and_generates(olmoe):
     assert loaded.n_ctx == BASE.ctx_size
     finished = [event for event in events if isinstance(event, TurnFinished)]
     assert finished and finished[0].generated_tokens > 0
+
+
+# Experts large enough that one layer's (3 x 256 x 256 x 16 Q8_0 values, 3.3 MiB) is more than the
+# 1 MiB step of vram_mb, so the count of layers to move is exact.
+BIG_MOE = dataclasses.replace(ARCH_MODELS["qwen3moe"], n_layer=6, n_embd=256, n_head=4, n_ff_expert=256,
+                              n_expert=16, n_expert_used=2)
+
+
+def _gpu(vram_mb: int | None) -> DeviceProfile:
+    if vram_mb is None:
+        return DeviceProfile(name="cpu", ram_total_mb=4096, cores=2, mem_bandwidth_gbs=50)
+    return DeviceProfile(name="gpu", ram_total_mb=4096, cores=2, mem_bandwidth_gbs=50, accelerator="cuda",
+                         vram_mb=vram_mb, vram_bandwidth_gbs=500)
+
+
+def _fit(model, device: DeviceProfile):
+    request = FitRequest(base=BASE, ctx_min=512, quality="q8", devices=fit_devices(device, ()))
+    return fit(local_options(model), device, request)
+
+
+def test_fit_keeps_the_experts_of_the_fewest_layers_on_the_cpu(tmp_path):
+    path = write_arch_gguf(tmp_path / "qwen3moe.gguf", BIG_MOE)
+    model = read_gguf(path)
+    experts = _expert_tensors(path, range(BIG_MOE.n_layer))
+    per_layer = [sum(-(-n // 128) * 128 for name, n in experts.items() if name.startswith(f"blk.{layer}."))
+                 for layer in range(BIG_MOE.n_layer)]
+    assert min(per_layer) > 3 * MIB
+    # The GPU's share with every layer on it (the ledger's figure at --ctx-min 512), then a VRAM budget 2.5
+    # layers of experts short of it
+    sizing = dataclasses.replace(BASE, gpu_layers=-1)
+    vram_mb = (predict_split(model, sizing, [local_gpu_device(_gpu(1 << 20))], host_budget_bytes=1 << 40).devices[1]
+               .total_bytes - int(2.5 * per_layer[0])) // MIB
+    result = _fit(model, _gpu(vram_mb))
+    assert result.fits
+    chosen = result.chosen.preset
+    assert chosen.gpu_layers == -1 and chosen.n_cpu_moe >= 1
+    # Independently: the fewest layers whose experts (from the file's tensor list) bring the GPU's share of the
+    # chosen preset at --ctx-min under the budget
+    at_min = dataclasses.replace(chosen, ctx_size=512, n_cpu_moe=0)
+    gpu_total = predict_split(model, at_min, [local_gpu_device(_gpu(1 << 20))],
+                              host_budget_bytes=1 << 40).devices[1].total_bytes
+    expected = next(n for n in range(1, BIG_MOE.n_layer + 1) if gpu_total - sum(per_layer[:n]) <= vram_mb * MIB)
+    assert chosen.n_cpu_moe == expected
+    change = next(c for c in result.changes if c.key == "n_cpu_moe")
+    assert change.new == expected and "--n-cpu-moe" in change.why and "fewest" in change.why
+    assert f"--n-cpu-moe {expected}" in llama_server_command(chosen, path)
+    cuda = result.chosen.split.devices[1]
+    assert cuda.name == "CUDA0" and cuda.total_bytes <= vram_mb * MIB
+    # A GPU that holds it all, and a CPU-only board: no experts move
+    for device in (_gpu(4096), _gpu(None)):
+        other = _fit(model, device)
+        assert other.fits and other.chosen.preset.n_cpu_moe == 0

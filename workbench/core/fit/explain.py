@@ -16,7 +16,7 @@ from workbench.core.units import mib
 SMALLER_TYPES = ("Q4_K_M", "Q3_K_M", "Q2_K")  # what a re-quantization outside a repository's files would give
 
 _KEYS = ("weights", "ctx_size", "cache_type_k", "cache_type_v", "flash_attn", "ubatch_size", "swa_full",
-         "gpu_layers", "tensor_split", "rpc")
+         "gpu_layers", "n_cpu_moe", "tensor_split", "rpc")
 
 
 def _sibling(ranked: Sequence[FitCandidate], chosen: FitCandidate, key: str, value: object) -> FitCandidate | None:
@@ -63,8 +63,15 @@ def changes_from(base: Preset, chosen: FitCandidate, ranked: Sequence[FitCandida
         elif key == "gpu_layers" and chosen.split is not None:
             held = [d.name for d in chosen.split.devices[1:] if d.layers or d.holds_output]
             count = "every layer and the output layer" if new == -1 else f"the last {new} layers"
+            count += f" (the experts of layers < {preset.n_cpu_moe} in host memory)" if preset.n_cpu_moe else ""
             why = (f"{count} on {', '.join(held) or 'the devices'}: the most their budgets hold at --ctx-min "
                    f"{request.ctx_min:,} (llama.cpp offloads the last layers first); {chosen.split.reason}")
+        elif key == "n_cpu_moe":
+            layers = "layer 0" if new == 1 else f"the first {new} layers"
+            why = (f"{chosen.option.model.n_layer} layers do not all fit the GPU whole: the routed experts of "
+                   f"{layers} (the fewest that let every layer fit at --ctx-min {request.ctx_min:,}) stay in "
+                   "host memory (llama-server --n-cpu-moe), which keeps the attention and shared weights on the GPU, "
+                   "as llama.cpp's --fit moves MoE experts first, instead of moving whole layers off it")
         elif key == "rpc":
             why = "the --rpc nodes the layers go to (llama-server --rpc)"
         else:
@@ -82,7 +89,7 @@ def trades(chosen: FitCandidate, other: FitCandidate) -> str:
                      f"{other.quality_loss - chosen.quality_loss:+.4f} ppl")
     if other.decode_tps and chosen.decode_tps and abs(other.decode_tps - chosen.decode_tps) >= 0.05:
         parts.append(f"decode {chosen.decode_tps:,.1f} -> {other.decode_tps:,.1f} tok/s")
-    for key in ("flash_attn", "ubatch_size", "swa_full", "gpu_layers"):
+    for key in ("flash_attn", "ubatch_size", "swa_full", "gpu_layers", "n_cpu_moe"):
         if getattr(other.preset, key) != getattr(chosen.preset, key):
             parts.append(f"{key} {getattr(other.preset, key)}")
     return "; ".join(parts) or "the same figures"
