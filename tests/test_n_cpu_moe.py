@@ -30,6 +30,7 @@ from workbench.core.fit.types import FitRequest
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.gpu_device import local_gpu_device
 from workbench.core.ledger.predict import predict_ledger
+from workbench.core.ledger.speed_costs import decode_bytes_by_layer
 from workbench.core.ledger.split import predict_split
 
 MIB = 1024 * 1024
@@ -155,3 +156,14 @@ def test_fit_keeps_the_experts_of_the_fewest_layers_on_the_cpu(tmp_path):
     for device in (_gpu(4096), _gpu(None)):
         other = _fit(model, device)
         assert other.fits and other.chosen.preset.n_cpu_moe == 0
+
+
+def test_the_speed_model_reads_those_experts_on_the_host(olmoe):
+    model = read_gguf(olmoe)
+    used, total = ARCH_MODELS["olmoe"].n_expert_used, ARCH_MODELS["olmoe"].n_expert
+    before, after = decode_bytes_by_layer(model), decode_bytes_by_layer(model, n_cpu_moe=2)
+    # a decoded token reads used/total of each routed-expert tensor (all Q8_0 here)
+    moved = sum(n * used // total for n in _expert_tensors(olmoe, range(2)).values())
+    assert sum(after[-2].values()) - sum(before[-2].values()) == moved
+    assert sum(before[0].values()) + sum(before[1].values()) - sum(after[0].values()) - sum(after[1].values()) == moved
+    assert after[2] == before[2] and after[3] == before[3]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from workbench.core.config.preset_split import expert_on_cpu
 from workbench.core.gguf.ggml_types import cache_type, tensor_bytes
 from workbench.core.gguf.model_info import ModelInfo, TensorInfo
 from workbench.core.ledger.experts import expert_counts
@@ -116,9 +117,10 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
     )
 
 
-def decode_bytes_by_layer(model: ModelInfo, weights: str = "keep") -> dict[int, dict[str, int]]:
+def decode_bytes_by_layer(model: ModelInfo, weights: str = "keep", n_cpu_moe: int = 0) -> dict[int, dict[str, int]]:
     """Weight bytes one decoded token reads, by repeating layer (blk.N) and type; -1 holds the output
-    layer and the other tensors outside the layers, -2 the token embedding's one row (read on the host)."""
+    layer and the other tensors outside the layers, -2 what the host reads wherever the layers are: the
+    token embedding's one row and, with n_cpu_moe (--n-cpu-moe), the routed experts of layers < n_cpu_moe."""
     experts = expert_counts(model, weights)
     used, total = (experts.used, experts.total) if experts else (1, 1)
     tied = not any(t.name == "output.weight" for t in model.tensors)
@@ -133,5 +135,7 @@ def decode_bytes_by_layer(model: ModelInfo, weights: str = "keep") -> dict[int, 
         parts = tensor.name.split(".")
         layer = int(parts[1]) if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit() else -1
         share = n_bytes * used // total if _ROUTED in tensor.name else n_bytes
+        if n_cpu_moe and expert_on_cpu(tensor.name, n_cpu_moe):
+            layer = -2
         out.setdefault(layer, Counter())[kind] += share
     return {layer: dict(counts) for layer, counts in out.items()}

@@ -59,7 +59,7 @@ def split_rate(model: ModelInfo, preset: Preset, ledgers: Sequence[DeviceLedger]
     """Each device's share of the per-token cost at its own figures (a local RPC node runs llama.cpp's CPU
     backend at the host's; a remote node at its profile's), plus the bound's link and round-trip terms."""
     costs = speed_model(model, dataclasses.replace(preset, gpu_layers=0), host, threads=device_threads(preset, host))[0].costs
-    by_layer = decode_bytes_by_layer(model, preset.weights)
+    by_layer = decode_bytes_by_layer(model, preset.weights, preset.n_cpu_moe)
     terms, missing, words = [], [], []
     for index, ledger in enumerate(ledgers):
         device = devices[index - 1] if index else None
