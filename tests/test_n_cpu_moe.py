@@ -96,12 +96,16 @@ def test_the_ledger_moves_the_experts_of_the_first_layers_to_the_host(olmoe):
 def test_llama_cpp_keeps_those_experts_on_the_cpu_and_generates(olmoe):
     expected = set(_expert_tensors(olmoe, range(2)))
     with EngineClient() as client:
+        plain = client.load_blocking(olmoe, BASE, device=ROOMY)
         loaded = client.load_blocking(olmoe, dataclasses.replace(BASE, n_cpu_moe=2), device=ROOMY)
         events = list(client.chat([ChatMessage("user", "hi")], Sampling(temperature=0.0, seed=1, max_tokens=4)))
         log = Path(client.log_path).read_text(errors="replace")
     overridden = set(re.findall(r"^tensor (\S+) \(\d+ MiB \w+\) buffer type overridden to CPU$", log, re.MULTILINE))
     assert overridden == expected
     assert loaded.n_ctx == BASE.ctx_size
+    # CPU only: the experts were in host memory already, so llama.cpp's buffers are the same as without
+    assert (loaded.model_buffer_bytes, loaded.kv_buffer_bytes, loaded.compute_buffer_bytes) == \
+        (plain.model_buffer_bytes, plain.kv_buffer_bytes, plain.compute_buffer_bytes)
     finished = [event for event in events if isinstance(event, TurnFinished)]
     assert finished and finished[0].generated_tokens > 0
 
