@@ -22,7 +22,7 @@ from workbench.core.config.presets import (
 )
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.events import ChatMessage, Sampling, TurnFinished
-from workbench.core.errors import PresetError
+from workbench.core.errors import EngineError, PresetError
 from workbench.core.fit.devices import fit_devices
 from workbench.core.fit.options import local_options
 from workbench.core.fit.search import fit
@@ -100,6 +100,8 @@ def test_llama_cpp_keeps_those_experts_on_the_cpu_and_generates(olmoe):
         loaded = client.load_blocking(olmoe, dataclasses.replace(BASE, n_cpu_moe=2), device=ROOMY)
         events = list(client.chat([ChatMessage("user", "hi")], Sampling(temperature=0.0, seed=1, max_tokens=4)))
         log = Path(client.log_path).read_text(errors="replace")
+        with pytest.raises(EngineError, match="n_cpu_moe = 5 is more than the 4 layers"):
+            client.load_blocking(olmoe, dataclasses.replace(BASE, n_cpu_moe=5), device=ROOMY)
     overridden = set(re.findall(r"^tensor (\S+) \(\d+ MiB \w+\) buffer type overridden to CPU$", log, re.MULTILINE))
     assert overridden == expected
     assert loaded.n_ctx == BASE.ctx_size
