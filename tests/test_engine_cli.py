@@ -115,7 +115,7 @@ def test_out_of_range_sampling_flags_are_one_line_and_exit_code_2_before_loading
     done = cli("chat", "bundled", "--temp", "-1", "--max-tokens", "0", stdin="hi\n")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-    assert "--temp -1 must be 0 or more" in done.stderr and "--max-tokens 0 must be at least 1" in done.stderr
+    assert "--temp -1 must be 0 to 2 (0 = greedy)" in done.stderr and "--max-tokens 0 must be at least 1" in done.stderr
 
 
 def test_stats_of_an_answer_stopped_in_the_prompt_do_not_claim_the_prompt_was_evaluated():
