@@ -7,9 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from arch_models import ARCH_MODELS, write_arch_gguf
 from gguf_factory import TinyModel, write_tiny_gguf
+
 from workbench.core.bench.device_probe import DEPTH, DeviceProbe, _solve, probed_profile, write_probed_profile
 from workbench.core.config.devices import load_device
 from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
@@ -117,6 +117,25 @@ def test_measured_method_adds_fixed_costs_to_the_reads(tmp_path: Path):
     prediction = predict_speed(info, Preset(name="p", threads=1), device, n_ctx=1024)
     assert prediction.method == "measured" and prediction.band == (0.85, 1.15)
     assert prediction.ttft_ms == pytest.approx(1000 * 512 / prediction.prefill_tps)
+
+
+def test_weights_the_cache_holds_are_read_at_the_cached_rate_never_below_the_memory_rate(tmp_path: Path):
+    info = _tiny(tmp_path)
+
+    def decode_s(cached_gbs: float) -> float:
+        rates = replace(RATES, cached_read_gbs=(("Q8_0", cached_gbs),), cache_mb=64.0)
+        device = DeviceProfile(name="b", ram_total_mb=4096, mem_bandwidth_gbs=20, thread_rates=(rates,))
+        return speed_model(info, Preset(name="p", threads=1), device)[0].decode_seconds(0)
+
+    costs = speed_model(info, Preset(name="p", threads=1), DeviceProfile(
+        name="b", ram_total_mb=4096, mem_bandwidth_gbs=20, thread_rates=(RATES,)))[0].costs
+    assert costs.decode_bytes_total < 64e6  # the whole model fits the 64 MB cache
+    q8 = dict(costs.decode_bytes)["Q8_0"]
+    others = costs.decode_bytes_total - q8  # F32 norms: no cached figure, memory's rate of the nearest type
+    # Q8_0 from the cache, faster than memory's 10 GB/s
+    assert decode_s(40.0) == pytest.approx(120e-6 + q8 / 40e9 + others / 10e9)
+    # a probe whose cached figure came out below memory's 10 GB/s measured its own fixed costs: memory's rate
+    assert decode_s(4.0) == pytest.approx(120e-6 + costs.decode_bytes_total / 10e9)
 
 
 def test_other_thread_count_uses_the_nearest_below_and_says_so(tmp_path: Path):

@@ -56,8 +56,9 @@ class SpeedModel:
         rates = self.rates
         seconds = (rates.token_us + self.costs.n_layer * rates.layer_us) / 1e6
         # Weights that fit the last-level cache are read from it, token after token.
+        # A probed cached rate below the memory rate is the probe's fixed costs, not the cache: never slower.
         cached = dict(rates.cached_read_gbs) if self.costs.decode_bytes_total <= rates.cache_mb * 1e6 else {}
-        seconds += sum(n / ((cached.get(kind) or type_rate(rates.read_gbs, kind)[0]) * 1e9)
+        seconds += sum(n / (max(cached.get(kind, 0.0), type_rate(rates.read_gbs, kind)[0]) * 1e9)
                        for kind, n in self.costs.decode_bytes)
         # Attention computes over the cached K and V; once weights and cache outgrow the last-level
         # cache it also waits for the cache's bytes from memory.
