@@ -21,6 +21,7 @@ from workbench.core.fit.split_fit import fit_split
 from workbench.core.fit.types import FitCandidate, FitRequest, FitResult, WeightOption
 from workbench.core.gguf.ggml_types import cache_type
 from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.ctx_search import largest_fitting_ctx
 from workbench.core.ledger.kv_layers import CTX_PAD, sliding_window
 from workbench.core.ledger.predict import max_ctx_that_fits, predict_ledger, predicted_weights_bytes
 from workbench.core.ledger.speed import SpeedCorrection
@@ -72,14 +73,7 @@ def largest_ctx(model: ModelInfo, preset: Preset, device: DeviceProfile) -> int:
                              budget) // CTX_PAD
     if high == 0 or fits(high * CTX_PAD):
         return high * CTX_PAD
-    low, high = 0, high - 1
-    while low < high:
-        middle = (low + high + 1) // 2
-        if fits(middle * CTX_PAD):
-            low = middle
-        else:
-            high = middle - 1
-    return low * CTX_PAD
+    return largest_fitting_ctx(fits, high - 1)
 
 
 def _host_candidate(option: WeightOption, preset: Preset, device: DeviceProfile, request: FitRequest,

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.config.preset_split import effective_gpu_layers
 from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.ctx_search import largest_fitting_ctx
 from workbench.core.ledger.decode_bound import decode_bound
 from workbench.core.ledger.kv_layers import CTX_PAD
 from workbench.core.ledger.placement import (
@@ -98,14 +99,7 @@ def _max_ctx(model: ModelInfo, preset: Preset, host_budget: int | None, devices:
         ledgers = _device_ledgers(model, preset, n_ctx, host_budget, "", devices, placement)
         return all(ledger.verdict != DOES_NOT_FIT for ledger in ledgers)
 
-    low, high = 0, (model.n_ctx_train or 1 << 20) // CTX_PAD
-    while low < high:
-        middle = (low + high + 1) // 2
-        if fits(middle * CTX_PAD):
-            low = middle
-        else:
-            high = middle - 1
-    return low * CTX_PAD
+    return largest_fitting_ctx(fits, (model.n_ctx_train or 1 << 20) // CTX_PAD)
 
 
 def _best_split(model: ModelInfo, preset: Preset, n_ctx: int, devices: Sequence[SplitDevice],
