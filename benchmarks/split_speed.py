@@ -13,11 +13,14 @@ the same relay): within 25% on every setting is the target. Extra views beside i
 rate plus the link term). What the
 node's message checks cost is measured apart: two loaded engines, one through a node's checks
 and one on another node's llama.cpp port, take turns, and each round divides their decode tok/s.
-All traffic stays on this machine. The prediction needs this machine's speed figures:
-run `workbench devices probe` first (it writes the HOSTNAME-probed profile the host picks up).
+All traffic stays on this machine. The prediction needs this machine's speed figures: by default
+the run measures them first with `workbench devices probe`'s measurement at --threads (it writes no
+profile), so figures and runs come from the same minutes of a machine whose speed drifts; --stored
+uses the host profile's [speed] tables instead (the HOSTNAME-probed profile `devices probe` writes).
 
     python benchmarks/split_speed.py              # every setting
     python benchmarks/split_speed.py --smallest   # 0 and 1 node, one shaped link, 16 tokens, 4 rounds of the checks' cost
+    python benchmarks/split_speed.py --stored     # the host profile's probed figures, no probe in this run
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import statistics
 import sys
 import time
 
+from workbench.core.bench.device_probe import probe_device
 from workbench.core.config.devices import load_device
 from workbench.core.config.preset import Preset
 from workbench.core.config.rpc_endpoints import parse_endpoint
@@ -113,6 +117,7 @@ def main() -> int:
     parser.add_argument("--n-gen", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads on the host and on each node")
     parser.add_argument("--smallest", action="store_true", help="0 and 1 node and one shaped link, 16 tokens")
+    parser.add_argument("--stored", action="store_true", help="the host profile's probed figures (no probe now)")
     args = parser.parse_args()
     n_gen = 16 if args.smallest else args.n_gen
     model = read_gguf(bundled_model_path())
@@ -120,9 +125,13 @@ def main() -> int:
     host_bandwidth = host.mem_bandwidth_gbs * 1e9
     if not host_bandwidth:
         raise SystemExit("split_speed: the host profile has no memory bandwidth; run `workbench devices` once to measure it")
+    if not args.stored:
+        probe = probe_device((args.threads,))
+        host = dataclasses.replace(host, thread_rates=probe.rates, notes=(("speed", probe.method),) + host.notes)
+        print(f"host speed figures: {probe.method}", file=sys.stderr, flush=True)
     if not host.thread_rates:
-        raise SystemExit("split_speed: the host has no measured speed figures, so the ledger cannot predict a split's "
-                         "rate; run `workbench devices probe` first (about a minute), then this again")
+        raise SystemExit("split_speed: the host profile has no measured speed figures, so the ledger cannot predict a "
+                         "split's rate; run `workbench devices probe` first (about a minute), or drop --stored")
     base = Preset(name="split-speed", ctx_size=512, batch_size=256, ubatch_size=256, threads=args.threads)
     nodes = [LocalNode(threads=args.threads) for _ in range(2)]  # --smallest: the second only for the checks' cost
     shapers: list[LinkShaper] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -178,7 +179,13 @@ def _run(depth: int, decode_s: float, prefill_s: float, n_prompt: int = 256) -> 
 
 def test_probe_solve_recovers_known_rates(tmp_path: Path):
     from workbench.core.bench.device_probe import ProbeRun
-    from workbench.core.bench.probe_models import CACHED_MODEL, FIXED_COST_MODELS, RATE_MODELS, write_probe_model
+    from workbench.core.bench.probe_models import (
+        CACHED_MODEL,
+        FIXED_COST_MODELS,
+        RATE_MODELS,
+        read_models,
+        write_probe_model,
+    )
 
     def costs(model):
         return model_costs(read_gguf(write_probe_model(tmp_path / f"{model.name}.gguf", model)))
@@ -214,6 +221,47 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
     assert rates.prefill_layer_us == pytest.approx(1, rel=0.02)
     assert dict(rates.prefill_gflops)["Q8_0"] == pytest.approx(100, rel=0.02)
     assert [ns for _, ns in rates.prefill_attn_points] == pytest.approx([4.0, 4.0], rel=0.02)
+    # A read model the cache cannot hold, read at 15 GB/s: its rate is memory's, the wide model's prefill stays.
+    read = costs(read_models(32.0, 160.0)[0])
+    read_run = ProbeRun(read, _run(0, decode(read, 1, 15e9), prefill(read, 0, 8), n_prompt=8))
+    rates = _solve(1, fixed, [("Q8_0", wide_run)], cached_run, 32.0, [("Q8_0", read_run)])
+    assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(15, rel=0.02)
+    assert dict(rates.prefill_gflops)["Q8_0"] == pytest.approx(100, rel=0.02)
+
+
+def test_read_models_outgrow_the_cache_within_the_ram():
+    from workbench.core.bench.probe_models import read_model_mb
+
+    assert read_model_mb(33.5, 24000) == pytest.approx(134)  # 4 x a 33.5 MB last-level cache
+    assert read_model_mb(2.0, 8000) == 64  # a Pi 5's 2 MB: the floor, so fixed costs do not show
+    assert read_model_mb(64.0, 1024) == 128  # 1 GB of RAM: an eighth of it, not 256 MB
+    assert read_model_mb(512.0, 0) == 1024  # a huge cache: the cap
+    assert read_model_mb(0.0, 24000) == 256  # no cache in sysfs
+
+
+def test_read_models_are_written_at_least_that_large(tmp_path: Path):
+    from workbench.core.bench.probe_models import read_models, write_probe_model
+
+    models = read_models(32.0, 160.0)  # 160 MB of RAM: 20 MB models
+    assert [m.weight_type for m in models] == ["Q8_0", "Q4_1", "Q4_K", "Q6_K"]
+    for model in models[:2]:
+        info = read_gguf(write_probe_model(tmp_path / f"{model.name}.gguf", model))
+        decode = model_costs(info).decode_bytes_total
+        assert 20e6 <= decode < 20e6 + 4.5e6  # at least 20 MB, within one 512 x 2048 layer (4.5 MB at Q8_0) of it
+
+
+def test_quiet_run_measures_again_while_others_use_the_cpus(monkeypatch: pytest.MonkeyPatch):
+    from workbench.core.bench import device_probe
+
+    assert device_probe.cpu_others((1000, 300), (1400, 500), 1.0) == pytest.approx(200 / os.sysconf("SC_CLK_TCK"))
+    assert device_probe.cpu_others(None, (1, 1), 1.0) == 0.0
+    # Readings (every CPU's busy ticks, this process's): 2 s of others' ticks, then none, then 1 s.
+    readings = iter([(0, 0), (300, 100), (300, 100), (400, 200), (400, 200), (500, 200)])
+    monkeypatch.setattr(device_probe, "_cpu_ticks", lambda: next(readings))
+    times = iter([0.0, 10.0, 10.0, 20.0, 20.0, 30.0])
+    made = iter([_run(0, 3e-3, 1.0), _run(0, 2e-3, 1.0), _run(0, 1e-3, 1.0)])
+    run, others = device_probe.quiet_run(lambda: next(made), clock=lambda: next(times))
+    assert run.decode_seconds_per_token == 2e-3 and others == 0.0  # the second run was quiet: no third
 
 
 def test_last_level_cache_is_read_from_sysfs_and_bounded(tmp_path: Path):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
+import math
+import os
 import platform
 import tempfile
 import time
@@ -13,7 +14,15 @@ from pathlib import Path
 
 import tomli_w
 
-from workbench.core.bench.probe_models import CACHED_MODEL, FIXED_COST_MODELS, RATE_MODELS, ProbeModel, write_probe_model
+from workbench.core.bench.probe_models import (
+    CACHED_MODEL,
+    FIXED_COST_MODELS,
+    RATE_MODELS,
+    READ_CACHE_MULTIPLE,
+    ProbeModel,
+    read_models,
+    write_probe_model,
+)
 from workbench.core.config.cpu_topology import format_cpu_list
 from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
 from workbench.core.engine.client import EngineClient
@@ -24,8 +33,9 @@ from workbench.core.ledger.speed_costs import ModelCosts, model_costs
 
 DEPTH = 1024  # the attention terms: the same model at this depth and at 0
 PROMPT = 512  # prompt tokens per timed prefill: one ubatch, as llama-bench's pp512
-N_GEN = 48  # decodes per run (the fastest counts)
+N_GEN = 32  # decodes per run: the median counts, as in benchmarks/speed_prediction.py
 REPEATS = 2  # timed prompts per run (the faster counts)
+READ_PROMPT = 8  # the read models time decode only: a short prompt keeps their runs short
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,9 @@ class DeviceProbe:
     measured_at: str
     seconds: float
     cpu_cores: tuple[int, ...] = ()  # the CPUs the engine was pinned to; () = not pinned
+    cache_mb: float = 0.0  # the last-level cache the probe read from sysfs
+    read_mb: float = 0.0  # the smallest read model's weights
+    others_cpu: float = 0.0  # the most of a core other processes took during a kept run (cpu_others)
 
     @property
     def method(self) -> str:
@@ -45,16 +58,67 @@ class DeviceProbe:
         wide = ", ".join(m.weight_type for m in RATE_MODELS)
         return (f"measured by `workbench devices probe` at {self.measured_at} with llama-cpp-python {self.llama_cpp} "
                 f"in {self.seconds:.0f} s{self.pinned} on random-weight models it wrote: fixed costs per token and per layer from "
-                f"{fixed} (2 vs 16 layers, 64 wide), read rate and prefill FLOP/s per weight type from 8 x 512 x "
-                f"2048 models ({wide}), the read rate of a model the last-level cache holds from "
-                f"{CACHED_MODEL.name} (4 MB), attention from {FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 "
-                f"one (8 heads) at depth {DEPTH} vs 0; decode = the fastest of {N_GEN} tokens, prefill = the "
-                f"fastest of {REPEATS} x {PROMPT} tokens")
+                f"{fixed} (2 vs 16 layers, 64 wide), prefill FLOP/s per weight type from 8 x 512 x 2048 models "
+                f"({wide}), the memory read rate per type from 512 x 2048 models of {self.read_mb:.0f} MB or more "
+                f"(at least {READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB last-level cache in sysfs), the read "
+                f"rate of a model that cache holds from {CACHED_MODEL.name} (4 MB), attention from "
+                f"{FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 8 x 512 one (8 heads) at depth {DEPTH} vs 0; "
+                f"decode = the median of {N_GEN} tokens, prefill = the faster of {REPEATS} x {PROMPT} tokens; "
+                f"a run during which other processes took over {QUIET_SHARE:.0%} of a core is measured again "
+                f"(up to {QUIET_TRIES} times, the quietest kept): at most {self.others_cpu:.0%} in a kept run")
 
 
     @property
     def pinned(self) -> str:
         return f" with the engine pinned to CPUs {format_cpu_list(self.cpu_cores)}," if self.cpu_cores else ""
+
+
+QUIET_SHARE = 0.10  # other processes' CPU, in cores, above which a run is measured again
+QUIET_TRIES = 3
+
+
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(busy ticks of every CPU, ticks of this process and its children) from /proc; None off Linux."""
+    try:
+        fields = Path("/proc/stat").read_text(encoding="ascii").split("\n", 1)[0].split()[1:9]
+        busy = sum(int(x) for i, x in enumerate(fields) if i not in (3, 4))  # all but idle and iowait
+        own, me = 0, os.getpid()
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                text = stat.read_text(encoding="ascii", errors="replace")
+            except OSError:
+                continue
+            rest = text[text.rfind(")") + 2:].split()  # after the command name: state, ppid, ...
+            if int(stat.parent.name) == me or (len(rest) > 12 and rest[1] == str(me)):
+                own += int(rest[11]) + int(rest[12])  # utime + stime
+        return busy, own
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_others(before: tuple[int, int] | None, after: tuple[int, int] | None, seconds: float) -> float:
+    """Cores' worth of CPU that processes other than this one and its children (the engine) used
+    between two _cpu_ticks() readings `seconds` apart; 0 when unknown."""
+    if before is None or after is None or seconds <= 0:
+        return 0.0
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    return max(0.0, ((after[0] - before[0]) - (after[1] - before[1])) / hz / seconds)
+
+
+def quiet_run(measure: Callable[[], RatesMeasured], tries: int = QUIET_TRIES,
+              clock: Callable[[], float] = time.perf_counter) -> tuple[RatesMeasured, float]:
+    """Run `measure` until other processes took at most QUIET_SHARE of a core during it (at most
+    `tries` times); the run during which they took least, and how much that was."""
+    kept: tuple[RatesMeasured, float] | None = None
+    for _ in range(max(1, tries)):
+        before, started = _cpu_ticks(), clock()
+        run = measure()
+        others = cpu_others(before, _cpu_ticks(), clock() - started)
+        if kept is None or others < kept[1]:
+            kept = (run, others)
+        if others <= QUIET_SHARE:
+            break
+    return kept
 
 
 def _positive(value: float) -> float | None:
@@ -119,8 +183,9 @@ def _attention(deep: tuple[ProbeRun, ProbeRun], cache_mb: float) -> tuple[float,
 
 
 def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, ProbeRun]],
-           cached: ProbeRun | None, cache_mb: float) -> ThreadRates:
-    """Attention from the depth pairs, then the fixed costs from the tiny models, then each type's rates."""
+           cached: ProbeRun | None, cache_mb: float, reads: Sequence[tuple[str, ProbeRun]] = ()) -> ThreadRates:
+    """Attention from the depth pairs, then the fixed costs from the tiny models, then each type's rates:
+    the read rate from `reads` (models the cache cannot hold; without them, from `wide`), prefill from `wide`."""
     decode_flop, per_byte, points = _attention((fixed[-1], wide[0][1]), cache_mb)
 
     def decode_attention(costs: ModelCosts, position: float) -> float:
@@ -152,11 +217,12 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
 
         read: dict[str, float] = {}
         gflops: dict[str, float] = {}
-        for kind, run in wide:
+        for kind, run in reads or wide:
             own = dict(run.costs.decode_bytes).get(kind, 0)
             other = run.costs.decode_bytes_total - own  # the Q8_0 embedding row and output layer, the F32 norms
             left = spent(run) - (other / (read["Q8_0"] * 1e9) if "Q8_0" in read else 0)
             read[kind] = own / (left if left > 0 else run.flat.decode_seconds_per_token) / 1e9
+        for kind, run in wide:
             n = run.flat.n_prompt
             p_left = (run.flat.prefill_seconds - n * (p_token_s + run.costs.n_layer * p_layer_s)
                       - prefill_attention(run.costs, n))
@@ -207,40 +273,58 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
 
     started = time.perf_counter()
     cache_mb = last_level_cache_mb()
-    models = FIXED_COST_MODELS + RATE_MODELS
+    reads = read_models(cache_mb, _ram_mb())
     deep_models = {FIXED_COST_MODELS[-1].name, RATE_MODELS[0].name}
     runs: list[tuple[str, RatesMeasured]] = []
     measured: dict[tuple[str, int], ProbeRun] = {}
+    read_mb = worst_other = 0.0
     with tempfile.TemporaryDirectory(prefix="workbench-probe-", dir=workdir) as folder, EngineClient() as engine:
-        for model in models + (CACHED_MODEL,):
+        for model in FIXED_COST_MODELS + RATE_MODELS + (CACHED_MODEL,) + reads:
             path = write_probe_model(Path(folder) / f"{model.name}.gguf", model)
             costs = model_costs(read_gguf(path))
             if model is CACHED_MODEL and costs.decode_bytes_total * 2 > cache_mb * 1e6:
+                path.unlink()
                 continue  # no cache that holds it twice over: every model reads from memory here
-            engine.load_blocking(path, Preset(name="probe", ctx_size=DEPTH + PROMPT + 256, threads=max(threads),
-                                              cpu_cores=cpu_cores), allow_overbudget=True)
+            decode_only = model in reads
+            if decode_only:
+                read_mb = min(read_mb or math.inf, costs.decode_bytes_total / 1e6)
+            engine.load_blocking(path, Preset(name="probe", ctx_size=256 if decode_only else DEPTH + PROMPT + 256,
+                                              threads=max(threads), cpu_cores=cpu_cores), allow_overbudget=True)
             for count in threads:
                 timed = {}
                 for depth in (0, DEPTH) if model.name in deep_models else (0,):
-                    run = timed[depth] = engine.run_op("rates", threads=count, depth=depth, n_prompt=PROMPT,
-                                                       n_gen=N_GEN, repeats=REPEATS)
+                    def timed_run(depth=depth, count=count, decode_only=decode_only):
+                        return engine.run_op("rates", threads=count, depth=depth,
+                                             n_prompt=READ_PROMPT if decode_only else PROMPT,
+                                             n_gen=N_GEN, repeats=1 if decode_only else REPEATS)
+                    run, others = quiet_run(timed_run)
+                    timed[depth] = run
+                    worst_other = max(worst_other, others)
                     runs.append((model.name, run))
                     progress(f"{model.name}: {count} threads, depth {depth}: decode "
                              f"{1 / run.decode_seconds_per_token:,.0f} tok/s, prefill "
                              f"{run.n_prompt / run.prefill_seconds:,.0f} tok/s")
-                # The fastest token: what the machine does when nothing else runs on its cores.
-                best = {depth: dataclasses.replace(run, decode_seconds_per_token=run.decode_best_seconds_per_token)
-                        for depth, run in timed.items()}
-                measured[(model.name, count)] = ProbeRun(costs, best[0], best.get(DEPTH))
+                measured[(model.name, count)] = ProbeRun(costs, timed[0], timed.get(DEPTH))
             engine.unload()
+            path.unlink()  # the read models are large: one on disk at a time
     rates = []
     for count in threads:
         wide = [(m.weight_type, measured[(m.name, count)]) for m in RATE_MODELS]
         rates.append(_solve(count, [measured[(m.name, count)] for m in FIXED_COST_MODELS], wide,
-                            measured.get((CACHED_MODEL.name, count)), cache_mb))
+                            measured.get((CACHED_MODEL.name, count)), cache_mb,
+                            [(m.weight_type, measured[(m.name, count)]) for m in reads]))
     return DeviceProbe(rates=tuple(rates), runs=tuple(runs), llama_cpp=str(llama_cpp.__version__),
                        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       seconds=time.perf_counter() - started, cpu_cores=tuple(cpu_cores))
+                       seconds=time.perf_counter() - started, cpu_cores=tuple(cpu_cores), cache_mb=cache_mb,
+                       read_mb=read_mb, others_cpu=worst_other)
+
+
+def _ram_mb() -> float:
+    """This machine's RAM in MB (0 when the OS does not say): it bounds the read models on a small board."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except (ValueError, OSError, AttributeError):
+        return 0.0
 
 
 def probe_model_names() -> tuple[ProbeModel, ...]:

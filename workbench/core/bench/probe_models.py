@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.core.gguf.ggml_types import GGML_TYPES_BY_NAME
+
 N_VOCAB = 512  # SentencePiece: <unk> <s> </s>, 256 byte tokens, filler pieces
 HEAD_DIM = 64
 
@@ -28,9 +30,34 @@ class ProbeModel:
 # is the cost of a token. Their weights are a few kB, so neither reads memory to speak of.
 FIXED_COST_MODELS = (ProbeModel("probe-fixed-2", 2, 64, 128, "Q8_0"), ProbeModel("probe-fixed-16", 16, 64, 128, "Q8_0"))
 # Wide models, one per weight type that real files are made of: 8 layers of 512 x 2048 (33.6M weights,
-# 19-36 MB), larger than the last-level cache of the boards this is for.
+# 19-36 MB). Their prompts give each type's prefill FLOP/s (compute: where the weights sit matters little).
 RATE_TYPES = ("Q8_0", "Q4_1", "Q4_K", "Q6_K")
 RATE_MODELS = tuple(ProbeModel(f"probe-rate-{kind.lower()}", 8, 512, 2048, kind) for kind in RATE_TYPES)
+# Decode's memory read rate needs weights the last-level cache cannot hold: the read models are as
+# wide as the rate models and deep enough for READ_CACHE_MULTIPLE x the cache, never under READ_FLOOR_MB
+# (fixed costs would show) nor over READ_CAP_MB or READ_RAM_SHARE of the RAM (a small board).
+READ_CACHE_MULTIPLE = 4
+READ_FLOOR_MB, READ_CAP_MB, READ_UNKNOWN_CACHE_MB = 64.0, 1024.0, 256.0
+READ_RAM_SHARE = 1 / 8
+_LAYER_WEIGHTS = 4 * 512 * 512 + 3 * 512 * 2048
+
+
+def read_model_mb(cache_mb: float, ram_mb: float) -> float:
+    """The size the read models are written at for this cache and RAM (MB)."""
+    target = max(READ_CACHE_MULTIPLE * cache_mb, READ_FLOOR_MB) if cache_mb > 0 else READ_UNKNOWN_CACHE_MB
+    cap = min(READ_CAP_MB, ram_mb * READ_RAM_SHARE) if ram_mb > 0 else READ_CAP_MB
+    return max(1.0, min(target, cap))
+
+
+def read_models(cache_mb: float, ram_mb: float) -> tuple[ProbeModel, ...]:
+    """One read model per RATE_TYPES type, each of at least read_model_mb(cache_mb, ram_mb) of weights."""
+    target_bytes = read_model_mb(cache_mb, ram_mb) * 1e6
+    models = []
+    for kind in RATE_TYPES:
+        layer_bytes = _LAYER_WEIGHTS * GGML_TYPES_BY_NAME[kind].bits_per_weight / 8
+        models.append(ProbeModel(f"probe-read-{kind.lower()}", max(1, -int(-target_bytes // layer_bytes)), 512, 2048,
+                                 kind))
+    return tuple(models)
 # A Q8_0 model of 4 MB: where the last-level cache holds it, decode reads it from there (small models do).
 CACHED_MODEL = ProbeModel("probe-cached-q8_0", 8, 256, 256, "Q8_0")
 
