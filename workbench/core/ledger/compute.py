@@ -8,6 +8,7 @@ from workbench.core.config.preset import Preset
 from workbench.core.gguf.checks import MAX_LAYERS
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.alloc_replay import DenseDecoder, floats_below_logits
+from workbench.core.ledger.graph_families import flash_compute_bytes
 from workbench.core.ledger.kv_layers import kv_cells, preset_n_ubatch, sliding_window
 from workbench.core.ledger.per_layer_inputs import per_layer_stages
 from workbench.core.ledger.sequences import preset_kv_unified, preset_n_seq
@@ -28,8 +29,12 @@ def feed_forward_length(model: ModelInfo) -> int:
 def predicted_compute_bytes(model: ModelInfo, preset: Preset, n_ctx: int) -> int:
     """The CPU compute buffer llama.cpp reserves: the peak of its graph allocator.
 
-    See the derivation in the comments of `_stage_widths`.
+    With flash attention on a family graph_families lays out, it is the allocator's peak over the
+    reserve graph; otherwise see the derivation in the comments of `_stage_widths`.
     """
+    laid_out = flash_compute_bytes(model, preset, n_ctx)
+    if laid_out is not None:
+        return laid_out
     n_ubatch = preset_n_ubatch(preset, n_ctx)
     return ceil(max(_compute_stages(model, preset, n_ctx)) * 4 * n_ubatch)
 

@@ -1,0 +1,144 @@
+"""ggml-alloc's placement of a compute graph, replayed: where each tensor lands and how high the buffer grows.
+
+A compute buffer is not a sum of live tensors: ggml-alloc places each tensor in the smallest free
+block that holds it (else at the top of the buffer) and frees it after its last use, so what sits
+under the peak depends on the fragments earlier nodes left. This module lays a graph out the way
+llama.cpp 0c1e570 does. Sources: ggml/src/ggml-alloc.c (ggml_gallocr_alloc_graph_impl: graph inputs
+first, then per node its parents and itself, then the parents whose last use it was;
+ggml_gallocr_allocate_node: in place over an own, same-layout parent with one child and no views;
+ggml_dyn_tallocr_alloc / _free_bytes; ggml_op_can_inplace), ggml/src/ggml.c ggml_visit_parents_graph
+(node order: depth first, sources left to right; views are nodes that own no room).
+"""
+
+from __future__ import annotations
+
+ALIGNMENT = 32  # TENSOR_ALIGNMENT, the CPU buffer type's alignment
+# ggml_op_can_inplace: the ops that may take over their parent's room (CLAMP too: llama.cpp places the
+# clamped sum of the expert weights over the sum)
+IN_PLACE = frozenset({"CLAMP", "SCALE", "DIAG_MASK_ZERO", "DIAG_MASK_INF", "ADD", "ADD_ID", "ADD1", "SUB", "MUL", "DIV", "SQR",
+                      "SQRT", "LOG", "UNARY", "ROPE", "ROPE_BACK", "SILU_BACK", "RMS_NORM", "RMS_NORM_BACK",
+                      "SOFT_MAX", "SOFT_MAX_BACK"})
+
+
+class Tensor:
+    __slots__ = ("op", "shape", "type_size", "srcs", "view_src", "external", "is_input")
+
+    def __init__(self, op: str, shape: tuple[int, ...], srcs: tuple[Tensor, ...] = (), *, type_size: float = 4,
+                 view_of: Tensor | None = None, external: bool = False, is_input: bool = False) -> None:
+        self.op, self.shape, self.srcs, self.type_size = op, shape, srcs, type_size
+        self.view_src = (view_of.view_src or view_of) if view_of is not None else None  # ggml keeps the root
+        self.external, self.is_input = external, is_input
+
+    @property
+    def n_bytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return int(n * self.type_size)
+
+
+def padded(n: int) -> int:
+    return -(-n // ALIGNMENT) * ALIGNMENT
+
+
+class FreeBlocks:
+    """ggml_dyn_tallocr on one chunk: free blocks sorted by offset, the last one open-ended."""
+
+    def __init__(self) -> None:
+        self.blocks: list[list[int]] = [[0, 1 << 62]]
+        self.max_size = 0
+
+    def alloc(self, size: int) -> int:
+        size = padded(size)
+        best, best_size = len(self.blocks) - 1, None  # best fit besides the last block, else the last
+        for i, (_, block_size) in enumerate(self.blocks[:-1]):
+            if block_size >= size and (best_size is None or block_size <= best_size):
+                best, best_size = i, block_size
+        block = self.blocks[best]
+        offset = block[0]
+        block[0] += size
+        block[1] -= size
+        if block[1] == 0:
+            del self.blocks[best]
+        self.max_size = max(self.max_size, offset + size)
+        return offset
+
+    def free(self, offset: int, size: int) -> None:
+        size = padded(size)
+        blocks = self.blocks
+        for i, block in enumerate(blocks):
+            if block[0] + block[1] == offset:  # at the end of a block: grow it, maybe join the next
+                block[1] += size
+                if i < len(blocks) - 1 and block[0] + block[1] == blocks[i + 1][0]:
+                    block[1] += blocks[i + 1][1]
+                    del blocks[i + 1]
+                return
+            if offset + size == block[0]:  # at the start of a block: grow it, maybe join the previous
+                block[0] = offset
+                block[1] += size
+                if i > 0 and blocks[i - 1][0] + blocks[i - 1][1] == block[0]:
+                    blocks[i - 1][1] += block[1]
+                    del blocks[i]
+                return
+        at = next((i for i, block in enumerate(blocks) if block[0] > offset), len(blocks))
+        blocks.insert(at, [offset, size])
+
+
+def place(inputs: list[Tensor], nodes: list[Tensor], target: Tensor | None = None) -> tuple[int, dict[int, int]]:
+    """ggml_gallocr_alloc_graph_impl over `inputs` (in the order llama.cpp allocates them) and `nodes`.
+
+    Returns (the buffer's peak in bytes, each placed tensor's offset by id); with a target, stops
+    once the target is placed (the peak is then the peak so far)."""
+    blocks = FreeBlocks()
+    children: dict[int, int] = {}
+    views: dict[int, int] = {}
+    offset: dict[int, int] = {}
+    allocated: set[int] = set()
+
+    def allocate(tensor: Tensor) -> None:
+        key = id(tensor)
+        if tensor.external or key in allocated or key in offset or tensor.view_src is not None:
+            return
+        allocated.add(key)
+        if tensor.op in IN_PLACE:
+            for parent in tensor.srcs:
+                # ggml_gallocr_is_own: only a tensor the allocator placed itself can be reused, and a
+                # view (a reshaped Q/K, say) is never placed, so RMS norm / RoPE over one get new room
+                if id(parent) not in allocated or parent.shape != tensor.shape or parent.type_size != tensor.type_size:
+                    continue
+                if children.get(id(parent), 0) != 1 or views.get(id(parent), 0) != 0:
+                    continue
+                offset[key] = offset[id(parent)]
+                allocated.discard(id(parent))  # the node owns the room now: the parent is not freed
+                return
+        offset[key] = blocks.alloc(tensor.n_bytes)
+
+    for tensor in inputs:
+        allocate(tensor)
+    for node in nodes:
+        if node.view_src is not None:
+            views[id(node.view_src)] = views.get(id(node.view_src), 0) + 1
+        for src in node.srcs:
+            children[id(src)] = children.get(id(src), 0) + 1
+            if src.is_input:
+                allocate(src)
+    for node in nodes:
+        for parent in node.srcs:
+            allocate(parent)
+        allocate(node)
+        if node is target:
+            break
+        for parent in node.srcs:
+            children[id(parent)] -= 1
+            if children[id(parent)] or views.get(id(parent), 0):
+                continue
+            if parent.view_src is not None:
+                owner = parent.view_src
+                views[id(owner)] -= 1
+                if not views[id(owner)] and not children.get(id(owner), 0) and id(owner) in allocated:
+                    blocks.free(offset[id(owner)], owner.n_bytes)
+                    allocated.discard(id(owner))
+            elif id(parent) in allocated:
+                blocks.free(offset[id(parent)], parent.n_bytes)
+                allocated.discard(id(parent))
+    return blocks.max_size, offset

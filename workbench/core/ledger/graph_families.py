@@ -1,0 +1,110 @@
+"""Reserve graphs of whole models with flash attention, one builder per family, laid out by graph_alloc.
+
+Each builder follows its llama.cpp 0c1e570 model file (src/models/<family>.cpp) layer by layer
+with the blocks of graph_layers; `flash_compute_bytes` is the compute buffer llama.cpp reserves
+for it: the peak of ggml-alloc over the graph of one full ubatch (every token an output, all
+n_ctx cells visible), which the ubatch of a single token never exceeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from workbench.core.config.preset import Preset
+from workbench.core.gguf.checks import MAX_LAYERS
+from workbench.core.gguf.ggml_types import cache_type
+from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.graph_build import Graph
+from workbench.core.ledger.graph_layers import Shape, attention, declare_inputs, hadamard_side, mamba2, moe_ffn
+from workbench.core.ledger.kv_layers import kv_cells, preset_n_ubatch
+from workbench.core.ledger.recurrent import recurrent_state
+from workbench.core.ledger.sequences import preset_kv_unified, preset_n_seq
+
+
+@dataclass(frozen=True)
+class FamilyGraph:
+    """A model's reserve graph inputs: its shape and, per layer, whether it is recurrent."""
+
+    shape: Shape
+    recurrent: tuple[bool, ...]
+    n_vocab: int
+    scaled: frozenset[str] = frozenset()  # granite's embedding / residual / logit scales that are set
+
+
+def _granite_hybrid(f: FamilyGraph) -> Graph:
+    """src/models/granite-hybrid.cpp: Mamba2 or attention, then the (mixture of experts) feed-forward."""
+    g, s = Graph(), f.shape
+    inp = declare_inputs(g, s, recurrent=any(f.recurrent), attention=not all(f.recurrent))
+    x = g.get_rows(g.weight(s.n_embd, f.n_vocab), inp.tokens)
+    if "embedding" in f.scaled:
+        x = g.same("SCALE", x)
+    g.expand(x)  # the (scaled) embeddings come first in the graph, before the first layer's state reads
+    for il, recurrent in enumerate(f.recurrent):
+        residual = x
+        cur = g.rms_norm(x)
+        cur = mamba2(g, s, inp, cur) if recurrent else attention(g, s, inp, cur)
+        if il == len(f.recurrent) - 1:
+            cur, residual = g.get_rows(cur, inp.out_ids), g.get_rows(residual, inp.out_ids)
+        x = g.same("ADD", g.same("SCALE", cur) if "residual" in f.scaled else cur, residual)
+        cur = moe_ffn(g, s, g.rms_norm(x), norm_weights=True)
+        x = g.same("ADD", g.same("SCALE", cur) if "residual" in f.scaled else cur, x)
+    logits = g.mul_mat(g.weight(), g.rms_norm(x), f.n_vocab)
+    g.expand(g.same("SCALE", logits) if "logit" in f.scaled else logits)
+    return g
+
+
+_BUILDERS = {"granitehybrid": _granite_hybrid}
+
+
+def _metadata_int(model: ModelInfo, name: str) -> int:
+    value = model.metadata.get(f"{model.architecture}.{name}")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | None:
+    """The reserve graph's description for `model` under `preset`, or None where no builder lays it out."""
+    if model.architecture not in _BUILDERS or not 1 <= model.n_layer <= MAX_LAYERS:
+        return None
+    if model.head_dim_k != model.head_dim_v:
+        return None
+    n_ubatch = preset_n_ubatch(preset, n_ctx)
+    n_seq = preset_n_seq(preset)
+    unified = preset_kv_unified(preset)
+    cells = kv_cells(model, n_ctx, n_ubatch=n_ubatch, swa_full=preset.swa_full, n_seq=n_seq, kv_unified=unified)
+    state = recurrent_state(model)
+    recurrent = state.is_recurrent if state is not None else (False,) * model.n_layer
+    attn_heads = [model.kv_heads(il) for il in range(model.n_layer) if not recurrent[il]]
+    if len(set(attn_heads)) > 1:
+        return None
+    hd = model.head_dim_k
+    shape = Shape(
+        n_embd=model.n_embd, n_head=model.n_head, n_head_kv=attn_heads[0] if attn_heads else model.n_head_kv,
+        head_dim=hd, n_tokens=min(n_ubatch, n_ctx), n_kv=cells.global_cells, n_seqs=n_seq, n_rs=n_seq,
+        rot_k=hadamard_side(hd, cache_type(preset.cache_type_k).quantized, value=False),
+        rot_v=hadamard_side(hd, cache_type(preset.cache_type_v).quantized, value=True),
+        n_ff=_metadata_int(model, "expert_feed_forward_length") or _metadata_int(model, "feed_forward_length"),
+        n_expert=_metadata_int(model, "expert_count"), n_expert_used=_metadata_int(model, "expert_used_count"),
+        d_conv=_metadata_int(model, "ssm.conv_kernel"), d_inner=_metadata_int(model, "ssm.inner_size"),
+        d_state=_metadata_int(model, "ssm.state_size"), ssm_heads=_metadata_int(model, "ssm.time_step_rank"),
+        ssm_groups=_metadata_int(model, "ssm.group_count"))
+    scaled = frozenset(name for name in ("embedding", "residual", "logit")
+                       if model.metadata.get(f"{model.architecture}.{name}_scale"))
+    return FamilyGraph(shape=shape, recurrent=recurrent, n_vocab=model.n_vocab, scaled=scaled)
+
+
+def build_graph(f: FamilyGraph, architecture: str) -> Graph:
+    return _BUILDERS[architecture](f)
+
+
+def flash_compute_bytes(model: ModelInfo, preset: Preset, n_ctx: int) -> int | None:
+    """The CPU compute buffer llama.cpp reserves with flash attention, laid out, or None for a family
+    without a builder here. llama_context::sched_reserve reserves the graph of a full ubatch and of
+    one token per sequence, both with n_seq_max sequences (unified KV cache or not), and keeps the larger."""
+    if not preset.flash_attn:
+        return None
+    f = family_graph(model, preset, n_ctx)
+    if f is None:
+        return None
+    prompt = build_graph(f, model.architecture).peak()
+    single = build_graph(replace(f, shape=replace(f.shape, n_tokens=f.shape.n_seqs)), model.architecture).peak()
+    return max(prompt, single)

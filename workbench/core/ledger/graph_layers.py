@@ -1,0 +1,203 @@
+"""The layer blocks of llama.cpp's reserve graphs with flash attention, as ggml ops (graph_build).
+
+Transcribed from llama.cpp 0c1e570: src/llama-graph.cpp (build_inp_*, build_attn with the
+Hadamard rotation of a quantized cache, build_attn_mha's flash-attention path, build_rs,
+build_moe_ffn, build_ffn), src/models/graph-context-mamba.cpp (build_mamba2_layer) and the
+model files that use them. The order inputs are allocated in and every node's sources were
+checked against the placement llama.cpp itself makes (each tensor's address in the compute
+buffer, read through its eval callback on a reserve-shaped ubatch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workbench.core.ledger.graph_alloc import Tensor
+from workbench.core.ledger.graph_build import F16, I32, I64, Graph
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The widths a reserve graph is sized by (elements), for one ubatch of n_tokens over n_kv cells."""
+
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_tokens: int
+    n_kv: int
+    n_seqs: int = 1  # sequences in the reserve ubatch (n_seq_max unless the KV cache is unified)
+    n_rs: int = 1  # recurrent state cells: one per sequence (n_seq_max)
+    rot_k: int = 0  # side of the Hadamard rotation of a quantized K cache, 0 without
+    rot_v: int = 0
+    # mixture of experts; n_expert 0: a dense SwiGLU feed-forward n_ff wide
+    n_ff: int = 0
+    n_expert: int = 0
+    n_expert_used: int = 0
+    # Mamba2
+    d_conv: int = 0
+    d_inner: int = 0
+    d_state: int = 0
+    ssm_heads: int = 0
+    ssm_groups: int = 0
+
+
+@dataclass
+class Inputs:
+    tokens: Tensor
+    positions: Tensor | None = None
+    s_copy_main: Tensor | None = None  # views of the recurrent states' copy indices: this ubatch's sequences
+    s_copy_extra: Tensor | None = None  # and the other cells
+    k_rot: Tensor | None = None
+    v_rot: Tensor | None = None
+    k_idxs: Tensor | None = None
+    v_idxs: Tensor | None = None
+    mask: Tensor | None = None
+    out_ids: Tensor | None = None
+
+
+def hadamard_side(head_dim: int, quantized: bool, *, value: bool) -> int:
+    """llama-kv-cache.cpp: a quantized cache whose head size is a multiple of 64 is stored rotated, K by the
+    largest power of two dividing the head size, V by 64-wide blocks; 0 where nothing is rotated."""
+    if not quantized or head_dim % 64:
+        return 0
+    if value:
+        return 64
+    side = 64
+    while head_dim % (side * 2) == 0:
+        side *= 2
+    return side
+
+
+def declare_inputs(g: Graph, s: Shape, *, recurrent: bool, attention: bool) -> Inputs:
+    """The graph inputs in the order llama.cpp allocates them (tokens, the unused embeddings input,
+    the state copy indices, the rotations around the positions, the KV store indices, the mask, out_ids)."""
+    t = s.n_tokens
+    inp = Inputs(tokens=g.input(t, type_size=I32))
+    g.input(s.n_embd, t)  # build_inp_embd's embeddings input: selected away, but allocated and kept
+    if recurrent:
+        s_copy = g.input(s.n_rs, type_size=I32)
+        inp.s_copy_main, inp.s_copy_extra = g.view(s_copy, s.n_seqs), g.view(s_copy, s.n_rs - s.n_seqs)
+    if attention:
+        if s.rot_k:
+            inp.k_rot = g.input(s.rot_k, s.rot_k)
+        inp.positions = g.input(t, type_size=I32)
+        if s.rot_v:
+            inp.v_rot = g.input(s.rot_v, s.rot_v)
+        inp.k_idxs = g.input(t, type_size=I64)
+        inp.v_idxs = g.input(t, type_size=I64)
+        inp.mask = g.input(s.n_kv, t, type_size=F16)  # f16 with flash attention
+    inp.out_ids = g.input(t, type_size=I32)
+    return inp
+
+
+def _rotated(g: Graph, x: Tensor, rotation: Tensor | None, side: int) -> Tensor:
+    """llama_mul_mat_hadamard: x reshaped to side-long rows, times the rotation, reshaped back."""
+    if rotation is None:
+        return x
+    n = 1
+    for d in x.shape:
+        n *= d
+    return g.reshape(g.mul_mat(rotation, g.reshape(x, side, n // side), side), *x.shape)
+
+
+def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, q_gate: bool = False) -> Tensor:
+    """build_attn over a KV cache with flash attention: Q, V, K (roped, rotated for a quantized cache),
+    their stores into the cache, the flash-attention kernel and the output projection."""
+    t, hd = s.n_tokens, s.head_dim
+    kv_width = s.n_head_kv * hd
+    q = g.reshape(g.mul_mat(g.weight(), cur, s.n_head * hd), hd, s.n_head, t)
+    q = _rotated(g, g.same("ROPE", q, inp.positions), inp.k_rot, s.rot_k)
+    v = g.reshape(g.mul_mat(g.weight(), cur, kv_width), hd, s.n_head_kv, t)
+    v = _rotated(g, v, inp.v_rot, s.rot_v)
+    k = g.reshape(g.mul_mat(g.weight(), cur, kv_width), hd, s.n_head_kv, t)
+    k = _rotated(g, g.same("ROPE", k, inp.positions), inp.k_rot, s.rot_k)
+    for tensor in (q, v, k):
+        g.expand(tensor)
+    for store, idxs in ((k, inp.k_idxs), (v, inp.v_idxs)):
+        cache = g.weight(kv_width, s.n_kv)
+        g.expand(Tensor("SET_ROWS", cache.shape, (g.view(store, kv_width, t), idxs, cache), view_of=cache))
+    q_view = g.permute(g.view(q, *q.shape), hd, t, s.n_head)
+    k_view = g.permute(g.view(g.weight(kv_width, s.n_kv), hd, s.n_head_kv, s.n_kv), hd, s.n_kv, s.n_head_kv)
+    v_view = g.permute(g.view(g.weight(kv_width, s.n_kv), hd, s.n_head_kv, s.n_kv), hd, s.n_kv, s.n_head_kv)
+    out = g.reshape(g.op("FLASH_ATTN_EXT", (hd, s.n_head, t), q_view, k_view, v_view, inp.mask), hd * s.n_head, t)
+    out = _rotated(g, out, inp.v_rot, s.rot_v)
+    return g.mul_mat(g.weight(), out, s.n_embd)
+
+
+def recurrent_state(g: Graph, s: Shape, inp: Inputs, width: int, rows=None) -> Tensor:
+    """build_rs: the states of this ubatch's sequences (through `rows`, a get_rows by default) and the
+    copy of the others, which stay as they are; only the first lands in the compute buffer."""
+    cache = g.weight(width * s.n_rs)
+    states = g.reshape(cache, width, s.n_rs)
+    zero = g.view(states, 0)  # clearing a state: a zero-sized view with one sequence, scaled in place
+    g.expand(Tensor("SCALE", zero.shape, (zero,), view_of=zero))
+    main = inp.s_copy_main
+    out = rows(states, main) if rows is not None else g.get_rows(states, main)
+    g.expand(out)
+    n_extra = s.n_rs - s.n_seqs
+    extra = g.get_rows(states, inp.s_copy_extra)
+    g.expand(Tensor("CPY", (width, n_extra), (extra, g.view(cache, width, n_extra)), view_of=cache))
+    return out
+
+
+def mamba2(g: Graph, s: Shape, inp: Inputs, cur: Tensor) -> Tensor:
+    """build_mamba2_layer: the input projection split in z, xBC and dt, the causal convolution over the
+    conv state and the new tokens, the selective scan from the SSM state, the gate and grouped norm."""
+    t, n_seqs = s.n_tokens, s.n_seqs
+    seq_tokens, conv_dim = t // n_seqs, s.d_inner + 2 * s.ssm_groups * s.d_state
+    head_dim = s.d_inner // s.ssm_heads
+    conv = g.reshape(recurrent_state(g, s, inp, (s.d_conv - 1) * conv_dim), s.d_conv - 1, conv_dim, n_seqs)
+    zxbcdt = g.reshape(g.mul_mat(g.weight(), cur, 2 * s.d_inner + 2 * s.ssm_groups * s.d_state + s.ssm_heads),
+                       2 * s.d_inner + 2 * s.ssm_groups * s.d_state + s.ssm_heads, seq_tokens, n_seqs)
+    xbc = g.view(zxbcdt, conv_dim, seq_tokens, n_seqs)
+    conv_x = g.op("CONCAT", (s.d_conv - 1 + seq_tokens, conv_dim, n_seqs), conv, g.transpose(xbc))
+    state_cache = g.weight((s.d_conv - 1) * conv_dim * n_seqs)
+    g.expand(Tensor("CPY", state_cache.shape, (g.view(conv_x, s.d_conv - 1, conv_dim, n_seqs),
+                                               g.view(state_cache, *state_cache.shape)), view_of=state_cache))
+    xbc = g.same("UNARY", g.same("ADD", g.op("SSM_CONV", (conv_dim, seq_tokens, n_seqs), conv_x, g.weight()),
+                                 g.weight()))
+    x = g.view(xbc, head_dim, s.ssm_heads, seq_tokens, n_seqs)
+    dt = g.same("ADD", g.cont(g.view(zxbcdt, s.ssm_heads, seq_tokens, n_seqs)), g.weight())
+    b = g.view(xbc, s.d_state, s.ssm_groups, seq_tokens, n_seqs)
+    c = g.view(xbc, s.d_state, s.ssm_groups, seq_tokens, n_seqs)
+    y_ssm = recurrent_state(g, s, inp, s.d_state * s.d_inner, rows=lambda states, ids: g.op(
+        "SSM_SCAN", (s.d_inner * t + s.d_state * s.d_inner * n_seqs,),
+        g.reshape(states, s.d_state, head_dim, s.ssm_heads, n_seqs), x, dt, g.weight(), b, c, ids))
+    ssm_cache = g.weight(s.d_state * s.d_inner * n_seqs)
+    g.expand(Tensor("CPY", ssm_cache.shape, (g.view(y_ssm, s.d_state * s.d_inner * n_seqs),
+                                             g.view(ssm_cache, *ssm_cache.shape)), view_of=ssm_cache))
+    z = g.cont(g.view(zxbcdt, head_dim, s.ssm_heads, seq_tokens, n_seqs))
+    y = g.same("ADD", g.view(y_ssm, head_dim, s.ssm_heads, seq_tokens, n_seqs), g.same("MUL", x, g.weight()))
+    y = g.glu(z, y)
+    y = g.rms_norm(g.reshape(y, s.d_inner // s.ssm_groups, s.ssm_groups, seq_tokens, n_seqs))
+    return g.mul_mat(g.weight(), g.reshape(y, s.d_inner, seq_tokens, n_seqs), s.n_embd)
+
+
+def moe_ffn(g: Graph, s: Shape, cur: Tensor, *, norm_weights: bool) -> Tensor:
+    """build_moe_ffn with softmax gating: the router, the top-k experts' weights (normalized to sum 1 where
+    the family asks), gate and up of each chosen expert, their SwiGLU, down, weighted and summed."""
+    t, used = s.n_tokens, s.n_expert_used
+    probs = g.same("SOFT_MAX", g.mul_mat(g.weight(), cur, s.n_expert))
+    top_k = g.view(g.op("ARGSORT", probs.shape, probs, type_size=I32), used, t)
+    weights = g.get_rows(g.reshape(probs, 1, s.n_expert, t), top_k)
+    if norm_weights:
+        flat = g.reshape(weights, used, t)
+        total = g.op("CLAMP", (1, t), g.op("SUM_ROWS", (1, t), flat))
+        weights = g.reshape(g.same("DIV", flat, total), 1, used, t)
+    g.expand(weights)  # build_moe_ffn expands the weights early
+    x = g.reshape(cur, s.n_embd, 1, t)
+    gate = g.mul_mat_id(g.weight(), x, top_k, s.n_ff)
+    up = g.mul_mat_id(g.weight(), x, top_k, s.n_ff)
+    experts = g.same("MUL", g.mul_mat_id(g.weight(), g.glu(gate, up), top_k, s.n_embd), weights)
+    out = g.view(experts, s.n_embd, t)
+    for _ in range(1, used):
+        out = g.same("ADD", out, g.view(experts, s.n_embd, t))
+    return g.expand(out if used > 1 else g.cont(out))  # so is its sum, before the next layer's state reads
+
+
+def dense_ffn(g: Graph, s: Shape, cur: Tensor) -> Tensor:
+    """build_ffn, SwiGLU: gate and up, their product, down."""
+    gate = g.mul_mat(g.weight(), cur, s.n_ff)
+    up = g.mul_mat(g.weight(), cur, s.n_ff)
+    return g.mul_mat(g.weight(), g.glu(gate, up), s.n_embd)
