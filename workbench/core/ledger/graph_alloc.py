@@ -21,13 +21,14 @@ IN_PLACE = frozenset({"CLAMP", "SCALE", "DIAG_MASK_ZERO", "DIAG_MASK_INF", "ADD"
 
 
 class Tensor:
-    __slots__ = ("op", "shape", "type_size", "srcs", "view_src", "external", "is_input")
+    __slots__ = ("op", "shape", "type_size", "srcs", "view_src", "external", "is_input", "is_output")
 
     def __init__(self, op: str, shape: tuple[int, ...], srcs: tuple[Tensor, ...] = (), *, type_size: float = 4,
                  view_of: Tensor | None = None, external: bool = False, is_input: bool = False) -> None:
         self.op, self.shape, self.srcs, self.type_size = op, shape, srcs, type_size
         self.view_src = (view_of.view_src or view_of) if view_of is not None else None  # ggml keeps the root
         self.external, self.is_input = external, is_input
+        self.is_output = False  # ggml_set_output: never freed, never taken over in place
 
     @property
     def n_bytes(self) -> int:
@@ -106,6 +107,8 @@ def place(inputs: list[Tensor], nodes: list[Tensor], target: Tensor | None = Non
                 # view (a reshaped Q/K, say) is never placed, so RMS norm / RoPE over one get new room
                 if id(parent) not in allocated or parent.shape != tensor.shape or parent.type_size != tensor.type_size:
                     continue
+                if parent.is_output:
+                    continue
                 if children.get(id(parent), 0) != 1 or views.get(id(parent), 0) != 0:
                     continue
                 offset[key] = offset[id(parent)]
@@ -135,10 +138,11 @@ def place(inputs: list[Tensor], nodes: list[Tensor], target: Tensor | None = Non
             if parent.view_src is not None:
                 owner = parent.view_src
                 views[id(owner)] -= 1
-                if not views[id(owner)] and not children.get(id(owner), 0) and id(owner) in allocated:
+                if not views[id(owner)] and not children.get(id(owner), 0) and id(owner) in allocated \
+                        and not owner.is_output:
                     blocks.free(offset[id(owner)], owner.n_bytes)
                     allocated.discard(id(owner))
-            elif id(parent) in allocated:
+            elif id(parent) in allocated and not parent.is_output:
                 blocks.free(offset[id(parent)], parent.n_bytes)
                 allocated.discard(id(parent))
     return blocks.max_size, offset

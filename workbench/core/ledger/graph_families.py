@@ -15,7 +15,16 @@ from workbench.core.gguf.checks import MAX_LAYERS
 from workbench.core.gguf.ggml_types import cache_type
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.graph_build import Graph
-from workbench.core.ledger.graph_layers import Shape, attention, declare_inputs, hadamard_side, mamba2, moe_ffn
+from workbench.core.ledger.graph_layers import (
+    Shape,
+    attention,
+    declare_inputs,
+    dense_ffn,
+    hadamard_side,
+    moe_ffn,
+    shared_expert,
+)
+from workbench.core.ledger.graph_recurrent import delta_net, mamba2, shortconv
 from workbench.core.ledger.kv_layers import kv_cells, preset_n_ubatch
 from workbench.core.ledger.recurrent import recurrent_state
 from workbench.core.ledger.sequences import preset_kv_unified, preset_n_seq
@@ -53,12 +62,59 @@ def _granite_hybrid(f: FamilyGraph) -> Graph:
     return g
 
 
-_BUILDERS = {"granitehybrid": _granite_hybrid}
+def _qwen3next(f: FamilyGraph) -> Graph:
+    """src/models/qwen3next.cpp: gated delta net or gated attention (Q and K normed), a post-attention norm,
+    the routed experts plus a sigmoid-gated shared expert; the output rows are picked after the final norm."""
+    g, s = Graph(), f.shape
+    inp = declare_inputs(g, s, recurrent=any(f.recurrent), attention=not all(f.recurrent))
+    x = g.expand(g.get_rows(g.weight(s.n_embd, f.n_vocab), inp.tokens))
+    for recurrent in f.recurrent:
+        cur = g.rms_norm(x)
+        if recurrent:
+            cur = delta_net(g, s, inp, g.expand(cur))
+        else:
+            cur = attention(g, s, inp, cur, qk_norm=True, q_gate=True)
+        residual = g.same("ADD", cur, x)
+        cur = g.rms_norm(residual)
+        routed = moe_ffn(g, s, cur, norm_weights=True)
+        x = g.same("ADD", shared_expert(g, s, cur, routed) if s.n_ff_shared else routed, residual)
+    hidden = g.rms_norm(x)
+    hidden.is_output = True  # the model's embeddings output (t_embd) is the normed state before the row pick
+    g.expand(g.mul_mat(g.weight(), g.get_rows(hidden, inp.out_ids), f.n_vocab))
+    return g
+
+
+def _lfm2(f: FamilyGraph) -> Graph:
+    """src/models/lfm2.cpp: short convolution or attention (Q and K normed), a dense SwiGLU feed-forward."""
+    g, s = Graph(), f.shape
+    inp = declare_inputs(g, s, recurrent=any(f.recurrent), attention=not all(f.recurrent))
+    x = g.expand(g.get_rows(g.weight(s.n_embd, f.n_vocab), inp.tokens))
+    for il, recurrent in enumerate(f.recurrent):
+        residual = x
+        cur = g.rms_norm(x)
+        cur = shortconv(g, s, inp, cur) if recurrent else attention(g, s, inp, cur, qk_norm=True)
+        if il == len(f.recurrent) - 1:
+            residual, cur = g.get_rows(residual, inp.out_ids), g.get_rows(cur, inp.out_ids)
+        residual = g.same("ADD", residual, cur)
+        x = g.same("ADD", residual, dense_ffn(g, s, g.rms_norm(residual)))
+    g.expand(g.mul_mat(g.weight(), g.rms_norm(x), f.n_vocab))
+    return g
+
+
+_BUILDERS = {"granitehybrid": _granite_hybrid, "qwen3next": _qwen3next, "lfm2": _lfm2}
 
 
 def _metadata_int(model: ModelInfo, name: str) -> int:
     value = model.metadata.get(f"{model.architecture}.{name}")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _rows(model: ModelInfo, *suffixes: str) -> int:
+    """The output width of the first tensor named with one of `suffixes` (ggml's ne[1]), 0 without one."""
+    for tensor in model.tensors:
+        if tensor.name.endswith(suffixes) and len(tensor.shape) >= 2:
+            return tensor.shape[1]
+    return 0
 
 
 def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | None:
@@ -82,9 +138,10 @@ def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | 
         head_dim=hd, n_tokens=min(n_ubatch, n_ctx), n_kv=cells.global_cells, n_seqs=n_seq, n_rs=n_seq,
         rot_k=hadamard_side(hd, cache_type(preset.cache_type_k).quantized, value=False),
         rot_v=hadamard_side(hd, cache_type(preset.cache_type_v).quantized, value=True),
-        n_ff=_metadata_int(model, "expert_feed_forward_length") or _metadata_int(model, "feed_forward_length"),
+        n_ff=_metadata_int(model, "expert_feed_forward_length") or _rows(model, "ffn_up.weight", "ffn_up_exps.weight"),
+        n_ff_shared=_metadata_int(model, "expert_shared_feed_forward_length") or _rows(model, "ffn_up_shexp.weight"),
         n_expert=_metadata_int(model, "expert_count"), n_expert_used=_metadata_int(model, "expert_used_count"),
-        d_conv=_metadata_int(model, "ssm.conv_kernel"), d_inner=_metadata_int(model, "ssm.inner_size"),
+        d_conv=_metadata_int(model, "ssm.conv_kernel") or _metadata_int(model, "shortconv.l_cache"), d_inner=_metadata_int(model, "ssm.inner_size"),
         d_state=_metadata_int(model, "ssm.state_size"), ssm_heads=_metadata_int(model, "ssm.time_step_rank"),
         ssm_groups=_metadata_int(model, "ssm.group_count"))
     scaled = frozenset(name for name in ("embedding", "residual", "logit")

@@ -2,8 +2,7 @@
 
 Transcribed from llama.cpp 0c1e570: src/llama-graph.cpp (build_inp_*, build_attn with the
 Hadamard rotation of a quantized cache, build_attn_mha's flash-attention path, build_rs,
-build_moe_ffn, build_ffn), src/models/graph-context-mamba.cpp (build_mamba2_layer) and the
-model files that use them. The order inputs are allocated in and every node's sources were
+build_moe_ffn, build_ffn) and the model files that use them. The order inputs are allocated in and every node's sources were
 checked against the placement llama.cpp itself makes (each tensor's address in the compute
 buffer, read through its eval callback on a reserve-shaped ubatch).
 """
@@ -34,7 +33,8 @@ class Shape:
     n_ff: int = 0
     n_expert: int = 0
     n_expert_used: int = 0
-    # Mamba2
+    n_ff_shared: int = 0  # a shared expert's width, 0 without one
+    # Mamba2 / gated delta net (d_state: key head size, ssm_groups: key heads, ssm_heads: value heads) / short conv
     d_conv: int = 0
     d_inner: int = 0
     d_state: int = 0
@@ -101,17 +101,24 @@ def _rotated(g: Graph, x: Tensor, rotation: Tensor | None, side: int) -> Tensor:
     return g.reshape(g.mul_mat(rotation, g.reshape(x, side, n // side), side), *x.shape)
 
 
-def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, q_gate: bool = False) -> Tensor:
-    """build_attn over a KV cache with flash attention: Q, V, K (roped, rotated for a quantized cache),
-    their stores into the cache, the flash-attention kernel and the output projection."""
+def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool = False, q_gate: bool = False) -> Tensor:
+    """build_attn over a KV cache with flash attention: Q, V, K (normed where the family norms them, roped,
+    rotated for a quantized cache), their stores into the cache, the flash-attention kernel (its output
+    expanded), a sigmoid gate from the second half of Q (qwen3next) and the output projection."""
     t, hd = s.n_tokens, s.head_dim
     kv_width = s.n_head_kv * hd
-    q = g.reshape(g.mul_mat(g.weight(), cur, s.n_head * hd), hd, s.n_head, t)
-    q = _rotated(g, g.same("ROPE", q, inp.positions), inp.k_rot, s.rot_k)
+
+    def normed(x: Tensor) -> Tensor:
+        return g.rms_norm(x) if qk_norm else x
+
+    q_full = g.reshape(g.mul_mat(g.weight(), cur, (2 if q_gate else 1) * s.n_head * hd),
+                       (2 if q_gate else 1) * hd, s.n_head, t)
+    q = g.view(q_full, hd, s.n_head, t) if q_gate else q_full
+    q = _rotated(g, g.same("ROPE", normed(q), inp.positions), inp.k_rot, s.rot_k)
     v = g.reshape(g.mul_mat(g.weight(), cur, kv_width), hd, s.n_head_kv, t)
     v = _rotated(g, v, inp.v_rot, s.rot_v)
     k = g.reshape(g.mul_mat(g.weight(), cur, kv_width), hd, s.n_head_kv, t)
-    k = _rotated(g, g.same("ROPE", k, inp.positions), inp.k_rot, s.rot_k)
+    k = _rotated(g, g.same("ROPE", normed(k), inp.positions), inp.k_rot, s.rot_k)
     for tensor in (q, v, k):
         g.expand(tensor)
     for store, idxs in ((k, inp.k_idxs), (v, inp.v_idxs)):
@@ -121,57 +128,10 @@ def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, q_gate: bool = Fa
     k_view = g.permute(g.view(g.weight(kv_width, s.n_kv), hd, s.n_head_kv, s.n_kv), hd, s.n_kv, s.n_head_kv)
     v_view = g.permute(g.view(g.weight(kv_width, s.n_kv), hd, s.n_head_kv, s.n_kv), hd, s.n_kv, s.n_head_kv)
     out = g.reshape(g.op("FLASH_ATTN_EXT", (hd, s.n_head, t), q_view, k_view, v_view, inp.mask), hd * s.n_head, t)
-    out = _rotated(g, out, inp.v_rot, s.rot_v)
+    out = _rotated(g, g.expand(out), inp.v_rot, s.rot_v)
+    if q_gate:
+        out = g.same("MUL", out, g.same("UNARY", g.cont(g.view(q_full, hd, s.n_head, t), hd * s.n_head, t)))
     return g.mul_mat(g.weight(), out, s.n_embd)
-
-
-def recurrent_state(g: Graph, s: Shape, inp: Inputs, width: int, rows=None) -> Tensor:
-    """build_rs: the states of this ubatch's sequences (through `rows`, a get_rows by default) and the
-    copy of the others, which stay as they are; only the first lands in the compute buffer."""
-    cache = g.weight(width * s.n_rs)
-    states = g.reshape(cache, width, s.n_rs)
-    zero = g.view(states, 0)  # clearing a state: a zero-sized view with one sequence, scaled in place
-    g.expand(Tensor("SCALE", zero.shape, (zero,), view_of=zero))
-    main = inp.s_copy_main
-    out = rows(states, main) if rows is not None else g.get_rows(states, main)
-    g.expand(out)
-    n_extra = s.n_rs - s.n_seqs
-    extra = g.get_rows(states, inp.s_copy_extra)
-    g.expand(Tensor("CPY", (width, n_extra), (extra, g.view(cache, width, n_extra)), view_of=cache))
-    return out
-
-
-def mamba2(g: Graph, s: Shape, inp: Inputs, cur: Tensor) -> Tensor:
-    """build_mamba2_layer: the input projection split in z, xBC and dt, the causal convolution over the
-    conv state and the new tokens, the selective scan from the SSM state, the gate and grouped norm."""
-    t, n_seqs = s.n_tokens, s.n_seqs
-    seq_tokens, conv_dim = t // n_seqs, s.d_inner + 2 * s.ssm_groups * s.d_state
-    head_dim = s.d_inner // s.ssm_heads
-    conv = g.reshape(recurrent_state(g, s, inp, (s.d_conv - 1) * conv_dim), s.d_conv - 1, conv_dim, n_seqs)
-    zxbcdt = g.reshape(g.mul_mat(g.weight(), cur, 2 * s.d_inner + 2 * s.ssm_groups * s.d_state + s.ssm_heads),
-                       2 * s.d_inner + 2 * s.ssm_groups * s.d_state + s.ssm_heads, seq_tokens, n_seqs)
-    xbc = g.view(zxbcdt, conv_dim, seq_tokens, n_seqs)
-    conv_x = g.op("CONCAT", (s.d_conv - 1 + seq_tokens, conv_dim, n_seqs), conv, g.transpose(xbc))
-    state_cache = g.weight((s.d_conv - 1) * conv_dim * n_seqs)
-    g.expand(Tensor("CPY", state_cache.shape, (g.view(conv_x, s.d_conv - 1, conv_dim, n_seqs),
-                                               g.view(state_cache, *state_cache.shape)), view_of=state_cache))
-    xbc = g.same("UNARY", g.same("ADD", g.op("SSM_CONV", (conv_dim, seq_tokens, n_seqs), conv_x, g.weight()),
-                                 g.weight()))
-    x = g.view(xbc, head_dim, s.ssm_heads, seq_tokens, n_seqs)
-    dt = g.same("ADD", g.cont(g.view(zxbcdt, s.ssm_heads, seq_tokens, n_seqs)), g.weight())
-    b = g.view(xbc, s.d_state, s.ssm_groups, seq_tokens, n_seqs)
-    c = g.view(xbc, s.d_state, s.ssm_groups, seq_tokens, n_seqs)
-    y_ssm = recurrent_state(g, s, inp, s.d_state * s.d_inner, rows=lambda states, ids: g.op(
-        "SSM_SCAN", (s.d_inner * t + s.d_state * s.d_inner * n_seqs,),
-        g.reshape(states, s.d_state, head_dim, s.ssm_heads, n_seqs), x, dt, g.weight(), b, c, ids))
-    ssm_cache = g.weight(s.d_state * s.d_inner * n_seqs)
-    g.expand(Tensor("CPY", ssm_cache.shape, (g.view(y_ssm, s.d_state * s.d_inner * n_seqs),
-                                             g.view(ssm_cache, *ssm_cache.shape)), view_of=ssm_cache))
-    z = g.cont(g.view(zxbcdt, head_dim, s.ssm_heads, seq_tokens, n_seqs))
-    y = g.same("ADD", g.view(y_ssm, head_dim, s.ssm_heads, seq_tokens, n_seqs), g.same("MUL", x, g.weight()))
-    y = g.glu(z, y)
-    y = g.rms_norm(g.reshape(y, s.d_inner // s.ssm_groups, s.ssm_groups, seq_tokens, n_seqs))
-    return g.mul_mat(g.weight(), g.reshape(y, s.d_inner, seq_tokens, n_seqs), s.n_embd)
 
 
 def moe_ffn(g: Graph, s: Shape, cur: Tensor, *, norm_weights: bool) -> Tensor:
@@ -196,8 +156,15 @@ def moe_ffn(g: Graph, s: Shape, cur: Tensor, *, norm_weights: bool) -> Tensor:
     return g.expand(out if used > 1 else g.cont(out))  # so is its sum, before the next layer's state reads
 
 
-def dense_ffn(g: Graph, s: Shape, cur: Tensor) -> Tensor:
+def shared_expert(g: Graph, s: Shape, cur: Tensor, routed: Tensor) -> Tensor:
+    """qwen3next / qwen2moe: a dense SwiGLU expert over the same input, gated by a sigmoid, added to the routed sum."""
+    shared = dense_ffn(g, s, cur, width=s.n_ff_shared)
+    gate = g.same("UNARY", g.mul_mat(g.weight(), cur, 1))
+    return g.same("ADD", routed, g.same("MUL", shared, gate))
+
+
+def dense_ffn(g: Graph, s: Shape, cur: Tensor, *, width: int = 0) -> Tensor:
     """build_ffn, SwiGLU: gate and up, their product, down."""
-    gate = g.mul_mat(g.weight(), cur, s.n_ff)
-    up = g.mul_mat(g.weight(), cur, s.n_ff)
+    gate = g.mul_mat(g.weight(), cur, width or s.n_ff)
+    up = g.mul_mat(g.weight(), cur, width or s.n_ff)
     return g.mul_mat(g.weight(), g.glu(gate, up), s.n_embd)
