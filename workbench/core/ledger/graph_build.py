@@ -20,11 +20,10 @@ class Graph:
         self._seen: set[int] = set()
 
     # -- leafs ---------------------------------------------------------------------------------
-    def input(self, *shape: int, type_size: float = F32) -> Tensor:
-        """A graph input (ggml_set_input), allocated before any node in the order they are declared."""
-        tensor = Tensor("NONE", shape, type_size=type_size, is_input=True)
-        self.inputs.append(tensor)
-        return tensor
+    @staticmethod
+    def input(*shape: int, type_size: float = F32) -> Tensor:
+        """A graph input (ggml_set_input): a leaf, allocated before any node in the order the graph reaches it."""
+        return Tensor("NONE", shape, type_size=type_size, is_input=True)
 
     @staticmethod
     def weight(*shape: int, type_size: float = F32) -> Tensor:
@@ -36,8 +35,7 @@ class Graph:
         while stack:
             node, done = stack.pop()
             if done:
-                if node.op != "NONE":
-                    self.nodes.append(node)
+                (self.nodes if node.op != "NONE" else self.inputs if node.is_input else []).append(node)
                 continue
             if id(node) in self._seen:
                 continue

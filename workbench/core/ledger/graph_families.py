@@ -20,12 +20,13 @@ from workbench.core.ledger.graph_layers import (
     attention,
     declare_inputs,
     dense_ffn,
+    embeddings,
     hadamard_side,
     moe_ffn,
     shared_expert,
 )
 from workbench.core.ledger.graph_recurrent import delta_net, mamba2, shortconv
-from workbench.core.ledger.kv_layers import kv_cells, preset_n_ubatch
+from workbench.core.ledger.kv_layers import kv_cells, preset_n_ubatch, sliding_window
 from workbench.core.ledger.recurrent import recurrent_state
 from workbench.core.ledger.sequences import preset_kv_unified, preset_n_seq
 
@@ -38,16 +39,15 @@ class FamilyGraph:
     recurrent: tuple[bool, ...]
     n_vocab: int
     scaled: frozenset[str] = frozenset()  # granite's embedding / residual / logit scales that are set
+    swa: tuple[bool, ...] = ()  # per layer: it reads the sliding-window cache
+    swa_cells: int = 0
 
 
 def _granite_hybrid(f: FamilyGraph) -> Graph:
     """src/models/granite-hybrid.cpp: Mamba2 or attention, then the (mixture of experts) feed-forward."""
     g, s = Graph(), f.shape
-    inp = declare_inputs(g, s, recurrent=any(f.recurrent), attention=not all(f.recurrent))
-    x = g.get_rows(g.weight(s.n_embd, f.n_vocab), inp.tokens)
-    if "embedding" in f.scaled:
-        x = g.same("SCALE", x)
-    g.expand(x)  # the (scaled) embeddings come first in the graph, before the first layer's state reads
+    inp = declare_inputs(g, s, recurrent=any(f.recurrent))
+    x = embeddings(g, s, inp, f.n_vocab, scaled="embedding" in f.scaled)
     for il, recurrent in enumerate(f.recurrent):
         residual = x
         cur = g.rms_norm(x)
@@ -66,8 +66,8 @@ def _qwen3next(f: FamilyGraph) -> Graph:
     """src/models/qwen3next.cpp: gated delta net or gated attention (Q and K normed), a post-attention norm,
     the routed experts plus a sigmoid-gated shared expert; the output rows are picked after the final norm."""
     g, s = Graph(), f.shape
-    inp = declare_inputs(g, s, recurrent=any(f.recurrent), attention=not all(f.recurrent))
-    x = g.expand(g.get_rows(g.weight(s.n_embd, f.n_vocab), inp.tokens))
+    inp = declare_inputs(g, s, recurrent=any(f.recurrent))
+    x = embeddings(g, s, inp, f.n_vocab)
     for recurrent in f.recurrent:
         cur = g.rms_norm(x)
         if recurrent:
@@ -87,8 +87,8 @@ def _qwen3next(f: FamilyGraph) -> Graph:
 def _lfm2(f: FamilyGraph) -> Graph:
     """src/models/lfm2.cpp: short convolution or attention (Q and K normed), a dense SwiGLU feed-forward."""
     g, s = Graph(), f.shape
-    inp = declare_inputs(g, s, recurrent=any(f.recurrent), attention=not all(f.recurrent))
-    x = g.expand(g.get_rows(g.weight(s.n_embd, f.n_vocab), inp.tokens))
+    inp = declare_inputs(g, s, recurrent=any(f.recurrent))
+    x = embeddings(g, s, inp, f.n_vocab)
     for il, recurrent in enumerate(f.recurrent):
         residual = x
         cur = g.rms_norm(x)
@@ -101,7 +101,24 @@ def _lfm2(f: FamilyGraph) -> Graph:
     return g
 
 
-_BUILDERS = {"granitehybrid": _granite_hybrid, "qwen3next": _qwen3next, "lfm2": _lfm2}
+def _gemma3(f: FamilyGraph) -> Graph:
+    """src/models/gemma3.cpp with a sliding window (llm_build_gemma3<iswa>): scaled embeddings; Q and K normed,
+    Q scaled after RoPE; post-attention and post-feed-forward norms; a GELU-gated feed-forward."""
+    g, s = Graph(), f.shape
+    inp = declare_inputs(g, s, swa_cells=f.swa_cells)
+    x = embeddings(g, s, inp, f.n_vocab, scaled=True)
+    for il, swa in enumerate(f.swa):
+        cur = attention(g, s, inp, g.rms_norm(x), qk_norm=True, swa=swa, q_scale=True)
+        residual = x
+        if il == len(f.swa) - 1:
+            cur, residual = g.get_rows(cur, inp.out_ids), g.get_rows(residual, inp.out_ids)
+        sa_out = g.same("ADD", g.rms_norm(cur), residual)
+        x = g.same("ADD", g.rms_norm(dense_ffn(g, s, g.rms_norm(sa_out))), sa_out)
+    g.expand(g.mul_mat(g.weight(), g.rms_norm(x), f.n_vocab))
+    return g
+
+
+_BUILDERS = {"gemma3": _gemma3, "granitehybrid": _granite_hybrid, "qwen3next": _qwen3next, "lfm2": _lfm2}
 
 
 def _metadata_int(model: ModelInfo, name: str) -> int:
@@ -127,6 +144,9 @@ def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | 
     n_seq = preset_n_seq(preset)
     unified = preset_kv_unified(preset)
     cells = kv_cells(model, n_ctx, n_ubatch=n_ubatch, swa_full=preset.swa_full, n_seq=n_seq, kv_unified=unified)
+    window = sliding_window(model)
+    if (model.architecture == "gemma3") != (window is not None):  # gemma3's builder is the sliding-window one
+        return None
     state = recurrent_state(model)
     recurrent = state.is_recurrent if state is not None else (False,) * model.n_layer
     attn_heads = [model.kv_heads(il) for il in range(model.n_layer) if not recurrent[il]]
@@ -146,7 +166,8 @@ def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | 
         ssm_groups=_metadata_int(model, "ssm.group_count"))
     scaled = frozenset(name for name in ("embedding", "residual", "logit")
                        if model.metadata.get(f"{model.architecture}.{name}_scale"))
-    return FamilyGraph(shape=shape, recurrent=recurrent, n_vocab=model.n_vocab, scaled=scaled)
+    return FamilyGraph(shape=shape, recurrent=recurrent, n_vocab=model.n_vocab, scaled=scaled,
+                       swa=window.is_swa if window is not None else (), swa_cells=cells.swa_cells)
 
 
 def build_graph(f: FamilyGraph, architecture: str) -> Graph:

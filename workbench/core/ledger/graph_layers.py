@@ -42,18 +42,28 @@ class Shape:
     ssm_groups: int = 0
 
 
+@dataclass(frozen=True)
+class KvInputs:
+    """One KV cache's inputs (llm_graph_input_attn_kv; a sliding-window model has two sets)."""
+
+    n_kv: int
+    k_idxs: Tensor
+    v_idxs: Tensor
+    mask: Tensor
+    k_rot: Tensor | None = None
+    v_rot: Tensor | None = None
+
+
 @dataclass
 class Inputs:
     tokens: Tensor
-    positions: Tensor | None = None
+    embd: Tensor  # build_inp_embd's embeddings input: selected away, but allocated right after the tokens and kept
+    positions: Tensor
+    out_ids: Tensor
+    kv: KvInputs | None = None
+    kv_swa: KvInputs | None = None
     s_copy_main: Tensor | None = None  # views of the recurrent states' copy indices: this ubatch's sequences
     s_copy_extra: Tensor | None = None  # and the other cells
-    k_rot: Tensor | None = None
-    v_rot: Tensor | None = None
-    k_idxs: Tensor | None = None
-    v_idxs: Tensor | None = None
-    mask: Tensor | None = None
-    out_ids: Tensor | None = None
 
 
 def hadamard_side(head_dim: int, quantized: bool, *, value: bool) -> int:
@@ -69,26 +79,33 @@ def hadamard_side(head_dim: int, quantized: bool, *, value: bool) -> int:
     return side
 
 
-def declare_inputs(g: Graph, s: Shape, *, recurrent: bool, attention: bool) -> Inputs:
-    """The graph inputs in the order llama.cpp allocates them (tokens, the unused embeddings input,
-    the state copy indices, the rotations around the positions, the KV store indices, the mask, out_ids)."""
+def _kv_inputs(g: Graph, s: Shape, n_kv: int) -> KvInputs:
     t = s.n_tokens
-    inp = Inputs(tokens=g.input(t, type_size=I32))
-    g.input(s.n_embd, t)  # build_inp_embd's embeddings input: selected away, but allocated and kept
+    return KvInputs(n_kv=n_kv, k_idxs=g.input(t, type_size=I64), v_idxs=g.input(t, type_size=I64),
+                    mask=g.input(n_kv, t, type_size=F16),  # f16 with flash attention
+                    k_rot=g.input(s.rot_k, s.rot_k) if s.rot_k else None,
+                    v_rot=g.input(s.rot_v, s.rot_v) if s.rot_v else None)
+
+
+def declare_inputs(g: Graph, s: Shape, *, recurrent: bool = False, swa_cells: int = 0) -> Inputs:
+    """The graph inputs; ggml-alloc places them before any node in the order the graph first reaches them."""
+    t = s.n_tokens
+    inp = Inputs(tokens=g.input(t, type_size=I32), embd=g.input(s.n_embd, t), positions=g.input(t, type_size=I32),
+                 out_ids=g.input(t, type_size=I32), kv=_kv_inputs(g, s, s.n_kv),
+                 kv_swa=_kv_inputs(g, s, swa_cells) if swa_cells else None)
     if recurrent:
         s_copy = g.input(s.n_rs, type_size=I32)
         inp.s_copy_main, inp.s_copy_extra = g.view(s_copy, s.n_seqs), g.view(s_copy, s.n_rs - s.n_seqs)
-    if attention:
-        if s.rot_k:
-            inp.k_rot = g.input(s.rot_k, s.rot_k)
-        inp.positions = g.input(t, type_size=I32)
-        if s.rot_v:
-            inp.v_rot = g.input(s.rot_v, s.rot_v)
-        inp.k_idxs = g.input(t, type_size=I64)
-        inp.v_idxs = g.input(t, type_size=I64)
-        inp.mask = g.input(s.n_kv, t, type_size=F16)  # f16 with flash attention
-    inp.out_ids = g.input(t, type_size=I32)
     return inp
+
+
+def embeddings(g: Graph, s: Shape, inp: Inputs, n_vocab: int, *, scaled: bool = False) -> Tensor:
+    """build_inp_embd: the token rows of the embedding matrix (scaled where the family scales them), then the
+    embeddings input, both in the graph before anything else."""
+    x = g.get_rows(g.weight(s.n_embd, n_vocab), inp.tokens)
+    x = g.expand(g.same("SCALE", x) if scaled else x)
+    g.expand(inp.embd)
+    return x
 
 
 def _rotated(g: Graph, x: Tensor, rotation: Tensor | None, side: int) -> Tensor:
@@ -101,12 +118,16 @@ def _rotated(g: Graph, x: Tensor, rotation: Tensor | None, side: int) -> Tensor:
     return g.reshape(g.mul_mat(rotation, g.reshape(x, side, n // side), side), *x.shape)
 
 
-def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool = False, q_gate: bool = False) -> Tensor:
+def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool = False, q_gate: bool = False,
+              swa: bool = False, q_scale: bool = False) -> Tensor:
     """build_attn over a KV cache with flash attention: Q, V, K (normed where the family norms them, roped,
     rotated for a quantized cache), their stores into the cache, the flash-attention kernel (its output
-    expanded), a sigmoid gate from the second half of Q (qwen3next) and the output projection."""
+    expanded), a sigmoid gate from the second half of Q (qwen3next) and the output projection. A layer of a
+    model with a sliding window reads the window cache (swa) and goes through the iswa build_attn, which
+    expands Q, K, V in that order; the single-cache build_attn expands Q, V, K."""
     t, hd = s.n_tokens, s.head_dim
     kv_width = s.n_head_kv * hd
+    kvi = inp.kv_swa if swa else inp.kv
 
     def normed(x: Tensor) -> Tensor:
         return g.rms_norm(x) if qk_norm else x
@@ -114,21 +135,23 @@ def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool = F
     q_full = g.reshape(g.mul_mat(g.weight(), cur, (2 if q_gate else 1) * s.n_head * hd),
                        (2 if q_gate else 1) * hd, s.n_head, t)
     q = g.view(q_full, hd, s.n_head, t) if q_gate else q_full
-    q = _rotated(g, g.same("ROPE", normed(q), inp.positions), inp.k_rot, s.rot_k)
+    q = g.same("ROPE", normed(q), inp.positions)
+    q = _rotated(g, g.same("SCALE", q) if q_scale else q, kvi.k_rot, s.rot_k)
     v = g.reshape(g.mul_mat(g.weight(), cur, kv_width), hd, s.n_head_kv, t)
-    v = _rotated(g, v, inp.v_rot, s.rot_v)
+    v = _rotated(g, v, kvi.v_rot, s.rot_v)
     k = g.reshape(g.mul_mat(g.weight(), cur, kv_width), hd, s.n_head_kv, t)
-    k = _rotated(g, g.same("ROPE", normed(k), inp.positions), inp.k_rot, s.rot_k)
-    for tensor in (q, v, k):
+    k = _rotated(g, g.same("ROPE", normed(k), inp.positions), kvi.k_rot, s.rot_k)
+    for tensor in (q, k, v) if swa or inp.kv_swa else (q, v, k):
         g.expand(tensor)
-    for store, idxs in ((k, inp.k_idxs), (v, inp.v_idxs)):
-        cache = g.weight(kv_width, s.n_kv)
+    n_kv = kvi.n_kv
+    for store, idxs in ((k, kvi.k_idxs), (v, kvi.v_idxs)):
+        cache = g.weight(kv_width, n_kv)
         g.expand(Tensor("SET_ROWS", cache.shape, (g.view(store, kv_width, t), idxs, cache), view_of=cache))
     q_view = g.permute(g.view(q, *q.shape), hd, t, s.n_head)
-    k_view = g.permute(g.view(g.weight(kv_width, s.n_kv), hd, s.n_head_kv, s.n_kv), hd, s.n_kv, s.n_head_kv)
-    v_view = g.permute(g.view(g.weight(kv_width, s.n_kv), hd, s.n_head_kv, s.n_kv), hd, s.n_kv, s.n_head_kv)
-    out = g.reshape(g.op("FLASH_ATTN_EXT", (hd, s.n_head, t), q_view, k_view, v_view, inp.mask), hd * s.n_head, t)
-    out = _rotated(g, g.expand(out), inp.v_rot, s.rot_v)
+    k_view = g.permute(g.view(g.weight(kv_width, n_kv), hd, s.n_head_kv, n_kv), hd, n_kv, s.n_head_kv)
+    v_view = g.permute(g.view(g.weight(kv_width, n_kv), hd, s.n_head_kv, n_kv), hd, n_kv, s.n_head_kv)
+    out = g.reshape(g.op("FLASH_ATTN_EXT", (hd, s.n_head, t), q_view, k_view, v_view, kvi.mask), hd * s.n_head, t)
+    out = _rotated(g, g.expand(out), kvi.v_rot, s.rot_v)
     if q_gate:
         out = g.same("MUL", out, g.same("UNARY", g.cont(g.view(q_full, hd, s.n_head, t), hd * s.n_head, t)))
     return g.mul_mat(g.weight(), out, s.n_embd)
