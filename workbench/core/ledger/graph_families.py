@@ -118,7 +118,27 @@ def _gemma3(f: FamilyGraph) -> Graph:
     return g
 
 
-_BUILDERS = {"gemma3": _gemma3, "granitehybrid": _granite_hybrid, "qwen3next": _qwen3next, "lfm2": _lfm2}
+def _openai_moe(f: FamilyGraph) -> Graph:
+    """src/models/openai-moe.cpp (gpt-oss): attention with biases and sinks over alternating window and full
+    caches, a post-attention norm, biased experts under SOFTMAX_WEIGHT gating; the output rows picked after
+    the last layer."""
+    g, s = Graph(), f.shape
+    inp = declare_inputs(g, s, swa_cells=f.swa_cells)
+    x = embeddings(g, s, inp, f.n_vocab)
+    for swa in f.swa:
+        ffn_inp = g.same("ADD", attention(g, s, inp, g.rms_norm(x), swa=swa, bias=True), x)
+        x = g.same("ADD", moe_ffn(g, s, g.rms_norm(ffn_inp), softmax_after=True, bias=True), ffn_inp)
+    # the last layer's output stays live to the end: llama.cpp gives it an address no later tensor reuses, as
+    # an output's (this llama.cpp picks the output rows from it after the last layer and keeps it as a result)
+    x.is_output = True
+    g.expand(g.mul_mat(g.weight(), g.rms_norm(g.get_rows(x, inp.out_ids)), f.n_vocab))
+    return g
+
+
+_BUILDERS = {"gpt-oss": _openai_moe, "gemma3": _gemma3, "granitehybrid": _granite_hybrid, "qwen3next": _qwen3next, "lfm2": _lfm2}
+
+
+_SLIDING = frozenset({"gemma3", "gpt-oss"})
 
 
 def _metadata_int(model: ModelInfo, name: str) -> int:
@@ -145,7 +165,7 @@ def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | 
     unified = preset_kv_unified(preset)
     cells = kv_cells(model, n_ctx, n_ubatch=n_ubatch, swa_full=preset.swa_full, n_seq=n_seq, kv_unified=unified)
     window = sliding_window(model)
-    if (model.architecture == "gemma3") != (window is not None):  # gemma3's builder is the sliding-window one
+    if (model.architecture in _SLIDING) != (window is not None):  # these builders are the sliding-window ones
         return None
     state = recurrent_state(model)
     recurrent = state.is_recurrent if state is not None else (False,) * model.n_layer

@@ -119,7 +119,7 @@ def _rotated(g: Graph, x: Tensor, rotation: Tensor | None, side: int) -> Tensor:
 
 
 def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool = False, q_gate: bool = False,
-              swa: bool = False, q_scale: bool = False) -> Tensor:
+              swa: bool = False, q_scale: bool = False, bias: bool = False) -> Tensor:
     """build_attn over a KV cache with flash attention: Q, V, K (normed where the family norms them, roped,
     rotated for a quantized cache), their stores into the cache, the flash-attention kernel (its output
     expanded), a sigmoid gate from the second half of Q (qwen3next) and the output projection. A layer of a
@@ -132,14 +132,16 @@ def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool = F
     def normed(x: Tensor) -> Tensor:
         return g.rms_norm(x) if qk_norm else x
 
-    q_full = g.reshape(g.mul_mat(g.weight(), cur, (2 if q_gate else 1) * s.n_head * hd),
-                       (2 if q_gate else 1) * hd, s.n_head, t)
+    def projected(x: Tensor, rows: int) -> Tensor:  # a projection, plus its bias in place where the family has one
+        out = g.mul_mat(g.weight(), x, rows)
+        return g.same("ADD", out, g.weight()) if bias else out
+
+    q_full = g.reshape(projected(cur, (2 if q_gate else 1) * s.n_head * hd), (2 if q_gate else 1) * hd, s.n_head, t)
     q = g.view(q_full, hd, s.n_head, t) if q_gate else q_full
     q = g.same("ROPE", normed(q), inp.positions)
     q = _rotated(g, g.same("SCALE", q) if q_scale else q, kvi.k_rot, s.rot_k)
-    v = g.reshape(g.mul_mat(g.weight(), cur, kv_width), hd, s.n_head_kv, t)
-    v = _rotated(g, v, kvi.v_rot, s.rot_v)
-    k = g.reshape(g.mul_mat(g.weight(), cur, kv_width), hd, s.n_head_kv, t)
+    v = _rotated(g, g.reshape(projected(cur, kv_width), hd, s.n_head_kv, t), kvi.v_rot, s.rot_v)
+    k = g.reshape(projected(cur, kv_width), hd, s.n_head_kv, t)
     k = _rotated(g, g.same("ROPE", normed(k), inp.positions), kvi.k_rot, s.rot_k)
     for tensor in (q, k, v) if swa or inp.kv_swa else (q, v, k):
         g.expand(tensor)
@@ -154,25 +156,35 @@ def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool = F
     out = _rotated(g, g.expand(out), kvi.v_rot, s.rot_v)
     if q_gate:
         out = g.same("MUL", out, g.same("UNARY", g.cont(g.view(q_full, hd, s.n_head, t), hd * s.n_head, t)))
-    return g.mul_mat(g.weight(), out, s.n_embd)
+    return projected(out, s.n_embd)
 
 
-def moe_ffn(g: Graph, s: Shape, cur: Tensor, *, norm_weights: bool) -> Tensor:
-    """build_moe_ffn with softmax gating: the router, the top-k experts' weights (normalized to sum 1 where
-    the family asks), gate and up of each chosen expert, their SwiGLU, down, weighted and summed."""
+def moe_ffn(g: Graph, s: Shape, cur: Tensor, *, norm_weights: bool = False, softmax_after: bool = False,
+            bias: bool = False) -> Tensor:
+    """build_moe_ffn: the router (softmax over all experts, or for gpt-oss's SOFTMAX_WEIGHT gating over the
+    chosen ones' logits), the top-k experts' weights (normalized to sum 1 where the family asks), gate and up
+    of each chosen expert (with per-expert biases: ADD_ID), their GLU, down, weighted and summed."""
     t, used = s.n_tokens, s.n_expert_used
-    probs = g.same("SOFT_MAX", g.mul_mat(g.weight(), cur, s.n_expert))
+    logits = g.mul_mat(g.weight(), cur, s.n_expert)
+    probs = g.same("ADD", logits, g.weight()) if softmax_after else g.same("SOFT_MAX", logits)
     top_k = g.view(g.op("ARGSORT", probs.shape, probs, type_size=I32), used, t)
     weights = g.get_rows(g.reshape(probs, 1, s.n_expert, t), top_k)
+    if softmax_after:
+        weights = g.reshape(g.same("SOFT_MAX", g.reshape(weights, used, t)), 1, used, t)
     if norm_weights:
         flat = g.reshape(weights, used, t)
         total = g.op("CLAMP", (1, t), g.op("SUM_ROWS", (1, t), flat))
         weights = g.reshape(g.same("DIV", flat, total), 1, used, t)
     g.expand(weights)  # build_moe_ffn expands the weights early
     x = g.reshape(cur, s.n_embd, 1, t)
-    gate = g.mul_mat_id(g.weight(), x, top_k, s.n_ff)
-    up = g.mul_mat_id(g.weight(), x, top_k, s.n_ff)
-    experts = g.same("MUL", g.mul_mat_id(g.weight(), g.glu(gate, up), top_k, s.n_embd), weights)
+
+    def expert_mm(x: Tensor, rows: int) -> Tensor:
+        out = g.mul_mat_id(g.weight(), x, top_k, rows)
+        return g.same("ADD_ID", out, g.weight(), top_k) if bias else out
+
+    gate = expert_mm(x, s.n_ff)
+    up = expert_mm(x, s.n_ff)
+    experts = g.same("MUL", expert_mm(g.glu(gate, up), s.n_embd), weights)
     out = g.view(experts, s.n_embd, t)
     for _ in range(1, used):
         out = g.same("ADD", out, g.view(experts, s.n_embd, t))
