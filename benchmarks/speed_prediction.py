@@ -9,8 +9,9 @@ and 2 threads, at empty context and after 1,024 cached tokens: decode = the medi
 decodes (the target's column; the fastest token is printed beside it, as the probe measures it),
 prefill = the faster of 2 prompts of 512 tokens (pp512), through the engine's "rates" op. A row
 during which other processes took over 10% of a core (from /proc: every CPU's busy time less this
-process's and the engine's) is measured again, up to 3 times, the quietest kept; the "others" column
-says how much of a core they took during the kept one, so a row measured on a busy machine shows.
+process's and the engine's) is measured again, up to 3 times, each after waiting up to 10 s for a
+quiet moment, and the quietest is kept; the "others" column says how much of a core they took
+during the kept one, so a row measured on a busy machine shows.
 
 The prediction comes from the device's measured figures (fixed costs per token and per layer, read
 rate and FLOP/s per weight type, attention), never from these rows: by default the run starts with
@@ -44,6 +45,7 @@ N_PROMPT = 512
 N_GEN = 32
 TARGET = 0.15
 ARCHES = ("gemma3", "olmoe")
+QUIET_WAIT_S = 10.0  # before measuring a row again, wait up to this long for the other processes to calm
 
 
 def main() -> None:
@@ -98,7 +100,8 @@ def measure(models, threads, device, repeat):
                                             threads=count)
                 for depth in DEPTHS:
                     kept = [quiet_run(lambda count=count, depth=depth: engine.run_op(
-                        "rates", threads=count, depth=depth, n_prompt=N_PROMPT, n_gen=N_GEN)) for _ in range(repeat)]
+                        "rates", threads=count, depth=depth, n_prompt=N_PROMPT, n_gen=N_GEN), wait_s=QUIET_WAIT_S)
+                            for _ in range(repeat)]
                     runs = [run for run, _ in kept]
                     decode = sorted(1 / run.decode_seconds_per_token for run in runs)[len(runs) // 2]
                     prefill = sorted(N_PROMPT / run.prefill_seconds for run in runs)[len(runs) // 2]

@@ -75,6 +75,7 @@ class DeviceProbe:
 
 QUIET_SHARE = 0.10  # other processes' CPU, in cores, above which a run is measured again
 QUIET_TRIES = 3
+QUIET_WAIT_S = 0.5  # before a probe run is measured again: short, the probe keeps to about a minute
 
 
 def _cpu_ticks() -> tuple[int, int] | None:
@@ -105,12 +106,25 @@ def cpu_others(before: tuple[int, int] | None, after: tuple[int, int] | None, se
     return max(0.0, ((after[0] - before[0]) - (after[1] - before[1])) / hz / seconds)
 
 
+def _wait_quiet(wait_s: float, window_s: float = 0.25) -> None:
+    """Return once other processes took at most QUIET_SHARE of a core over a window, or after wait_s."""
+    deadline = time.perf_counter() + wait_s
+    while time.perf_counter() < deadline:
+        before, started = _cpu_ticks(), time.perf_counter()
+        time.sleep(window_s)
+        if cpu_others(before, _cpu_ticks(), time.perf_counter() - started) <= QUIET_SHARE:
+            return
+
+
 def quiet_run(measure: Callable[[], RatesMeasured], tries: int = QUIET_TRIES,
-              clock: Callable[[], float] = time.perf_counter) -> tuple[RatesMeasured, float]:
+              clock: Callable[[], float] = time.perf_counter, wait_s: float = 0.0) -> tuple[RatesMeasured, float]:
     """Run `measure` until other processes took at most QUIET_SHARE of a core during it (at most
-    `tries` times); the run during which they took least, and how much that was."""
+    `tries` times, each retry after up to `wait_s` for a quiet moment); the run during which they
+    took least, and how much that was."""
     kept: tuple[RatesMeasured, float] | None = None
-    for _ in range(max(1, tries)):
+    for attempt in range(max(1, tries)):
+        if attempt and wait_s > 0:
+            _wait_quiet(wait_s)
         before, started = _cpu_ticks(), clock()
         run = measure()
         others = cpu_others(before, _cpu_ticks(), clock() - started)
@@ -297,7 +311,7 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
                         return engine.run_op("rates", threads=count, depth=depth,
                                              n_prompt=READ_PROMPT if decode_only else PROMPT,
                                              n_gen=N_GEN, repeats=1 if decode_only else REPEATS)
-                    run, others = quiet_run(timed_run)
+                    run, others = quiet_run(timed_run, wait_s=QUIET_WAIT_S)
                     timed[depth] = run
                     worst_other = max(worst_other, others)
                     runs.append((model.name, run))
