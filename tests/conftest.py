@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import site
+import sys
 import tempfile
 from pathlib import Path
 
@@ -49,15 +50,23 @@ def pytest_configure(config: pytest.Config) -> None:
     # or every `python -m workbench` subprocess would lose its packages.
     user_base = site.getuserbase()
     home = Path(tempfile.mkdtemp(prefix="workbench-tests-home-"))
-    saved = {name: os.environ.get(name) for name in (*HOME_VARIABLES, *CLEARED_VARIABLES, "PYTHONUSERBASE")}
-    _SESSION.update(home=home, saved=saved)
+    saved = {name: os.environ.get(name)
+             for name in (*HOME_VARIABLES, *CLEARED_VARIABLES, "PYTHONUSERBASE", "PYTHONDONTWRITEBYTECODE")}
+    _SESSION.update(home=home, saved=saved, dont_write_bytecode=sys.dont_write_bytecode)
     os.environ.setdefault("PYTHONUSERBASE", user_base)
+    # Bytecode caches (__pycache__, git-ignored) even where the environment turns them off: without them
+    # each xdist worker compiles and assertion-rewrites all the test files again (12 s instead of 4 s of
+    # collection here) and each of the suite's few hundred engine, node and CLI subprocesses compiles the
+    # package again (~0.2 s each).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
     for name in CLEARED_VARIABLES:
         os.environ.pop(name, None)
     os.environ.update(home_environment(home))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    sys.dont_write_bytecode = _SESSION.pop("dont_write_bytecode", sys.dont_write_bytecode)
     saved = _SESSION.pop("saved", {})
     for name, value in saved.items():
         if value is None:
