@@ -9,6 +9,7 @@ n_ctx cells visible), which the ubatch of a single token never exceeds.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from workbench.core.config.preset import Preset
 from workbench.core.gguf.checks import MAX_LAYERS
@@ -44,7 +45,8 @@ class FamilyGraph:
 
 
 def _granite_hybrid(f: FamilyGraph) -> Graph:
-    """src/models/granite-hybrid.cpp: Mamba2 or attention, then the (mixture of experts) feed-forward."""
+    """src/models/granite-hybrid.cpp: Mamba2 or attention, then the feed-forward: routed experts (plus an
+    ungated shared expert where the file has one) or a dense SwiGLU."""
     g, s = Graph(), f.shape
     inp = declare_inputs(g, s, recurrent=any(f.recurrent))
     x = embeddings(g, s, inp, f.n_vocab, scaled="embedding" in f.scaled)
@@ -55,7 +57,12 @@ def _granite_hybrid(f: FamilyGraph) -> Graph:
         if il == len(f.recurrent) - 1:
             cur, residual = g.get_rows(cur, inp.out_ids), g.get_rows(residual, inp.out_ids)
         x = g.same("ADD", g.same("SCALE", cur) if "residual" in f.scaled else cur, residual)
-        cur = moe_ffn(g, s, g.rms_norm(x), norm_weights=True)
+        cur = g.rms_norm(x)
+        if s.n_expert:
+            routed = moe_ffn(g, s, cur, norm_weights=True)
+            cur = shared_expert(g, s, cur, routed, gated=False) if s.n_ff_shared else routed
+        else:
+            cur = dense_ffn(g, s, cur)
         x = g.same("ADD", g.same("SCALE", cur) if "residual" in f.scaled else cur, x)
     logits = g.mul_mat(g.weight(), g.rms_norm(x), f.n_vocab)
     g.expand(g.same("SCALE", logits) if "logit" in f.scaled else logits)
@@ -203,6 +210,10 @@ def flash_compute_bytes(model: ModelInfo, preset: Preset, n_ctx: int) -> int | N
     f = family_graph(model, preset, n_ctx)
     if f is None:
         return None
-    prompt = build_graph(f, model.architecture).peak()
-    single = build_graph(replace(f, shape=replace(f.shape, n_tokens=f.shape.n_seqs)), model.architecture).peak()
-    return max(prompt, single)
+    return max(_peak(f, model.architecture), _peak(replace(f, shape=replace(f.shape, n_tokens=f.shape.n_seqs)),
+                                                   model.architecture))
+
+
+@lru_cache(maxsize=1024)
+def _peak(f: FamilyGraph, architecture: str) -> int:
+    return build_graph(f, architecture).peak()

@@ -191,11 +191,13 @@ def moe_ffn(g: Graph, s: Shape, cur: Tensor, *, norm_weights: bool = False, soft
     return g.expand(out if used > 1 else g.cont(out))  # so is its sum, before the next layer's state reads
 
 
-def shared_expert(g: Graph, s: Shape, cur: Tensor, routed: Tensor) -> Tensor:
-    """qwen3next / qwen2moe: a dense SwiGLU expert over the same input, gated by a sigmoid, added to the routed sum."""
+def shared_expert(g: Graph, s: Shape, cur: Tensor, routed: Tensor, *, gated: bool = True) -> Tensor:
+    """A dense SwiGLU expert over the same input, gated by a sigmoid (qwen3next) or not (granitehybrid), added
+    to the routed sum."""
     shared = dense_ffn(g, s, cur, width=s.n_ff_shared)
-    gate = g.same("UNARY", g.mul_mat(g.weight(), cur, 1))
-    return g.same("ADD", routed, g.same("MUL", shared, gate))
+    if gated:
+        shared = g.same("MUL", shared, g.same("UNARY", g.mul_mat(g.weight(), cur, 1)))
+    return g.same("ADD", routed, shared)
 
 
 def dense_ffn(g: Graph, s: Shape, cur: Tensor, *, width: int = 0) -> Tensor:

@@ -1,0 +1,69 @@
+"""The compute buffer with flash attention, laid out by the ledger's replay of ggml-alloc over each family's reserve
+graph (ledger/graph_families.py), against the buffer llama.cpp reports when the real engine loads tiny files.
+
+The hybrids run with a 2,048-token vocabulary too: with the tests' 32k vocabulary the logits are the peak and
+hide the recurrent layers' graph stage. Long contexts with ubatch 128 are where a count of live tensors missed by
+a fraction of a MiB; several sequences change the reserve ubatch (one sequence per state); q8_0 K/V adds the
+Hadamard rotation's inputs and products.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from arch_attention_2026 import ATTENTION_MODELS, write_attention_gguf
+from arch_models import ARCH_MODELS, write_arch_gguf
+from arch_recurrent import RECURRENT_MODELS, write_recurrent_gguf
+from real_engine import ROOMY
+
+from workbench.core.config.preset import Preset
+from workbench.core.engine.client import EngineClient
+from workbench.core.gguf.reader import read_gguf
+from workbench.core.ledger.graph_families import flash_compute_bytes
+from workbench.core.ledger.predict import predict_ledger
+
+MIB = 1024 * 1024
+LOG_ROUNDING = 0.006 * MIB  # llama.cpp prints the buffer in MiB with two decimals
+
+
+def _small_vocab(arch: str):
+    model = RECURRENT_MODELS[arch]
+    return replace(model, base=replace(model.base, n_vocab=2048))
+
+
+WRITERS = {
+    "granitehybrid-v2k": lambda path: write_recurrent_gguf(path, _small_vocab("granitehybrid")),
+    "qwen3next-v2k": lambda path: write_recurrent_gguf(path, _small_vocab("qwen3next")),
+    "lfm2-v2k": lambda path: write_recurrent_gguf(path, _small_vocab("lfm2")),
+    "qwen3next": lambda path: write_recurrent_gguf(path, RECURRENT_MODELS["qwen3next"]),
+    "gemma3": lambda path: write_arch_gguf(path, ARCH_MODELS["gemma3"]),
+    "gpt-oss": lambda path: write_attention_gguf(path, ATTENTION_MODELS["gpt-oss"]),
+}
+
+# (ctx, ubatch, K/V type, sequences)
+SETTINGS = ((2048, 512, "q8_0", 1), (8192, 512, "f16", 4), (3840, 256, "q8_0", 1), (2048, 256, "q8_0", 4),
+            (4096, 128, "q4_0", 1), (65536, 128, "q8_0", 1))
+
+
+@pytest.fixture(scope="module", params=sorted(WRITERS))
+def family(request, tmp_path_factory):
+    path = WRITERS[request.param](tmp_path_factory.mktemp("graph-replay") / f"{request.param}.gguf")
+    with EngineClient() as client:
+        yield request.param, path, client
+
+
+@pytest.mark.parametrize("ctx,ubatch,kv,n_seq", SETTINGS, ids=[f"ctx{c}-ub{u}-{k}-np{n}" for c, u, k, n in SETTINGS])
+def test_flash_compute_buffer_is_llama_cpps(family, ctx, ubatch, kv, n_seq):
+    label, path, client = family
+    preset = Preset(f"{label}-{ctx}", ctx_size=ctx, batch_size=ubatch, ubatch_size=ubatch, cache_type_k=kv,
+                    cache_type_v=kv, flash_attn=True, parallel=n_seq, threads=1)
+    loaded = client.load_blocking(path, preset, device=ROOMY)
+    model = read_gguf(path)
+    ledger = predict_ledger(model, preset, ROOMY)
+    assert flash_compute_bytes(model, preset, ledger.ctx_size) == ledger.compute_bytes  # the replay is the line
+    report = (f"{label} {preset.name} ub{ubatch} {kv} np{n_seq}: ledger {ledger.compute_bytes / MIB:.3f} MiB, "
+              f"llama.cpp {loaded.compute_buffer_bytes / MIB:.3f} MiB")
+    assert abs(ledger.compute_bytes - loaded.compute_buffer_bytes) <= 0.001 * loaded.compute_buffer_bytes + LOG_ROUNDING, \
+        report
+
