@@ -5,11 +5,9 @@ from __future__ import annotations
 from math import ceil
 
 from workbench.core.config.preset import Preset
-from workbench.core.gguf.checks import MAX_LAYERS
 from workbench.core.gguf.model_info import ModelInfo
-from workbench.core.ledger.alloc_replay import DenseDecoder, floats_below_logits
 from workbench.core.ledger.graph_families import flash_compute_bytes
-from workbench.core.ledger.kv_layers import kv_cells, preset_n_ubatch, sliding_window
+from workbench.core.ledger.kv_layers import kv_cells, preset_n_ubatch
 from workbench.core.ledger.per_layer_inputs import per_layer_stages
 from workbench.core.ledger.sequences import preset_kv_unified, preset_n_seq
 
@@ -52,31 +50,7 @@ def _compute_stages(model: ModelInfo, preset: Preset, n_ctx: int) -> tuple[float
                          kv_unified=preset_kv_unified(preset)).swa_cells
     attention, feed_forward, logits = _stage_widths(model, n_ctx, swa_cells, preset.flash_attn)
     attention, feed_forward = per_layer_stages(model, attention, feed_forward, n_ctx + swa_cells, preset.flash_attn)
-    decoder = _replayed_decoder(model) if preset.flash_attn else None
-    if decoder is not None:
-        # where the allocator puts the logits depends on the free fragments the last layer leaves,
-        # so it is laid out the way llama.cpp does it instead of counted (alloc_replay)
-        logits = model.n_vocab + floats_below_logits(decoder, n_ctx, n_ubatch)
     return attention, feed_forward, logits
-
-
-# The families whose reserve graph alloc_replay lays out: a dense decoder with separate Q, K, V
-# projections, one global KV cache and a SwiGLU feed-forward (src/models/llama.cpp, qwen2.cpp, qwen3.cpp).
-_REPLAYED_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3"})
-
-
-def _replayed_decoder(model: ModelInfo) -> DenseDecoder | None:
-    """The shape alloc_replay needs, or None for a model whose graph it does not lay out."""
-    if model.architecture not in _REPLAYED_ARCHITECTURES or _expert_ff(model) is not None:
-        return None
-    if not 1 <= model.n_layer <= MAX_LAYERS:  # the replay walks every layer: a file's count is bounded first
-        return None
-    if model.head_dim_k != model.head_dim_v or len(set(model.n_head_kv_per_layer)) > 1:
-        return None
-    if sliding_window(model) is not None or any(t.name.endswith("attn_qkv.weight") for t in model.tensors):
-        return None
-    return DenseDecoder(n_layer=model.n_layer, n_embd=model.n_embd, head_dim=model.head_dim_k, n_head=model.n_head,
-                        n_head_kv=model.n_head_kv, n_ff=feed_forward_length(model), n_vocab=model.n_vocab)
 
 
 def _expert_ff(model: ModelInfo) -> int | None:
@@ -119,22 +93,15 @@ def _stage_widths(model: ModelInfo, n_ctx: int, swa_cells: int, flash_attn: bool
                                  logits, or a shared expert's 3*n_ff + 2*n_embd, whichever is larger
       logits                     n_vocab + 3*n_embd (2.5 with flash attn)
                                                    logits (n_vocab x n_ubatch x 4 bytes) over the
-                                                   final norm and what is still live below it;
-                                                   with flash attn on llama/qwen2/qwen3, n_vocab +
-                                                   where alloc_replay lays the logits (see below)
+                                                   final norm and what is still live below it
 
     Derived from llama.cpp's graph (llama-graph.cpp build_attn / build_ffn / build_moe_ffn) and
     checked against its reported buffer on every architecture of tests/arch_models.py, varying
     n_ctx 512-16384, n_ubatch 64-512, flash attention and the KV type
     (tests/test_arch_ledger.py, benchmarks/ledger_accuracy.py): the attention and
     feed-forward stages match to under 1%. Where the logits stage is the peak, what lies under
-    the logits is not a count: ggml-alloc puts the last layer's n_embd-wide output in the
-    smallest free fragment that holds it and the logits on top of the highest live tensor, so
-    with flash attention and a query twice n_embd (Qwen3-0.6B) the logits sit on 2 n_embd at
-    some contexts and on 4*n_embd + 3*q + 2*kv at others (3.5% more buffer). For the dense
-    decoders whose graph it transcribes, `_compute_stages` takes that place from
-    `alloc_replay`, which lays the reserve graph out the way ggml-alloc does (exact to one
-    n_ubatch-long I32 input against llama.cpp's log).
+    the logits is not a count: ggml-alloc puts each tensor in the smallest free fragment that holds
+    it, so with flash attention the families graph_families transcribes are laid out instead.
     """
     n_embd, n_head, n_head_kv = model.n_embd, model.n_head, model.n_head_kv
     q = n_head * model.head_dim_k

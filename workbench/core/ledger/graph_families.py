@@ -42,6 +42,8 @@ class FamilyGraph:
     scaled: frozenset[str] = frozenset()  # granite's embedding / residual / logit scales that are set
     swa: tuple[bool, ...] = ()  # per layer: it reads the sliding-window cache
     swa_cells: int = 0
+    qk_norm: bool = False  # per-head Q and K norms (qwen3)
+    qkv_bias: bool = False  # biases on Q, K and V (qwen2)
 
 
 def _granite_hybrid(f: FamilyGraph) -> Graph:
@@ -142,7 +144,24 @@ def _openai_moe(f: FamilyGraph) -> Graph:
     return g
 
 
-_BUILDERS = {"gpt-oss": _openai_moe, "gemma3": _gemma3, "granitehybrid": _granite_hybrid, "qwen3next": _qwen3next, "lfm2": _lfm2}
+def _dense(f: FamilyGraph) -> Graph:
+    """src/models/llama.cpp, qwen2.cpp (Q/K/V biases), qwen3.cpp (Q/K norms): attention and a dense SwiGLU
+    feed-forward; the last layer picks the output rows of the attention output and its residual."""
+    g, s = Graph(), f.shape
+    inp = declare_inputs(g, s)
+    x = embeddings(g, s, inp, f.n_vocab)
+    for il in range(len(f.recurrent)):
+        cur = attention(g, s, inp, g.rms_norm(x), qk_norm=f.qk_norm, bias=f.qkv_bias, out_bias=False)
+        residual = x
+        if il == len(f.recurrent) - 1:
+            cur, residual = g.get_rows(cur, inp.out_ids), g.get_rows(residual, inp.out_ids)
+        ffn_inp = g.same("ADD", cur, residual)
+        x = g.same("ADD", dense_ffn(g, s, g.rms_norm(ffn_inp)), ffn_inp)
+    g.expand(g.mul_mat(g.weight(), g.rms_norm(x), f.n_vocab))
+    return g
+
+
+_BUILDERS = {"llama": _dense, "qwen2": _dense, "qwen3": _dense, "gpt-oss": _openai_moe, "gemma3": _gemma3, "granitehybrid": _granite_hybrid, "qwen3next": _qwen3next, "lfm2": _lfm2}
 
 
 _SLIDING = frozenset({"gemma3", "gpt-oss"})
@@ -167,6 +186,10 @@ def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | 
         return None
     if model.head_dim_k != model.head_dim_v:
         return None
+    names = {tensor.name for tensor in model.tensors}
+    if _BUILDERS[model.architecture] is _dense and (_metadata_int(model, "expert_count") > 1 or any(
+            name.endswith(("attn_qkv.weight", "ffn_gate_exps.weight")) for name in names)):
+        return None  # a llama with experts (Mixtral's layout) or a fused QKV projection is another graph
     n_ubatch = preset_n_ubatch(preset, n_ctx)
     n_seq = preset_n_seq(preset)
     unified = preset_kv_unified(preset)
@@ -194,7 +217,8 @@ def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | 
     scaled = frozenset(name for name in ("embedding", "residual", "logit")
                        if model.metadata.get(f"{model.architecture}.{name}_scale"))
     return FamilyGraph(shape=shape, recurrent=recurrent, n_vocab=model.n_vocab, scaled=scaled,
-                       swa=window.is_swa if window is not None else (), swa_cells=cells.swa_cells)
+                       swa=window.is_swa if window is not None else (), swa_cells=cells.swa_cells,
+                       qk_norm="blk.0.attn_q_norm.weight" in names, qkv_bias="blk.0.attn_q.bias" in names)
 
 
 def build_graph(f: FamilyGraph, architecture: str) -> Graph:

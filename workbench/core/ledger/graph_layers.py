@@ -119,7 +119,7 @@ def _rotated(g: Graph, x: Tensor, rotation: Tensor | None, side: int) -> Tensor:
 
 
 def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool = False, q_gate: bool = False,
-              swa: bool = False, q_scale: bool = False, bias: bool = False) -> Tensor:
+              swa: bool = False, q_scale: bool = False, bias: bool = False, out_bias: bool = True) -> Tensor:
     """build_attn over a KV cache with flash attention: Q, V, K (normed where the family norms them, roped,
     rotated for a quantized cache), their stores into the cache, the flash-attention kernel (its output
     expanded), a sigmoid gate from the second half of Q (qwen3next) and the output projection. A layer of a
@@ -132,9 +132,9 @@ def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool = F
     def normed(x: Tensor) -> Tensor:
         return g.rms_norm(x) if qk_norm else x
 
-    def projected(x: Tensor, rows: int) -> Tensor:  # a projection, plus its bias in place where the family has one
+    def projected(x: Tensor, rows: int, biased: bool = True) -> Tensor:  # plus its bias where the family has one
         out = g.mul_mat(g.weight(), x, rows)
-        return g.same("ADD", out, g.weight()) if bias else out
+        return g.same("ADD", out, g.weight()) if bias and biased else out
 
     q_full = g.reshape(projected(cur, (2 if q_gate else 1) * s.n_head * hd), (2 if q_gate else 1) * hd, s.n_head, t)
     q = g.view(q_full, hd, s.n_head, t) if q_gate else q_full
@@ -156,7 +156,7 @@ def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool = F
     out = _rotated(g, g.expand(out), kvi.v_rot, s.rot_v)
     if q_gate:
         out = g.same("MUL", out, g.same("UNARY", g.cont(g.view(q_full, hd, s.n_head, t), hd * s.n_head, t)))
-    return projected(out, s.n_embd)
+    return projected(out, s.n_embd, out_bias)
 
 
 def moe_ffn(g: Graph, s: Shape, cur: Tensor, *, norm_weights: bool = False, softmax_after: bool = False,
