@@ -4,7 +4,8 @@ graph (ledger/graph_families.py), against the buffer llama.cpp reports when the 
 The hybrids run with a 2,048-token vocabulary too: with the tests' 32k vocabulary the logits are the peak and
 hide the recurrent layers' graph stage. Long contexts with ubatch 128 are where a count of live tensors missed by
 a fraction of a MiB; several sequences change the reserve ubatch (one sequence per state); q8_0 K/V adds the
-Hadamard rotation's inputs and products. qwen2 and a qwen3 with a wide query stand for the dense decoders.
+Hadamard rotation's inputs and products. qwen2 and a qwen3 with a wide query stand for the dense decoders, qwen2moe (a shared
+expert) and olmoe (Q/K normed over their width) for the mixtures of experts.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ WRITERS = {
     "gemma3": lambda path: write_arch_gguf(path, ARCH_MODELS["gemma3"]),
     "gpt-oss": lambda path: write_attention_gguf(path, ATTENTION_MODELS["gpt-oss"]),
     "qwen2": lambda path: write_arch_gguf(path, ARCH_MODELS["qwen2"]),
+    "qwen2moe": lambda path: write_arch_gguf(path, ARCH_MODELS["qwen2moe"]),
+    "olmoe": lambda path: write_arch_gguf(path, ARCH_MODELS["olmoe"]),
     # a query twice n_embd wide (Qwen3-0.6B/4B): where the logits land moves with the context
     "qwen3-2xq": lambda path: write_arch_gguf(path, replace(ARCH_MODELS["qwen3"], n_head=4)),
 }

@@ -42,7 +42,8 @@ class FamilyGraph:
     scaled: frozenset[str] = frozenset()  # granite's embedding / residual / logit scales that are set
     swa: tuple[bool, ...] = ()  # per layer: it reads the sliding-window cache
     swa_cells: int = 0
-    qk_norm: bool = False  # per-head Q and K norms (qwen3)
+    architecture: str = ""
+    qk_norm: bool | str = False  # per-head Q and K norms (qwen3); "full": over their whole width (olmoe)
     qkv_bias: bool = False  # biases on Q, K and V (qwen2)
 
 
@@ -62,7 +63,7 @@ def _granite_hybrid(f: FamilyGraph) -> Graph:
         cur = g.rms_norm(x)
         if s.n_expert:
             routed = moe_ffn(g, s, cur, norm_weights=True)
-            cur = shared_expert(g, s, cur, routed, gated=False) if s.n_ff_shared else routed
+            cur = shared_expert(g, s, cur, routed, gate="") if s.n_ff_shared else routed
         else:
             cur = dense_ffn(g, s, cur)
         x = g.same("ADD", g.same("SCALE", cur) if "residual" in f.scaled else cur, x)
@@ -145,8 +146,10 @@ def _openai_moe(f: FamilyGraph) -> Graph:
 
 
 def _dense(f: FamilyGraph) -> Graph:
-    """src/models/llama.cpp, qwen2.cpp (Q/K/V biases), qwen3.cpp (Q/K norms): attention and a dense SwiGLU
-    feed-forward; the last layer picks the output rows of the attention output and its residual."""
+    """src/models/llama.cpp, qwen2.cpp (Q/K/V biases), qwen3.cpp (Q/K norms) and their mixture-of-experts kin
+    qwen2moe.cpp (softmax router, a shared expert gated by silu(x)/x), qwen3moe.cpp (weights normalized) and
+    olmoe.cpp (Q/K normed over their whole width): attention and a SwiGLU feed-forward; the last layer picks
+    the output rows of the attention output and its residual."""
     g, s = Graph(), f.shape
     inp = declare_inputs(g, s)
     x = embeddings(g, s, inp, f.n_vocab)
@@ -156,12 +159,18 @@ def _dense(f: FamilyGraph) -> Graph:
         if il == len(f.recurrent) - 1:
             cur, residual = g.get_rows(cur, inp.out_ids), g.get_rows(residual, inp.out_ids)
         ffn_inp = g.same("ADD", cur, residual)
-        x = g.same("ADD", dense_ffn(g, s, g.rms_norm(ffn_inp)), ffn_inp)
+        cur = g.rms_norm(ffn_inp)
+        if s.n_expert:
+            routed = moe_ffn(g, s, cur, norm_weights=f.architecture == "qwen3moe")
+            cur = shared_expert(g, s, cur, routed, gate="silu_div") if s.n_ff_shared else routed
+        else:
+            cur = dense_ffn(g, s, cur)
+        x = g.same("ADD", cur, ffn_inp)
     g.expand(g.mul_mat(g.weight(), g.rms_norm(x), f.n_vocab))
     return g
 
 
-_BUILDERS = {"llama": _dense, "qwen2": _dense, "qwen3": _dense, "gpt-oss": _openai_moe, "gemma3": _gemma3, "granitehybrid": _granite_hybrid, "qwen3next": _qwen3next, "lfm2": _lfm2}
+_BUILDERS = {"llama": _dense, "qwen2": _dense, "qwen3": _dense, "qwen2moe": _dense, "qwen3moe": _dense, "olmoe": _dense, "gpt-oss": _openai_moe, "gemma3": _gemma3, "granitehybrid": _granite_hybrid, "qwen3next": _qwen3next, "lfm2": _lfm2}
 
 
 _SLIDING = frozenset({"gemma3", "gpt-oss"})
@@ -187,9 +196,9 @@ def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | 
     if model.head_dim_k != model.head_dim_v:
         return None
     names = {tensor.name for tensor in model.tensors}
-    if _BUILDERS[model.architecture] is _dense and (_metadata_int(model, "expert_count") > 1 or any(
-            name.endswith(("attn_qkv.weight", "ffn_gate_exps.weight")) for name in names)):
-        return None  # a llama with experts (Mixtral's layout) or a fused QKV projection is another graph
+    if any(name.endswith("attn_qkv.weight") for name in names) or (model.architecture == "llama" and (
+            _metadata_int(model, "expert_count") > 1 or any(name.endswith("ffn_gate_exps.weight") for name in names))):
+        return None  # a fused QKV projection, or a llama with experts (Mixtral's layout), is another graph
     n_ubatch = preset_n_ubatch(preset, n_ctx)
     n_seq = preset_n_seq(preset)
     unified = preset_kv_unified(preset)
@@ -218,7 +227,9 @@ def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | 
                        if model.metadata.get(f"{model.architecture}.{name}_scale"))
     return FamilyGraph(shape=shape, recurrent=recurrent, n_vocab=model.n_vocab, scaled=scaled,
                        swa=window.is_swa if window is not None else (), swa_cells=cells.swa_cells,
-                       qk_norm="blk.0.attn_q_norm.weight" in names, qkv_bias="blk.0.attn_q.bias" in names)
+                       architecture=model.architecture, qkv_bias="blk.0.attn_q.bias" in names,
+                       qk_norm=("full" if model.architecture == "olmoe" else True) if "blk.0.attn_q_norm.weight" in names
+                       else False)
 
 
 def build_graph(f: FamilyGraph, architecture: str) -> Graph:

@@ -118,7 +118,7 @@ def _rotated(g: Graph, x: Tensor, rotation: Tensor | None, side: int) -> Tensor:
     return g.reshape(g.mul_mat(rotation, g.reshape(x, side, n // side), side), *x.shape)
 
 
-def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool = False, q_gate: bool = False,
+def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool | str = False, q_gate: bool = False,
               swa: bool = False, q_scale: bool = False, bias: bool = False, out_bias: bool = True) -> Tensor:
     """build_attn over a KV cache with flash attention: Q, V, K (normed where the family norms them, roped,
     rotated for a quantized cache), their stores into the cache, the flash-attention kernel (its output
@@ -130,18 +130,22 @@ def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool = F
     kvi = inp.kv_swa if swa else inp.kv
 
     def normed(x: Tensor) -> Tensor:
-        return g.rms_norm(x) if qk_norm else x
+        return g.rms_norm(x) if qk_norm is True else x
+
+    def full_normed(x: Tensor) -> Tensor:  # olmoe: Q and K normed over their whole width, before the heads split
+        return g.rms_norm(x) if qk_norm == "full" else x
 
     def projected(x: Tensor, rows: int, biased: bool = True) -> Tensor:  # plus its bias where the family has one
         out = g.mul_mat(g.weight(), x, rows)
         return g.same("ADD", out, g.weight()) if bias and biased else out
 
-    q_full = g.reshape(projected(cur, (2 if q_gate else 1) * s.n_head * hd), (2 if q_gate else 1) * hd, s.n_head, t)
+    q_full = g.reshape(full_normed(projected(cur, (2 if q_gate else 1) * s.n_head * hd)), (2 if q_gate else 1) * hd,
+                       s.n_head, t)
     q = g.view(q_full, hd, s.n_head, t) if q_gate else q_full
     q = g.same("ROPE", normed(q), inp.positions)
     q = _rotated(g, g.same("SCALE", q) if q_scale else q, kvi.k_rot, s.rot_k)
     v = _rotated(g, g.reshape(projected(cur, kv_width), hd, s.n_head_kv, t), kvi.v_rot, s.rot_v)
-    k = g.reshape(projected(cur, kv_width), hd, s.n_head_kv, t)
+    k = g.reshape(full_normed(projected(cur, kv_width)), hd, s.n_head_kv, t)
     k = _rotated(g, g.same("ROPE", normed(k), inp.positions), kvi.k_rot, s.rot_k)
     for tensor in (q, k, v) if swa or inp.kv_swa else (q, v, k):
         g.expand(tensor)
@@ -191,12 +195,14 @@ def moe_ffn(g: Graph, s: Shape, cur: Tensor, *, norm_weights: bool = False, soft
     return g.expand(out if used > 1 else g.cont(out))  # so is its sum, before the next layer's state reads
 
 
-def shared_expert(g: Graph, s: Shape, cur: Tensor, routed: Tensor, *, gated: bool = True) -> Tensor:
-    """A dense SwiGLU expert over the same input, gated by a sigmoid (qwen3next) or not (granitehybrid), added
-    to the routed sum."""
+def shared_expert(g: Graph, s: Shape, cur: Tensor, routed: Tensor, *, gate: str = "sigmoid") -> Tensor:
+    """A dense SwiGLU expert over the same input, added to the routed sum; gated by a sigmoid (qwen3next), by
+    silu(x) / x (qwen2moe's sigmoid) or not at all (granitehybrid: gate "")."""
     shared = dense_ffn(g, s, cur, width=s.n_ff_shared)
-    if gated:
-        shared = g.same("MUL", shared, g.same("UNARY", g.mul_mat(g.weight(), cur, 1)))
+    if gate:
+        logit = g.mul_mat(g.weight(), cur, 1)
+        factor = g.same("UNARY", logit)
+        shared = g.same("MUL", shared, g.same("DIV", factor, logit) if gate == "silu_div" else factor)
     return g.same("ADD", routed, shared)
 
 
