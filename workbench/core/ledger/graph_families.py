@@ -196,8 +196,9 @@ def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | 
     if model.head_dim_k != model.head_dim_v:
         return None
     names = {tensor.name for tensor in model.tensors}
-    if any(name.endswith("attn_qkv.weight") for name in names) or (model.architecture == "llama" and (
-            _metadata_int(model, "expert_count") > 1 or any(name.endswith("ffn_gate_exps.weight") for name in names))):
+    if _BUILDERS[model.architecture] is _dense and (any(name.endswith("attn_qkv.weight") for name in names) or (
+            model.architecture == "llama" and (_metadata_int(model, "expert_count") > 1
+                                               or any(name.endswith("ffn_gate_exps.weight") for name in names)))):
         return None  # a fused QKV projection, or a llama with experts (Mixtral's layout), is another graph
     n_ubatch = preset_n_ubatch(preset, n_ctx)
     n_seq = preset_n_seq(preset)
