@@ -1,10 +1,11 @@
-"""Tiny random-weight GGUFs of three attention families of 2026 edge boards that llama.cpp loads: deepseek2 with
-MLA (the compressed latent cache), gemma3n (sliding window, caches shared by the last layers, per-layer embeddings)
-and gpt-oss (MXFP4 experts, which the CPU backend repacks).
+"""Tiny random-weight GGUFs of the attention families of 2026 edge boards that llama.cpp loads: deepseek2 with
+MLA (the compressed latent cache), deepseek32 and glm-dsa (MLA plus the lightning indexer's key cache of DeepSeek
+sparse attention), gemma3n (sliding window, caches shared by the last layers, per-layer embeddings) and gpt-oss
+(MXFP4 experts, which the CPU backend repacks).
 
 Tensor names, shapes and the keys each family requires follow llama.cpp 0c1e570 (src/models/deepseek2.cpp,
-gemma3n.cpp, openai-moe.cpp: load_arch_hparams / load_arch_tensors) and gguf-py's MODEL_TENSORS lists. The
-vocabulary is arch_models' SentencePiece one; the text is noise, the buffers are real.
+deepseek32.cpp, glm-dsa.cpp, gemma3n.cpp, openai-moe.cpp: load_arch_hparams / load_arch_tensors) and gguf-py's
+MODEL_TENSORS lists. The vocabulary is arch_models' SentencePiece one; the text is noise, the buffers are real.
 """
 
 from __future__ import annotations
@@ -50,12 +51,26 @@ class AttentionModel:
     n_expert_shared: int = 0
     n_dense_lead: int = 0
     expert_type: str = "Q8_0"
+    # DeepSeek sparse attention (deepseek32, glm-dsa): the lightning indexer's heads and key width; its key cache
+    # holds indexer_dim values a cell on every "full" indexer layer (indexer_types: 1 full, 0 shared; () all full)
+    indexer_heads: int = 0
+    indexer_dim: int = 0
+    indexer_top_k: int = 0
+    indexer_types: tuple[int, ...] = ()
 
 
 ATTENTION_MODELS = {
     # DeepSeek-V2-Lite-like proportions at a tiny width: one dense layer, then MoE with a shared expert
     "deepseek2": AttentionModel("deepseek2", n_expert=4, n_expert_used=2, n_ff_expert=64, n_expert_shared=1,
                                 n_dense_lead=1),
+    # DeepSeek-V3.2's indexer (64 heads x 128 at full size) at a tiny width: every layer keeps indexer keys
+    "deepseek32": AttentionModel("deepseek32", n_expert=4, n_expert_used=2, n_ff_expert=64, n_expert_shared=1,
+                                 n_dense_lead=1, indexer_heads=4, indexer_dim=64, indexer_top_k=256),
+    # GLM-5.2's pattern: layers 0-2 and every fourth after compute their own top-k ("full"), the rest reuse it and
+    # ship no indexer tensors; 8 layers, so that 4 of them (0, 1, 2, 6) keep indexer keys
+    "glm-dsa": AttentionModel("glm-dsa", n_layer=8, n_expert=4, n_expert_used=2, n_ff_expert=64, n_expert_shared=1,
+                              n_dense_lead=1, indexer_heads=4, indexer_dim=64, indexer_top_k=256,
+                              indexer_types=(1, 1, 1, 0, 0, 0, 1, 0)),
     # 25 layers, so that the 5 past llama.cpp's 20 cache-owning ones share caches (as Gemma 3n E2B's 30);
     # a 4,096-token vocabulary keeps the per-layer embedding (256 x layers x vocabulary) small
     "gemma3n": AttentionModel("gemma3n", n_layer=25, n_vocab=4096, sliding_window=512),
@@ -105,7 +120,9 @@ def write_attention_gguf(path: Path, model: AttentionModel, *, seed: int = 0) ->
     """Write `model` as a GGUF the bundled llama.cpp loads and return the path."""
     rng = np.random.default_rng(seed)
     writer = gguf.GGUFWriter(str(path), arch=model.arch)
-    {"deepseek2": _deepseek2, "gemma3n": _gemma3n, "gpt-oss": _gpt_oss}[model.arch](writer, model, rng)
+    writers = {"deepseek2": _deepseek2, "deepseek32": _deepseek2, "glm-dsa": _deepseek2, "gemma3n": _gemma3n,
+               "gpt-oss": _gpt_oss}
+    writers[model.arch](writer, model, rng)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -125,6 +142,8 @@ def _deepseek2(writer: gguf.GGUFWriter, m: AttentionModel, rng: np.random.Genera
     writer.add_uint32(f"{arch}.attention.value_length_mla", m.v_head_dim)
     writer.add_uint32(f"{arch}.leading_dense_block_count", m.n_dense_lead)
     writer.add_uint32(f"{arch}.expert_shared_count", m.n_expert_shared)
+    if m.indexer_dim:
+        _indexer_keys(writer, m)
     k_mla = m.nope_dim + m.rope_dim
     _add(writer, "token_embd.weight", "Q8_0", (m.n_embd, m.n_vocab), rng)
     for il in range(m.n_layer):
@@ -141,6 +160,12 @@ def _deepseek2(writer: gguf.GGUFWriter, m: AttentionModel, rng: np.random.Genera
         add("attn_v_b.weight", "Q8_0", (m.kv_lora_rank, m.v_head_dim, m.n_head))
         add("attn_output.weight", "Q8_0", (m.n_head * m.v_head_dim, m.n_embd))
         add("ffn_norm.weight", "F32", (m.n_embd,))
+        if m.indexer_dim and (not m.indexer_types or m.indexer_types[il]):
+            add("indexer.k_norm.weight", "F32", (m.indexer_dim,))
+            add("indexer.k_norm.bias", "F32", (m.indexer_dim,))
+            add("indexer.proj.weight", "F32", (m.n_embd, m.indexer_heads))
+            add("indexer.attn_k.weight", "Q8_0", (m.n_embd, m.indexer_dim))
+            add("indexer.attn_q_b.weight", "Q8_0", (m.q_lora_rank, m.indexer_heads * m.indexer_dim))
         if il < m.n_dense_lead:
             add("ffn_gate.weight", "Q8_0", (m.n_embd, m.n_ff))
             add("ffn_up.weight", "Q8_0", (m.n_embd, m.n_ff))
@@ -156,6 +181,18 @@ def _deepseek2(writer: gguf.GGUFWriter, m: AttentionModel, rng: np.random.Genera
         add("ffn_down_shexp.weight", "Q8_0", (shared, m.n_embd))
     _add(writer, "output_norm.weight", "F32", (m.n_embd,), rng)
     _add(writer, "output.weight", "Q8_0", (m.n_embd, m.n_vocab), rng)
+
+
+def _indexer_keys(writer: gguf.GGUFWriter, m: AttentionModel) -> None:
+    # the lightning indexer (deepseek32.cpp / glm-dsa.cpp load_arch_hparams); both read the expert gating function
+    # (sigmoid in the released files); glm-dsa also reads the per-layer indexer types
+    indexer = gguf.Keys.Attention.Indexer
+    writer.add_uint32(indexer.HEAD_COUNT.format(arch=m.arch), m.indexer_heads)
+    writer.add_uint32(indexer.KEY_LENGTH.format(arch=m.arch), m.indexer_dim)
+    writer.add_uint32(indexer.TOP_K.format(arch=m.arch), m.indexer_top_k)
+    writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    if m.indexer_types:
+        writer.add_array(f"{m.arch}.attention.indexer.types", list(m.indexer_types))
 
 
 def _gemma3n(writer: gguf.GGUFWriter, m: AttentionModel, rng: np.random.Generator) -> None:

@@ -1,12 +1,14 @@
-"""The ledger on deepseek2 (MLA), gemma3n (window + shared caches + per-layer inputs) and gpt-oss (MXFP4 experts,
-CPU_REPACK) against what llama.cpp reports when the real engine loads tiny files of each; inspect's lines for them;
-the one line a load says when a buffer is off its prediction."""
+"""The ledger on deepseek2 (MLA), deepseek32 and glm-dsa (MLA + the DSA indexer's key cache), gemma3n (window +
+shared caches + per-layer inputs) and gpt-oss (MXFP4 experts, CPU_REPACK) against what llama.cpp reports when the
+real engine loads tiny files of each; inspect's lines for them; the one line a load says when a buffer is off its
+prediction."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
+import gguf
 import pytest
 from arch_attention_2026 import ATTENTION_MODELS, GEMMA3N_KV_LAYERS, write_attention_gguf
 from cli_runner import run_cli
@@ -31,6 +33,13 @@ SETTINGS = [
            cache_type_v=kv, flash_attn=kv != "f16", parallel=n_seq, threads=1)
     for ctx in (2048, 8192) for kv in ("f16", "q8_0") for n_seq in (1, 4)
 ]
+
+
+# DSA without flash attention at ctx 8192: llama.cpp's compute buffer is ~31% over the ledger's (deepseek32 94.5 vs
+# 64.8 MiB, glm-dsa 96.5 vs 64.8; within 1% at ctx 2048 and with flash): the indexer's per-layer scores over every
+# cell are not in the compute line yet. Weights and KV are still checked there; the compute miss must stay a miss.
+DSA_COMPUTE_MISSED = {(arch, preset.name) for arch in ("deepseek32", "glm-dsa") for preset in SETTINGS
+                      if preset.ctx_size == 8192 and not preset.flash_attn}
 
 
 def within(predicted: int, reported: int, share: float = 0.02) -> bool:
@@ -61,6 +70,9 @@ def test_weights_kv_and_compute_within_two_percent_of_llama_cpp(models, client, 
     assert loaded.n_ctx == ledger.ctx_size, report
     assert within(weights, loaded.model_buffer_bytes), report
     assert within(ledger.kv_bytes, loaded.kv_buffer_bytes), report
+    if (arch, preset.name) in DSA_COMPUTE_MISSED:
+        assert not within(ledger.compute_bytes, loaded.compute_buffer_bytes), f"now counted: {report}"
+        pytest.xfail(f"ledger compute low for DSA without flash attention: {report}")
     assert within(ledger.compute_bytes, loaded.compute_buffer_bytes), report
     assert loaded.prediction_check == "", report  # nothing to say when every buffer agrees
 
@@ -76,6 +88,58 @@ def test_mla_keeps_the_latent_and_no_v(models, client):
     assert abs(loaded.kv_buffer_bytes - by_hand) <= LOG_ROUNDING
     # what the ledger counted before MLA: heads x (K + V) = 160 + 128 values a cell, 80% more
     assert predict_ledger(read_gguf(models["deepseek2"]), F16_PLAIN, ROOMY).kv_bytes == by_hand
+
+
+def _dsa_by_hand(model, cells: int, indexer_layers: int, bytes_per_value: float) -> int:
+    """MLA's latent (kv_lora_rank + rope) on every layer plus the indexer's keys on `indexer_layers`, K only."""
+    values = cells * (model.n_layer * (model.kv_lora_rank + model.rope_dim) + indexer_layers * model.indexer_dim)
+    return int(values * bytes_per_value)
+
+
+Q8_0_FLASH = Preset("q8_0-fa", ctx_size=2048, batch_size=512, ubatch_size=512, cache_type_k="q8_0",
+                    cache_type_v="q8_0", flash_attn=True, threads=1)
+
+
+def test_dsa_keeps_the_indexer_keys_beside_the_latent_in_the_k_type(models, client):
+    """deepseek32: a second cache of indexer key_length values per cell on every layer, f16 or q8_0 as K, no V."""
+    model = ATTENTION_MODELS["deepseek32"]
+    for preset, bytes_per_value in ((F16_PLAIN, 2), (Q8_0_FLASH, 34 / 32)):  # q8_0: 34 bytes a block of 32
+        loaded = client.load_blocking(models["deepseek32"], preset, device=ROOMY)
+        by_hand = _dsa_by_hand(model, 2048, model.n_layer, bytes_per_value)
+        assert abs(loaded.kv_buffer_bytes - by_hand) <= 2 * LOG_ROUNDING  # two buffers: the latent and the indexer
+        assert predict_ledger(read_gguf(models["deepseek32"]), preset, ROOMY).kv_bytes == by_hand
+
+
+def test_glm_dsa_keeps_indexer_keys_only_on_its_full_layers(models, client):
+    model = ATTENTION_MODELS["glm-dsa"]
+    loaded = client.load_blocking(models["glm-dsa"], F16_PLAIN, device=ROOMY)
+    by_hand = _dsa_by_hand(model, 2048, sum(model.indexer_types), 2)
+    assert sum(model.indexer_types) == 4 and abs(loaded.kv_buffer_bytes - by_hand) <= 2 * LOG_ROUNDING
+    assert predict_ledger(read_gguf(models["glm-dsa"]), F16_PLAIN, ROOMY).kv_bytes == by_hand
+
+
+@pytest.mark.parametrize(("n_ctx_train", "indexer_layers"), [(16384, 8), (1048576, 4)])
+def test_a_glm_dsa_file_without_indexer_types_gets_glm_5_2s_layout_from_a_million_tokens(
+        client, tmp_path, n_ctx_train, indexer_layers):
+    """No indexer.types key (the GLM-5/5.1/5.2 files): every layer keeps keys below a 1M training context, and
+    from it llama.cpp assumes GLM-5.2's layers 0, 1, 2, 6, ... (every fourth from 2)."""
+    model = dataclasses.replace(ATTENTION_MODELS["glm-dsa"], indexer_types=(), n_ctx_train=n_ctx_train)
+    path = write_attention_gguf(tmp_path / "glm-dsa-untyped.gguf", model)
+    loaded = client.load_blocking(path, F16_PLAIN, device=ROOMY)
+    by_hand = _dsa_by_hand(model, 2048, indexer_layers, 2)
+    assert abs(loaded.kv_buffer_bytes - by_hand) <= 2 * LOG_ROUNDING
+    assert predict_ledger(read_gguf(path), F16_PLAIN, ROOMY).kv_bytes == by_hand
+
+
+def test_the_dsa_files_use_llama_cpps_own_tensor_names(models):
+    """Every tensor the deepseek32 and glm-dsa writers emit is in gguf-py's list for glm-dsa (deepseek32 has the same
+    names and no list of its own in gguf-py 0.19)."""
+    names = gguf.MODEL_TENSORS[gguf.MODEL_ARCH.GLM_DSA]
+    allowed = {gguf.TENSOR_NAMES[t].format(bid=il) for t in names for il in range(8)}
+    for arch in ("deepseek32", "glm-dsa"):
+        written = {t.name.rsplit(".", 1)[0] for t in read_gguf(models[arch]).tensors}
+        assert written <= allowed, written - allowed
+        assert any(".indexer." in name for name in written)
 
 
 def test_gemma3n_caches_only_its_first_twenty_layers_with_a_window(models, client):
@@ -117,23 +181,25 @@ def test_a_board_profiles_cpu_features_choose_what_is_repacked(models):
     assert parse_cpuinfo("flags : fpu sse2 avx avx2 fma avx512f\n") == {"avx2", "avx512"}
 
 
-def test_inspect_names_mla_the_window_and_the_shared_caches(models):
+def test_inspect_names_mla_the_dsa_indexer_the_window_and_the_shared_caches(models):
     mla = run_cli("inspect", str(models["deepseek2"]))
     assert mla.returncode == 0, mla.stderr
     assert "MLA" in mla.stdout and "no V" in mla.stdout and "head dim K 160 / V 128" not in mla.stdout
+    dsa = run_cli("inspect", str(models["glm-dsa"]))
+    assert "DSA lightning indexer: a second cache of 64 key values per cell on 4 of 8 layers" in dsa.stdout
+    assert "glm-dsa.attention.indexer.types" in dsa.stdout and "MLA" in dsa.stdout
+    assert "indexer" not in mla.stdout
     gemma = run_cli("inspect", str(models["gemma3n"]))
     assert "512 tokens on 20 of 25 layers" in gemma.stdout
     assert "layers 0-19 own a KV cache; the last 5 reuse one of theirs" in gemma.stdout
 
 
-# gpt-oss with flash attention at ctx 4096 and ubatch 256: the ledger's compute line is ~6% low there (the
-# graph's logits outgrow the KQ masks only between ctx 3584 and 5120; benchmarks/ledger_accuracy.py --only gpt-oss)
-GPT_OSS_MISSED = Preset("fa-ctx4096-ub256", ctx_size=4096, batch_size=512, ubatch_size=256, cache_type_k="q8_0",
-                        cache_type_v="q8_0", flash_attn=True, threads=1)
+# deepseek32 without flash attention at ctx 8192: the ledger's compute line is ~31% low there (DSA_COMPUTE_MISSED)
+DSA_MISSED = Preset("f16-ctx8192", ctx_size=8192, threads=1)
 
 
 def test_a_load_whose_buffer_is_off_says_so_in_one_line(models, client, tmp_path):
-    loaded = client.load_blocking(models["gpt-oss"], GPT_OSS_MISSED, device=ROOMY)
+    loaded = client.load_blocking(models["deepseek32"], DSA_MISSED, device=ROOMY)
     assert loaded.prediction_check.startswith("llama.cpp's buffers differ from the ledger by more than 5%: compute ")
     assert f"{loaded.compute_buffer_bytes / MIB:,.1f} MiB reported" in loaded.prediction_check
     assert "\n" not in loaded.prediction_check and "KV" not in loaded.prediction_check
@@ -142,9 +208,8 @@ def test_a_load_whose_buffer_is_off_says_so_in_one_line(models, client, tmp_path
     assert errors["compute"] > 5 and abs(errors["KV"]) < 2 and abs(errors["weights"]) < 2
     # the same line in workbench chat, right under llama.cpp's buffers
     preset = tmp_path / "missed.toml"
-    preset.write_text('name = "missed"\nweights = "keep"\nctx_size = 4096\nubatch_size = 256\nthreads = 1\n'
-                      'cache_type_k = "q8_0"\ncache_type_v = "q8_0"\nflash_attn = true\n')
-    chat = run_cli("chat", str(models["gpt-oss"]), "--preset", str(preset), "--no-stats", stdin="/bye\n")
+    preset.write_text('name = "missed"\nweights = "keep"\nctx_size = 8192\nthreads = 1\n')
+    chat = run_cli("chat", str(models["deepseek32"]), "--preset", str(preset), "--no-stats", stdin="/bye\n")
     lines = (chat.stdout + chat.stderr).splitlines()
     said = [line for line in lines if "differ from the ledger" in line]
     assert len(said) == 1 and "compute" in said[0], lines

@@ -8,6 +8,7 @@ from workbench.core.config.preset import Preset
 from workbench.core.gguf.ggml_types import cache_type
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.cache_sharing import owning_layer_count
+from workbench.core.ledger.indexer_cache import indexer_cache
 from workbench.core.ledger.mla import latent_cache
 from workbench.core.ledger.recurrent import attention_flags
 
@@ -54,10 +55,11 @@ class LayerKV:
     cells: int  # KV cells of this layer's cache (per stream)
     k_bytes: int
     v_bytes: int
+    indexer_bytes: int = 0  # DSA's indexer key tensor of this layer (ledger.indexer_cache)
 
     @property
     def n_bytes(self) -> int:
-        return self.k_bytes + self.v_bytes
+        return self.k_bytes + self.v_bytes + self.indexer_bytes
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,8 @@ def predicted_kv_layers(model: ModelInfo, n_ctx: int, type_k: str, type_v: str, 
     [n_embd_v_gqa, cells, n_stream]; without flash attention V is stored transposed and
     padded to the widest layer's V. A layer without KV heads (recurrent) has no cache and
     is left out, and so is one that reuses an earlier layer's cache (cache_sharing). With MLA
-    (ledger.mla) the K tensor holds the compressed latent and there is no V tensor.
+    (ledger.mla) the K tensor holds the compressed latent and there is no V tensor; DSA adds
+    an indexer key tensor [key_length, cells, n_stream] in the K type (ledger.indexer_cache).
     `n_ctx` is llama.cpp's padded context (see ledger.llama_n_ctx).
     """
     cells = kv_cells(model, n_ctx, n_ubatch=n_ubatch, swa_full=swa_full, n_seq=n_seq, kv_unified=kv_unified)
@@ -157,6 +160,7 @@ def predicted_kv_layers(model: ModelInfo, n_ctx: int, type_k: str, type_v: str, 
     widest_v = max(heads, default=0) * model.head_dim_v
     has_v = latent_cache(model) is None
     owning = owning_layer_count(model)
+    indexer = indexer_cache(model)
     layers = []
     for il, n_head_kv in enumerate(heads):
         if n_head_kv == 0 or il >= owning:
@@ -166,12 +170,14 @@ def predicted_kv_layers(model: ModelInfo, n_ctx: int, type_k: str, type_v: str, 
         k_values = n_head_kv * model.head_dim_k * n_cells * n_stream
         v_width = n_head_kv * model.head_dim_v if flash_attn else widest_v
         v_values = v_width * n_cells * n_stream if has_v else 0
+        indexer_values = (indexer.width(il) if indexer else 0) * n_cells * n_stream
         layers.append(LayerKV(
             layer=il,
             is_swa=is_swa,
             cells=n_cells,
             k_bytes=_aligned(k_values // k_type.block_size * k_type.type_size),
             v_bytes=_aligned(v_values // v_type.block_size * v_type.type_size),
+            indexer_bytes=_aligned(indexer_values // k_type.block_size * k_type.type_size),
         ))
     return tuple(layers)
 

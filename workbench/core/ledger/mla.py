@@ -12,10 +12,11 @@ from workbench.core.gguf.model_info import ModelInfo
 # holds the compressed latent plus the rope part (the file's key_length = kv_lora_rank +
 # rope dims, over one KV head) and no V (the latent doubles as V). Without the keys (older
 # deepseek2 conversions) the model runs as plain multi-head attention.
-# deepseek32, glm-dsa and hy-v4 add an indexer key cache (llama-kv-cache-dsa.cpp) and
-# glm5-next a recurrent part: the ledger counts their MLA cache, not those.
+# deepseek32 and glm-dsa add the DSA indexer's key cache (ledger.indexer_cache). hy_v4 (spelled
+# with an underscore in llama.cpp's architecture list; llama-kv-cache-msa.cpp) and glm5-next
+# (a recurrent part, llama-memory-hybrid-idx.cpp) keep further caches the ledger does not count.
 MLA_ARCHITECTURES = frozenset({
-    "deepseek2", "deepseek32", "bailingmoe3", "dots3note", "glm-dsa", "glm5-next", "hy-v4", "kimi-k3", "kimi-linear",
+    "deepseek2", "deepseek32", "bailingmoe3", "dots3note", "glm-dsa", "glm5-next", "hy_v4", "kimi-k3", "kimi-linear",
 })
 
 
