@@ -107,7 +107,10 @@ def test_dsa_keeps_the_indexer_keys_beside_the_latent_in_the_k_type(models, clie
         loaded = client.load_blocking(models["deepseek32"], preset, device=ROOMY)
         by_hand = _dsa_by_hand(model, 2048, model.n_layer, bytes_per_value)
         assert abs(loaded.kv_buffer_bytes - by_hand) <= 2 * LOG_ROUNDING  # two buffers: the latent and the indexer
-        assert predict_ledger(read_gguf(models["deepseek32"]), preset, ROOMY).kv_bytes == by_hand
+        ledger = predict_ledger(read_gguf(models["deepseek32"]), preset, ROOMY)
+        assert ledger.kv_bytes == by_hand
+        # what one more token adds, as the KV panel and the fit's explanation show it: llama.cpp's buffer per cell
+        assert ledger.kv_bytes_per_token * loaded.n_ctx == pytest.approx(loaded.kv_buffer_bytes, rel=0.01)
 
 
 def test_glm_dsa_keeps_indexer_keys_only_on_its_full_layers(models, client):
@@ -115,7 +118,9 @@ def test_glm_dsa_keeps_indexer_keys_only_on_its_full_layers(models, client):
     loaded = client.load_blocking(models["glm-dsa"], F16_PLAIN, device=ROOMY)
     by_hand = _dsa_by_hand(model, 2048, sum(model.indexer_types), 2)
     assert sum(model.indexer_types) == 4 and abs(loaded.kv_buffer_bytes - by_hand) <= 2 * LOG_ROUNDING
-    assert predict_ledger(read_gguf(models["glm-dsa"]), F16_PLAIN, ROOMY).kv_bytes == by_hand
+    ledger = predict_ledger(read_gguf(models["glm-dsa"]), F16_PLAIN, ROOMY)
+    assert ledger.kv_bytes == by_hand
+    assert ledger.kv_bytes_per_token * loaded.n_ctx == pytest.approx(loaded.kv_buffer_bytes, rel=0.01)
 
 
 @pytest.mark.parametrize(("n_ctx_train", "indexer_layers"), [(16384, 8), (1048576, 4)])

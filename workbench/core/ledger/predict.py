@@ -17,6 +17,7 @@ from workbench.core.ledger.compute import predicted_compute_bytes, predicted_pro
 from workbench.core.ledger.cpu_repack import preset_repack
 from workbench.core.ledger.experts import expert_counts
 from workbench.core.ledger.fixes import propose_fixes
+from workbench.core.ledger.indexer_cache import indexer_cache
 from workbench.core.ledger.kv_layers import (
     CTX_PAD,
     attention_kv_heads,
@@ -76,7 +77,8 @@ def _kv_head_groups(model: ModelInfo) -> Counter[int]:
 
 
 def kv_bytes_per_token(model: ModelInfo, type_k: str, type_v: str) -> int:
-    """KV bytes one token adds: sum over layers of n_head_kv x (head_dim_k x bpe(K) + head_dim_v x bpe(V)).
+    """KV bytes one token adds: sum over layers of n_head_kv x (head_dim_k x bpe(K) + head_dim_v x bpe(V)),
+    plus the indexer's key per layer that keeps one.
 
     Rounded up to whole bytes; quantized rows are whole blocks so this is exact for
     models whose K/V rows are a multiple of 32 values (every model llama.cpp accepts).
@@ -87,6 +89,9 @@ def kv_bytes_per_token(model: ModelInfo, type_k: str, type_v: str) -> int:
     total = Fraction(0)
     for heads, n_layers in _kv_head_groups(model).items():
         total += n_layers * heads * (model.head_dim_k * bpe_k + model.head_dim_v * bpe_v)
+    indexer = indexer_cache(model)
+    if indexer is not None:  # DSA's indexer keys, one head per cell in the K type (ledger.indexer_cache)
+        total += len(indexer.layers) * indexer.key_length * bpe_k
     return ceil(total)
 
 
