@@ -1,5 +1,5 @@
-"""The compute buffer with flash attention, laid out by the ledger's replay of ggml-alloc over each family's reserve
-graph (ledger/graph_families.py), against the buffer llama.cpp reports when the real engine loads tiny files.
+"""The compute buffer laid out by the ledger's replay of ggml-alloc over each family's reserve graph
+(ledger/graph_families.py), against the buffer llama.cpp reports when the real engine loads tiny files.
 
 The hybrids run with a 2,048-token vocabulary too: with the tests' 32k vocabulary the logits are the peak and
 hide the recurrent layers' graph stage. Long contexts with ubatch 128 are where a count of live tensors missed by
@@ -21,7 +21,7 @@ from real_engine import ROOMY
 from workbench.core.config.preset import Preset
 from workbench.core.engine.client import EngineClient
 from workbench.core.gguf.reader import read_gguf
-from workbench.core.ledger.graph_families import flash_compute_bytes
+from workbench.core.ledger.graph_families import laid_out_compute_bytes
 from workbench.core.ledger.predict import predict_ledger
 
 MIB = 1024 * 1024
@@ -47,9 +47,11 @@ WRITERS = {
     "qwen3-2xq": lambda path: write_arch_gguf(path, replace(ARCH_MODELS["qwen3"], n_head=4)),
 }
 
-# (ctx, ubatch, K/V type, sequences)
-SETTINGS = ((2048, 512, "q8_0", 1), (8192, 512, "f16", 4), (3840, 256, "q8_0", 1), (2048, 256, "q8_0", 4),
-            (4096, 128, "q4_0", 1), (65536, 128, "q8_0", 1))
+# (ctx, ubatch, K type, V type, flash attention, sequences); without flash attention V stays f16
+SETTINGS = ((2048, 512, "q8_0", "q8_0", True, 1), (8192, 512, "f16", "f16", True, 4), (3840, 256, "q8_0", "q8_0", True, 1),
+            (2048, 256, "q8_0", "q8_0", True, 4), (4096, 128, "q4_0", "q4_0", True, 1),
+            (65536, 128, "q8_0", "q8_0", True, 1), (2048, 512, "f16", "f16", False, 1), (8192, 256, "f16", "f16", False, 4),
+            (4096, 512, "q8_0", "f16", False, 1))
 
 
 @pytest.fixture(scope="module", params=sorted(WRITERS))
@@ -59,16 +61,17 @@ def family(request, tmp_path_factory):
         yield request.param, path, client
 
 
-@pytest.mark.parametrize("ctx,ubatch,kv,n_seq", SETTINGS, ids=[f"ctx{c}-ub{u}-{k}-np{n}" for c, u, k, n in SETTINGS])
-def test_flash_compute_buffer_is_llama_cpps(family, ctx, ubatch, kv, n_seq):
+@pytest.mark.parametrize("ctx,ubatch,k,v,flash,n_seq", SETTINGS,
+                         ids=[f"ctx{c}-ub{u}-{k}-{v}-{'fa' if f else 'nofa'}-np{n}" for c, u, k, v, f, n in SETTINGS])
+def test_compute_buffer_is_llama_cpps(family, ctx, ubatch, k, v, flash, n_seq):
     label, path, client = family
-    preset = Preset(f"{label}-{ctx}", ctx_size=ctx, batch_size=ubatch, ubatch_size=ubatch, cache_type_k=kv,
-                    cache_type_v=kv, flash_attn=True, parallel=n_seq, threads=1)
+    preset = Preset(f"{label}-{ctx}", ctx_size=ctx, batch_size=ubatch, ubatch_size=ubatch, cache_type_k=k,
+                    cache_type_v=v, flash_attn=flash, parallel=n_seq, threads=1)
     loaded = client.load_blocking(path, preset, device=ROOMY)
     model = read_gguf(path)
     ledger = predict_ledger(model, preset, ROOMY)
-    assert flash_compute_bytes(model, preset, ledger.ctx_size) == ledger.compute_bytes  # the replay is the line
-    report = (f"{label} {preset.name} ub{ubatch} {kv} np{n_seq}: ledger {ledger.compute_bytes / MIB:.3f} MiB, "
+    assert laid_out_compute_bytes(model, preset, ledger.ctx_size) == ledger.compute_bytes  # the replay is the line
+    report = (f"{label} {preset.name} ub{ubatch} {k}/{v} flash={flash} np{n_seq}: ledger {ledger.compute_bytes / MIB:.3f} MiB, "
               f"llama.cpp {loaded.compute_buffer_bytes / MIB:.3f} MiB")
     assert abs(ledger.compute_bytes - loaded.compute_buffer_bytes) <= 0.001 * loaded.compute_buffer_bytes + LOG_ROUNDING, \
         report

@@ -6,7 +6,7 @@ from math import ceil
 
 from workbench.core.config.preset import Preset
 from workbench.core.gguf.model_info import ModelInfo
-from workbench.core.ledger.graph_families import flash_compute_bytes
+from workbench.core.ledger.graph_families import laid_out_compute_bytes
 from workbench.core.ledger.kv_layers import kv_cells, preset_n_ubatch
 from workbench.core.ledger.per_layer_inputs import per_layer_stages
 from workbench.core.ledger.sequences import preset_kv_unified, preset_n_seq
@@ -27,10 +27,10 @@ def feed_forward_length(model: ModelInfo) -> int:
 def predicted_compute_bytes(model: ModelInfo, preset: Preset, n_ctx: int) -> int:
     """The CPU compute buffer llama.cpp reserves: the peak of its graph allocator.
 
-    With flash attention on a family graph_families lays out, it is the allocator's peak over the
-    reserve graph; otherwise see the derivation in the comments of `_stage_widths`.
+    For a family graph_families lays out, it is the allocator's peak over the reserve graph;
+    otherwise see the derivation in the comments of `_stage_widths`.
     """
-    laid_out = flash_compute_bytes(model, preset, n_ctx)
+    laid_out = laid_out_compute_bytes(model, preset, n_ctx)
     if laid_out is not None:
         return laid_out
     n_ubatch = preset_n_ubatch(preset, n_ctx)
@@ -101,7 +101,7 @@ def _stage_widths(model: ModelInfo, n_ctx: int, swa_cells: int, flash_attn: bool
     (tests/test_arch_ledger.py, benchmarks/ledger_accuracy.py): the attention and
     feed-forward stages match to under 1%. Where the logits stage is the peak, what lies under
     the logits is not a count: ggml-alloc puts each tensor in the smallest free fragment that holds
-    it, so with flash attention the families graph_families transcribes are laid out instead.
+    it, so the families graph_families transcribes are laid out instead.
     """
     n_embd, n_head, n_head_kv = model.n_embd, model.n_head, model.n_head_kv
     q = n_head * model.head_dim_k

@@ -1,13 +1,13 @@
-"""Reserve graphs of whole models with flash attention, one builder per family, laid out by graph_alloc.
+"""Reserve graphs of whole models, one builder per family, laid out by graph_alloc.
 
 Each builder follows its llama.cpp 0c1e570 model file (src/models/<family>.cpp) layer by layer
-with the blocks of graph_layers and graph_recurrent; `flash_compute_bytes` is the compute buffer
+with the blocks of graph_layers and graph_recurrent; `laid_out_compute_bytes` is the compute buffer
 llama.cpp reserves for it: the peak of ggml-alloc over the graph of one full ubatch (every token an
 output, all n_ctx cells visible) or of one token per sequence, whichever is higher. Every builder
 was checked node by node against the address llama.cpp gives each tensor of that graph (read
 through its eval callback on a ubatch that fills the cache, so that its graph is the reserve
 one): same ops, shapes and offsets, and the same buffer size, for the tests' tiny files at
-ctx 2048-8192, ubatch 256-512, f16 and q8_0 K/V.
+ctx 2048-8192, ubatch 256-512, f16 and q8_0 K/V, flash attention on and off.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | 
         n_embd=model.n_embd, n_head=model.n_head, n_head_kv=attn_heads[0] if attn_heads else model.n_head_kv,
         head_dim=hd, n_tokens=min(n_ubatch, n_ctx), n_kv=cells.global_cells, n_seqs=n_seq, n_rs=n_seq,
         rot_k=hadamard_side(hd, cache_type(preset.cache_type_k).quantized, value=False),
-        rot_v=hadamard_side(hd, cache_type(preset.cache_type_v).quantized, value=True),
+        rot_v=hadamard_side(hd, cache_type(preset.cache_type_v).quantized, value=True), flash=preset.flash_attn,
         n_ff=_metadata_int(model, "expert_feed_forward_length") or _rows(model, "ffn_up.weight", "ffn_up_exps.weight"),
         n_ff_shared=_metadata_int(model, "expert_shared_feed_forward_length") or _rows(model, "ffn_up_shexp.weight"),
         n_expert=_metadata_int(model, "expert_count"), n_expert_used=_metadata_int(model, "expert_used_count"),
@@ -242,12 +242,9 @@ def build_graph(f: FamilyGraph, architecture: str) -> Graph:
     return _BUILDERS[architecture](f)
 
 
-def flash_compute_bytes(model: ModelInfo, preset: Preset, n_ctx: int) -> int | None:
-    """The CPU compute buffer llama.cpp reserves with flash attention, laid out, or None for a family
-    without a builder here. llama_context::sched_reserve reserves the graph of a full ubatch and of
+def laid_out_compute_bytes(model: ModelInfo, preset: Preset, n_ctx: int) -> int | None:
+    """The CPU compute buffer llama.cpp reserves, laid out, or None for a family without a builder here. llama_context::sched_reserve reserves the graph of a full ubatch and of
     one token per sequence, both with n_seq_max sequences (unified KV cache or not), and keeps the larger."""
-    if not preset.flash_attn:
-        return None
     f = family_graph(model, preset, n_ctx)
     if f is None:
         return None

@@ -1,7 +1,7 @@
-"""The layer blocks of llama.cpp's reserve graphs with flash attention, as ggml ops (graph_build).
+"""The layer blocks of llama.cpp's reserve graphs, as ggml ops (graph_build).
 
 Transcribed from llama.cpp 0c1e570: src/llama-graph.cpp (build_inp_*, build_attn with the
-Hadamard rotation of a quantized cache, build_attn_mha's flash-attention path, build_rs,
+Hadamard rotation of a quantized cache, build_attn_mha with and without flash attention, build_rs,
 build_moe_ffn, build_ffn) and the model files that use them. The order inputs are allocated in and every node's sources were
 checked against the placement llama.cpp itself makes (each tensor's address in the compute
 buffer, read through its eval callback on a reserve-shaped ubatch).
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.core.ledger.graph_alloc import Tensor
-from workbench.core.ledger.graph_build import F16, I32, I64, Graph
+from workbench.core.ledger.graph_build import F16, F32, I32, I64, Graph
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class Shape:
     n_rs: int = 1  # recurrent state cells: one per sequence (n_seq_max)
     rot_k: int = 0  # side of the Hadamard rotation of a quantized K cache, 0 without
     rot_v: int = 0
+    flash: bool = True  # flash attention; without it the scores are a graph tensor and V is stored transposed
     # mixture of experts; n_expert 0: a dense SwiGLU feed-forward n_ff wide
     n_ff: int = 0
     n_expert: int = 0
@@ -81,8 +82,9 @@ def hadamard_side(head_dim: int, quantized: bool, *, value: bool) -> int:
 
 def _kv_inputs(g: Graph, s: Shape, n_kv: int) -> KvInputs:
     t = s.n_tokens
-    return KvInputs(n_kv=n_kv, k_idxs=g.input(t, type_size=I64), v_idxs=g.input(t, type_size=I64),
-                    mask=g.input(n_kv, t, type_size=F16),  # f16 with flash attention
+    v_rows = t if s.flash else t * s.n_head_kv * s.head_dim  # a transposed V is stored one value per row
+    return KvInputs(n_kv=n_kv, k_idxs=g.input(t, type_size=I64), v_idxs=g.input(v_rows, type_size=I64),
+                    mask=g.input(n_kv, t, type_size=F16 if s.flash else F32),  # f16 with flash attention
                     k_rot=g.input(s.rot_k, s.rot_k) if s.rot_k else None,
                     v_rot=g.input(s.rot_v, s.rot_v) if s.rot_v else None)
 
@@ -120,9 +122,9 @@ def _rotated(g: Graph, x: Tensor, rotation: Tensor | None, side: int) -> Tensor:
 
 def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool | str = False, q_gate: bool = False,
               swa: bool = False, q_scale: bool = False, bias: bool = False, out_bias: bool = True) -> Tensor:
-    """build_attn over a KV cache with flash attention: Q, V, K (normed where the family norms them, roped,
-    rotated for a quantized cache), their stores into the cache, the flash-attention kernel (its output
-    expanded), a sigmoid gate from the second half of Q (qwen3next) and the output projection. A layer of a
+    """build_attn over a KV cache: Q, V, K (normed where the family norms them, roped, rotated for a quantized
+    cache), their stores into the cache, the flash-attention kernel or the scores, their masked softmax and
+    their product with V (the heads' output expanded), a sigmoid gate from the second half of Q (qwen3next) and the output projection. A layer of a
     model with a sliding window reads the window cache (swa) and goes through the iswa build_attn, which
     expands Q, K, V in that order; the single-cache build_attn expands Q, V, K."""
     t, hd = s.n_tokens, s.head_dim
@@ -150,13 +152,27 @@ def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool | s
     for tensor in (q, k, v) if swa or inp.kv_swa else (q, v, k):
         g.expand(tensor)
     n_kv = kvi.n_kv
-    for store, idxs in ((k, kvi.k_idxs), (v, kvi.v_idxs)):
-        cache = g.weight(kv_width, n_kv)
-        g.expand(Tensor("SET_ROWS", cache.shape, (g.view(store, kv_width, t), idxs, cache), view_of=cache))
-    q_view = g.permute(g.view(q, *q.shape), hd, t, s.n_head)
-    k_view = g.permute(g.view(g.weight(kv_width, n_kv), hd, s.n_head_kv, n_kv), hd, n_kv, s.n_head_kv)
-    v_view = g.permute(g.view(g.weight(kv_width, n_kv), hd, s.n_head_kv, n_kv), hd, n_kv, s.n_head_kv)
-    out = g.reshape(g.op("FLASH_ATTN_EXT", (hd, s.n_head, t), q_view, k_view, v_view, kvi.mask), hd * s.n_head, t)
+    k_cache = g.weight(kv_width, n_kv)
+    g.expand(Tensor("SET_ROWS", k_cache.shape, (g.view(k, kv_width, t), kvi.k_idxs, k_cache), view_of=k_cache))
+    v_cache = g.weight(kv_width, n_kv)
+    if s.flash:
+        v_store = (g.view(v, kv_width, t), kvi.v_idxs, v_cache)
+    else:  # cpy_v of a transposed V: one value per row
+        v_store = (g.reshape(g.reshape(v, kv_width, t), 1, kv_width * t), kvi.v_idxs, g.reshape(v_cache, 1, kv_width * n_kv))
+    g.expand(Tensor("SET_ROWS", v_cache.shape, v_store, view_of=v_cache))
+    if s.flash:
+        q_view = g.permute(g.view(q, *q.shape), hd, t, s.n_head)
+        k_view = g.permute(g.view(k_cache, hd, s.n_head_kv, n_kv), hd, n_kv, s.n_head_kv)
+        v_view = g.permute(g.view(v_cache, hd, s.n_head_kv, n_kv), hd, n_kv, s.n_head_kv)
+        out = g.op("FLASH_ATTN_EXT", (hd, s.n_head, t), q_view, k_view, v_view, kvi.mask)
+        out = g.reshape(out, hd * s.n_head, t)
+    else:  # build_attn_mha without flash: KQ, its masked softmax in place, KQV, heads back together
+        v_view = g.permute(g.view(v_cache, n_kv, 1, hd), n_kv, hd, s.n_head_kv)
+        k_view = g.permute(g.view(k_cache, hd, s.n_head_kv, n_kv), hd, n_kv, s.n_head_kv)
+        q_view = g.permute(g.view(q, *q.shape), hd, t, s.n_head)
+        scores = g.same("SOFT_MAX", g.op("MUL_MAT", (n_kv, t, s.n_head), k_view, q_view), kvi.mask)
+        kqv = g.op("MUL_MAT", (hd, t, s.n_head), v_view, scores)
+        out = g.cont(g.permute(kqv, hd, s.n_head, t), hd * s.n_head, t)
     out = _rotated(g, g.expand(out), kvi.v_rot, s.rot_v)
     if q_gate:
         out = g.same("MUL", out, g.same("UNARY", g.cont(g.view(q_full, hd, s.n_head, t), hd * s.n_head, t)))
