@@ -55,7 +55,8 @@ async def test_preset_screen_validates_saves_copies_and_uses(tmp_path):
         presets = pilot.app.screen
         await wait_until(pilot, lambda: presets.query_one("#field-name").value == "as-is")
         assert {"as-is", "balanced-q4km", "quality-q8"} <= set(presets.presets)
-        assert "verdict" in rendered(presets.query_one("#preset-ledger"))
+        # the ledger under the form comes from a worker: wait for it, not for a moment
+        await wait_until(pilot, lambda: "verdict" in rendered(presets.query_one("#preset-ledger")))
         assert "fits" in rendered(presets.query_one("#preset-ledger"))
 
         def problems() -> str:
