@@ -181,7 +181,7 @@ def architecture_table(*, smallest: bool, sequences: bool = False, only: frozens
     workdir = Path(tempfile.mkdtemp(prefix="ledger-arch-"))
     models = [(arch, write_arch_gguf(workdir / f"{arch}.gguf", model)) for arch, model in sorted(ARCH_MODELS.items())]
     # A query twice n_embd wide (Qwen3-0.6B/4B): with flash attention the logits land above
-    # 4 n_embd + 3 q + 2 kv of the last layer's tensors at some contexts (alloc_replay lays that out)
+    # 4 n_embd + 3 q + 2 kv of the last layer's tensors at some contexts (ledger/graph_alloc lays that out)
     models.append(("qwen3-2xq", write_arch_gguf(workdir / "qwen3-2xq.gguf", replace(ARCH_MODELS["qwen3"], n_head=4))))
     bundled = bundled_model_path()
     if bundled is not None:

@@ -134,8 +134,8 @@ def test_resident_memory_after_load_and_after_a_full_prompt(arch_engine):
 # With flash attention llama.cpp reported n_vocab + 2 n_embd = 33024 at ctx 1024, 4096 and 8192 but
 # 34304 = n_vocab + 4 n_embd + 3 q + 2 kv at ctx 2048 and 3072, and 33925 at ctx 768 (its log,
 # ubatch 512): the last layer's n_embd-wide output takes a free fragment above the attention
-# tensors there, and the logits go on top of it. A count of live tensors (the ledger before
-# alloc_replay) predicted 33088 everywhere: 3.5% low at 2048 and 3072, 2.5% low at 768.
+# tensors there, and the logits go on top of it. A count of live tensors gives
+# 33088 everywhere: 3.5% low at 2048 and 3072, 2.5% low at 768.
 WIDE_QUERY = dataclasses.replace(ARCH_MODELS["qwen3"], n_head=4, name="qwen3-2xq")
 WIDE_QUERY_CASES = (
     *(pytest.param(ctx, False, id=f"no-fa-ctx{ctx}") for ctx in (1024, 2048, 4096)),
