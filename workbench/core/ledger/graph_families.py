@@ -229,6 +229,8 @@ def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | 
         d_conv=_metadata_int(model, "ssm.conv_kernel") or _metadata_int(model, "shortconv.l_cache"), d_inner=_metadata_int(model, "ssm.inner_size"),
         d_state=_metadata_int(model, "ssm.state_size"), ssm_heads=_metadata_int(model, "ssm.time_step_rank"),
         ssm_groups=_metadata_int(model, "ssm.group_count"))
+    if not _laid_out_bounds(shape):
+        return None
     scaled = frozenset(name for name in ("embedding", "residual", "logit")
                        if model.metadata.get(f"{model.architecture}.{name}_scale"))
     return FamilyGraph(shape=shape, recurrent=recurrent, n_vocab=model.n_vocab, scaled=scaled,
@@ -236,6 +238,18 @@ def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | 
                        architecture=model.architecture, qkv_bias="blk.0.attn_q.bias" in names,
                        qk_norm=("full" if model.architecture == "olmoe" else True) if "blk.0.attn_q_norm.weight" in names
                        else False)
+
+
+# llama-hparams.h LLAMA_MAX_EXPERTS; llama.cpp refuses a file with more, or with more used than there are
+MAX_EXPERTS = 512
+
+
+def _laid_out_bounds(shape: Shape) -> bool:
+    """Whether the file's counts are ones llama.cpp loads: the builders add a node per expert used and divide
+    the SSM width by its heads, so a hostile header falls back on the formula instead of sizing the walk."""
+    if shape.n_expert > MAX_EXPERTS or shape.n_expert_used > max(shape.n_expert, 1):
+        return False
+    return not (shape.d_inner and (not shape.ssm_heads or shape.d_inner % shape.ssm_heads))
 
 
 def build_graph(f: FamilyGraph, architecture: str) -> Graph:
