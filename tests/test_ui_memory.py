@@ -86,13 +86,15 @@ async def test_telemetry_and_answers_do_not_grow_the_heap_without_bound(monkeypa
             for number in range(1, 6):
                 await ask(number)
             await idle(2 * HISTORY)  # warm-up, untraced: every series full
-            # idle: two windows of samples. What the first window allocates once (a cache that fills, a
-            # freelist, the successors of cache entries made before tracing) is not there again in the
-            # second; a leak is, in proportion to the samples.
+            # idle: three windows of samples. What a window allocates once (a cache that fills, a freelist,
+            # the successors of cache entries made before tracing; on a loaded machine the fill can spread
+            # over the first two windows) is not there again in the next; a leak is, in proportion to the
+            # samples, in every window, so the smaller of the last two is the one to bound.
             tracemalloc.start()
             started = time.process_time()
             first_window = await idle(WINDOW)
             second_window = await idle(WINDOW)
+            third_window = await idle(WINDOW)
             idle_cpu_s = time.process_time() - started
             # chatting, in two windows of ten answers the same way: in the first the earlier exchanges fold
             # away and Textual's bounded caches fill; what may grow in the second is the conversation and its
@@ -121,7 +123,8 @@ async def test_telemetry_and_answers_do_not_grow_the_heap_without_bound(monkeypa
         widgets = sum(1 for thing in alive if isinstance(thing, Widget))
         styles_caches = sum(1 for thing in alive if isinstance(thing, StylesCache))
         del alive
-        print(f"idle growth {first_window / KIB:.0f} then {second_window / KIB:.0f} KiB over two windows of {WINDOW}"
+        print(f"idle growth {first_window / KIB:.0f}, {second_window / KIB:.0f}, {third_window / KIB:.0f} KiB over"
+              f" three windows of {WINDOW}"
               f" samples ({idle_cpu_s:.1f} s CPU); {first_answers / KIB:.0f} then {per_answer / KIB:.0f} KiB per answer"
               f" ({answers_cpu_s:.1f} s CPU)")
         speed = screen.query_one(SpeedPanel)
@@ -129,7 +132,8 @@ async def test_telemetry_and_answers_do_not_grow_the_heap_without_bound(monkeypa
         assert all(len(history) <= history.maxlen for history in thermal.history.values())
         # measured here: 20-100 KiB over a window of 250 samples, so ~100 KiB of it is not in proportion
         # to the samples; keeping each rendered panel (~0.4 KiB a sample) doubled it
-        assert second_window < 160 * KIB, f"idle telemetry grew the heap by {second_window / KIB:.0f} KiB"
+        steady = min(second_window, third_window)
+        assert steady < 160 * KIB, f"idle telemetry grew the heap by {second_window / KIB:.0f} then {third_window / KIB:.0f} KiB"
         assert styles_caches <= widgets, f"{styles_caches} StylesCaches for {widgets} widgets"
         # measured here: ~370 KiB an answer over answers 16-25 (~820 over 6-15, while Textual's bounded caches
         # fill); with the StylesCache leak ~620
