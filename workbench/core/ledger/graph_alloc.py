@@ -21,7 +21,10 @@ IN_PLACE = frozenset({"CLAMP", "SCALE", "DIAG_MASK_ZERO", "DIAG_MASK_INF", "ADD"
 
 
 class Tensor:
-    __slots__ = ("op", "shape", "type_size", "srcs", "view_src", "external", "is_input", "is_output")
+    """A ggml tensor as ggml-alloc sees it; the last four slots are the allocator's state while `place` runs."""
+
+    __slots__ = ("op", "shape", "type_size", "srcs", "view_src", "external", "is_input", "is_output", "seen_by",
+                 "size", "offset", "children", "views", "owned")
 
     def __init__(self, op: str, shape: tuple[int, ...], srcs: tuple[Tensor, ...] = (), *, type_size: float = 4,
                  view_of: Tensor | None = None, external: bool = False, is_input: bool = False) -> None:
@@ -29,6 +32,10 @@ class Tensor:
         self.view_src = (view_of.view_src or view_of) if view_of is not None else None  # ggml keeps the root
         self.external, self.is_input = external, is_input
         self.is_output = False  # ggml_set_output: never freed, never taken over in place
+        self.seen_by: object = None  # the graph whose expand reached it
+        self.size = -1  # padded bytes, once the allocator asks
+        # offset (where it was placed, -1 before), children, views and owned (placed by the allocator and not
+        # yet freed or taken over) are set by `place` before it reads them
 
     @property
     def n_bytes(self) -> int:
@@ -50,22 +57,25 @@ class FreeBlocks:
         self.max_size = 0
 
     def alloc(self, size: int) -> int:
-        size = padded(size)
-        best, best_size = len(self.blocks) - 1, None  # best fit besides the last block, else the last
-        for i, (_, block_size) in enumerate(self.blocks[:-1]):
-            if block_size >= size and (best_size is None or block_size <= best_size):
+        """`size` is padded already."""
+        blocks = self.blocks
+        best, best_size = len(blocks) - 1, 1 << 63  # best fit besides the last block, else the last
+        for i in range(len(blocks) - 1):
+            block_size = blocks[i][1]
+            if size <= block_size <= best_size:
                 best, best_size = i, block_size
-        block = self.blocks[best]
+        block = blocks[best]
         offset = block[0]
         block[0] += size
         block[1] -= size
         if block[1] == 0:
-            del self.blocks[best]
-        self.max_size = max(self.max_size, offset + size)
+            del blocks[best]
+        if offset + size > self.max_size:
+            self.max_size = offset + size
         return offset
 
     def free(self, offset: int, size: int) -> None:
-        size = padded(size)
+        """`size` is padded already."""
         blocks = self.blocks
         for i, block in enumerate(blocks):
             if block[0] + block[1] == offset:  # at the end of a block: grow it, maybe join the next
@@ -85,64 +95,60 @@ class FreeBlocks:
         blocks.insert(at, [offset, size])
 
 
-def place(inputs: list[Tensor], nodes: list[Tensor], target: Tensor | None = None) -> tuple[int, dict[int, int]]:
-    """ggml_gallocr_alloc_graph_impl over `inputs` (in the order llama.cpp allocates them) and `nodes`.
-
-    Returns (the buffer's peak in bytes, each placed tensor's offset by id); with a target, stops
-    once the target is placed (the peak is then the peak so far)."""
+def place(inputs: list[Tensor], nodes: list[Tensor]) -> int:
+    """ggml_gallocr_alloc_graph_impl over `inputs` (in the order llama.cpp allocates them) and `nodes`: the
+    buffer's peak in bytes. Each placed tensor's `offset` says where it went."""
     blocks = FreeBlocks()
-    children: dict[int, int] = {}
-    views: dict[int, int] = {}
-    offset: dict[int, int] = {}
-    allocated: set[int] = set()
 
     def allocate(tensor: Tensor) -> None:
-        key = id(tensor)
-        if tensor.external or key in allocated or key in offset or tensor.view_src is not None:
+        if tensor.external or tensor.offset >= 0 or tensor.view_src is not None:
             return
-        allocated.add(key)
+        if tensor.size < 0:
+            tensor.size = padded(tensor.n_bytes)
         if tensor.op in IN_PLACE:
             for parent in tensor.srcs:
                 # ggml_gallocr_is_own: only a tensor the allocator placed itself can be reused, and a
                 # view (a reshaped Q/K, say) is never placed, so RMS norm / RoPE over one get new room
-                if id(parent) not in allocated or parent.shape != tensor.shape or parent.type_size != tensor.type_size:
-                    continue
-                if parent.is_output:
-                    continue
-                if children.get(id(parent), 0) != 1 or views.get(id(parent), 0) != 0:
-                    continue
-                offset[key] = offset[id(parent)]
-                allocated.discard(id(parent))  # the node owns the room now: the parent is not freed
-                return
-        offset[key] = blocks.alloc(tensor.n_bytes)
+                if parent.owned and parent.children == 1 and not parent.views and not parent.is_output \
+                        and parent.shape == tensor.shape and parent.type_size == tensor.type_size:
+                    tensor.offset, tensor.owned = parent.offset, True
+                    parent.owned = False  # the node owns the room now: the parent is not freed
+                    return
+        tensor.offset, tensor.owned = blocks.alloc(tensor.size), True
 
+    def release(tensor: Tensor) -> None:
+        if tensor.owned and not tensor.is_output:
+            blocks.free(tensor.offset, tensor.size)
+            tensor.owned = False
+
+    for node in nodes:  # the state of an earlier layout is forgotten
+        node.offset, node.owned, node.children, node.views = -1, False, 0, 0
+        for src in node.srcs:
+            src.offset, src.owned, src.children, src.views = -1, False, 0, 0
+    for tensor in inputs:
+        tensor.offset, tensor.owned = -1, False
     for tensor in inputs:
         allocate(tensor)
     for node in nodes:
         if node.view_src is not None:
-            views[id(node.view_src)] = views.get(id(node.view_src), 0) + 1
+            node.view_src.views += 1
         for src in node.srcs:
-            children[id(src)] = children.get(id(src), 0) + 1
+            src.children += 1
             if src.is_input:
                 allocate(src)
     for node in nodes:
         for parent in node.srcs:
             allocate(parent)
         allocate(node)
-        if node is target:
-            break
         for parent in node.srcs:
-            children[id(parent)] -= 1
-            if children[id(parent)] or views.get(id(parent), 0):
+            parent.children -= 1
+            if parent.children or parent.views:
                 continue
-            if parent.view_src is not None:
-                owner = parent.view_src
-                views[id(owner)] -= 1
-                if not views[id(owner)] and not children.get(id(owner), 0) and id(owner) in allocated \
-                        and not owner.is_output:
-                    blocks.free(offset[id(owner)], owner.n_bytes)
-                    allocated.discard(id(owner))
-            elif id(parent) in allocated and not parent.is_output:
-                blocks.free(offset[id(parent)], parent.n_bytes)
-                allocated.discard(id(parent))
-    return blocks.max_size, offset
+            owner = parent.view_src
+            if owner is None:
+                release(parent)
+            else:
+                owner.views -= 1
+                if not owner.views and not owner.children:
+                    release(owner)
+    return blocks.max_size

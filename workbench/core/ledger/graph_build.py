@@ -17,7 +17,7 @@ class Graph:
     def __init__(self) -> None:
         self.inputs: list[Tensor] = []
         self.nodes: list[Tensor] = []
-        self._seen: set[int] = set()
+        self._weight = Tensor("NONE", (1,), external=True)
 
     # -- leafs ---------------------------------------------------------------------------------
     @staticmethod
@@ -25,27 +25,35 @@ class Graph:
         """A graph input (ggml_set_input): a leaf, allocated before any node in the order the graph reaches it."""
         return Tensor("NONE", shape, type_size=type_size, is_input=True)
 
-    @staticmethod
-    def weight(*shape: int, type_size: float = F32) -> Tensor:
-        """A model tensor or a cache: it lives in another buffer."""
-        return Tensor("NONE", shape or (1,), type_size=type_size, external=True)
+    def weight(self, *shape: int, type_size: float = F32) -> Tensor:
+        """A model tensor or a cache: it lives in another buffer. Weights whose shape no view reads are one
+        tensor: the allocator never places them."""
+        if not shape and type_size == F32:
+            return self._weight
+        return Tensor("NONE", shape, type_size=type_size, external=True)
 
     def expand(self, tensor: Tensor) -> Tensor:
-        stack = [(tensor, False)]
+        """ggml_visit_parents: sources depth first, left to right, then the node; a tensor once."""
+        stack: list[Tensor | None] = [tensor]
         while stack:
-            node, done = stack.pop()
-            if done:
-                (self.nodes if node.op != "NONE" else self.inputs if node.is_input else []).append(node)
+            node = stack.pop()
+            if node is None:  # its sources are done: the node follows them
+                node = stack.pop()
+                if node.op != "NONE":
+                    self.nodes.append(node)
+                elif node.is_input:
+                    self.inputs.append(node)
                 continue
-            if id(node) in self._seen:
+            if node.seen_by is self:
                 continue
-            self._seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((src, False) for src in reversed(node.srcs))
+            node.seen_by = self
+            stack.append(node)
+            stack.append(None)
+            stack.extend(reversed(node.srcs))
         return tensor
 
     def peak(self) -> int:
-        return place(self.inputs, self.nodes)[0]
+        return place(self.inputs, self.nodes)
 
     # -- views -----------------------------------------------------------------------------------
     @staticmethod
