@@ -31,6 +31,7 @@ from workbench.core.config.build_choice import (  # noqa: E402 - the checkout's 
     LLAMA_REQUIREMENT,
     BuildChoice,
     choose_build,
+    cpu_flags,
     installed_backends,
     rebuild_command,
 )
@@ -57,6 +58,8 @@ def needs_rebuild(choice: BuildChoice, installed: frozenset[str] | None, *, aske
     missing = sorted(choice.wanted_libraries - installed)
     if missing:
         return f"the installed llama.cpp has {', '.join(sorted(installed)) or 'no backend'}, not {', '.join(missing)}"
+    if "amx" in installed and any(arg == "-DGGML_NATIVE=OFF" for arg in choice.cmake_args):
+        return "the installed llama.cpp has the AMX buffer, which crashes it (built with -march=native)"
     extra = sorted((installed - choice.wanted_libraries) & {"cuda", "vulkan"})
     if overridden and extra:
         return f"the installed llama.cpp has {', '.join(extra)}, which {BACKEND_VARIABLE}={choice.backend} leaves out"
@@ -75,7 +78,9 @@ def plan(root: Path, env: dict[str, str], *, extras: str, rebuild: bool) -> tupl
     nvcc = find_nvcc(root, env.get("PATH", ""))
     on_path = nvcc is not None and Path(nvcc).parent.resolve() in {
         Path(part).resolve() for part in env.get("PATH", "").split(os.pathsep) if part}
-    choice = choose_build(gpus, nvcc, env, path_has_nvcc=on_path)
+    cpuinfo = root / "proc/cpuinfo"
+    flags = cpu_flags(cpuinfo.read_text(errors="replace")) if cpuinfo.is_file() else frozenset()
+    choice = choose_build(gpus, nvcc, env, path_has_nvcc=on_path, flags=flags)
     lines = [f"install: llama.cpp backend {choice.backend} (+ RPC)"]
     lines += [f"  why: {reason}" for reason in choice.reasons]
     lines.append(f"  another: {BACKEND_VARIABLE}=cpu|cuda|vulkan python install.py (now: "

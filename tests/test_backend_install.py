@@ -14,6 +14,7 @@ from workbench.core.config.build_choice import (
     LLAMA_REQUIREMENT,
     BuildChoice,
     choose_build,
+    cpu_flags,
     installed_backends,
     rebuild_command,
 )
@@ -147,6 +148,9 @@ def test_rebuild_only_when_the_installed_build_lacks_the_backend(tmp_path):
     assert install.needs_rebuild(cpu, None, asked=False, overridden=False) == "llama-cpp-python is not installed"
     assert install.needs_rebuild(cpu, frozenset({"cpu", "rpc", "cuda"}), asked=False, overridden=True)
     assert install.needs_rebuild(cpu, frozenset({"cpu", "rpc", "cuda"}), asked=False, overridden=False) == ""
+    no_amx = BuildChoice("cpu", ("-DGGML_RPC=on", "-DGGML_NATIVE=OFF"), (), ())
+    assert "AMX" in install.needs_rebuild(no_amx, frozenset({"cpu", "rpc", "amx"}), asked=False, overridden=False)
+    assert install.needs_rebuild(no_amx, frozenset({"cpu", "rpc"}), asked=False, overridden=False) == ""
     for name in ("libggml-cpu.so", "libggml-rpc.so", "libggml-cuda.so"):
         (tmp_path / name).write_bytes(b"")
     assert installed_backends(tmp_path) == frozenset({"cpu", "rpc", "cuda"})
@@ -217,3 +221,26 @@ def test_the_dry_run_names_the_test_browser():
     assert done.returncode == 0, done.stderr
     browser = [line for line in done.stdout.splitlines() if "test browser" in line]
     assert len(browser) == 1 and browser[0].startswith("  test browser: /usr/bin/chromium")
+
+
+def test_a_cpu_with_amx_is_built_without_it_and_one_without_amx_natively():
+    """llama.cpp's AMX buffer (compiled by -march=native on a CPU with AMX) segfaulted on the bundled model and
+    aborted every MLA load on the captured Xeon; the build names its instruction sets instead."""
+    xeon = cpu_flags((SYSFS / "xeon-amx/proc/cpuinfo").read_text())
+    assert {"amx_int8", "avx512f", "avx2"} <= xeon
+    amx = choose_build(detect_gpus(SYSFS / "xeon-amx", ""), None, {}, flags=xeon)
+    assert "-DGGML_NATIVE=OFF" in amx.cmake_args and "-DGGML_AVX512=ON" in amx.cmake_args
+    assert "-DGGML_AVX2=ON" in amx.cmake_args and not any("AMX" in arg for arg in amx.cmake_args)
+    assert any("AMX" in reason for reason in amx.reasons)
+    laptop = choose_build(detect_gpus(SYSFS / "x86-laptop", ""), None, {}, flags=xeon - {"amx_int8", "amx_tile", "amx_bf16"})
+    assert laptop.cmake_args == ("-DGGML_RPC=on",)
+    assert cpu_flags("processor\t: 0\nFeatures\t: fp asimd\n") == frozenset()  # Arm says Features, builds natively
+
+
+def test_the_installed_llama_cpp_has_no_amx_buffer():
+    """What install.py built on this machine: natively where the CPU lacks AMX (no AMX code then either), and
+    without it where the CPU has it; the bundled model loads in test_engine either way."""
+    import llama_cpp
+
+    installed = installed_backends(Path(llama_cpp.__file__).parent / "lib")
+    assert installed is not None and "cpu" in installed and "amx" not in installed

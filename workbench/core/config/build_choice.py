@@ -70,8 +70,35 @@ def gpu_words(gpus: MachineGpus, *, sources: bool = True) -> str:
     return f"an NVIDIA GPU: {names}" + (f" ({gpus.nvidia[0].source})" if sources else "")
 
 
-def choose_build(gpus: MachineGpus, nvcc: Path | None, env: Mapping[str, str], *, path_has_nvcc: bool = True) -> BuildChoice:
-    """The build for this machine, or for the backend `WORKBENCH_BACKEND` names."""
+# x86 /proc/cpuinfo flag -> the ggml option that compiles for it without -march=native (ggml-cpu/CMakeLists.txt)
+_X86_OPTIONS = (("sse4_2", "GGML_SSE42"), ("f16c", "GGML_F16C"), ("fma", "GGML_FMA"), ("bmi2", "GGML_BMI2"),
+                ("avx", "GGML_AVX"), ("avx2", "GGML_AVX2"), ("avx_vnni", "GGML_AVX_VNNI"), ("avx512f", "GGML_AVX512"),
+                ("avx512vbmi", "GGML_AVX512_VBMI"), ("avx512_vnni", "GGML_AVX512_VNNI"),
+                ("avx512_bf16", "GGML_AVX512_BF16"))
+
+
+def cpu_flags(cpuinfo: str) -> frozenset[str]:
+    """The first `flags` line of /proc/cpuinfo (x86); empty where there is none (Arm says `Features`)."""
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+def without_amx(flags: frozenset[str]) -> tuple[str, ...]:
+    """CMake arguments for a CPU with AMX: -march=native would compile ggml-cpu's AMX buffer, which takes the
+    weights its kernel has and then crashes llama.cpp 0c1e570 (a segfault loading SmolLM2 Q4_1, whose token
+    embedding it takes; an assert in ggml-backend.cpp at every MLA file's permuted attn_k_b product). The same
+    instruction sets named one by one, AMX left out; () for a CPU without AMX."""
+    if "amx_int8" not in flags:
+        return ()
+    return ("-DGGML_NATIVE=OFF",) + tuple(f"-D{option}=ON" for flag, option in _X86_OPTIONS if flag in flags)
+
+
+def choose_build(gpus: MachineGpus, nvcc: Path | None, env: Mapping[str, str], *, path_has_nvcc: bool = True,
+                 flags: frozenset[str] = frozenset()) -> BuildChoice:
+    """The build for this machine, or for the backend `WORKBENCH_BACKEND` names; `flags` are its CPU's."""
     reasons: list[str] = []
     user, user_error = user_cmake_args(env)
     override = env.get(BACKEND_VARIABLE, "").strip().lower()
@@ -122,6 +149,11 @@ def choose_build(gpus: MachineGpus, nvcc: Path | None, env: Mapping[str, str], *
             reasons.append(f"CUDACXX={nvcc} (nvcc is not on PATH, so CMake would not find it)")
     elif backend == "vulkan":
         args.append("-DGGML_VULKAN=on")
+    amx_free = without_amx(flags)
+    if amx_free:
+        args.extend(amx_free)
+        reasons.append("the CPU has AMX: its instruction sets are named one by one, AMX left out (llama.cpp's AMX "
+                       "buffer crashes it on SmolLM2 Q4_1 and on every MLA model)")
     if user:
         reasons.append(f"your CMAKE_ARGS added after ours: {' '.join(user)}")
     return BuildChoice(backend, tuple(args) + user, tuple(extra_env), tuple(reasons), error)
@@ -138,4 +170,7 @@ def installed_backends(lib_dir: Path | None) -> frozenset[str] | None:
     """The backends a llama-cpp-python wheel's lib folder holds; None when there is no such folder."""
     if lib_dir is None or not lib_dir.is_dir():
         return None
-    return frozenset(name for name, library in BACKEND_LIBRARIES.items() if (lib_dir / library).exists())
+    found = {name for name, library in BACKEND_LIBRARIES.items() if (lib_dir / library).exists()}
+    if "cpu" in found and b"ggml_backend_amx_buffer_type" in (lib_dir / BACKEND_LIBRARIES["cpu"]).read_bytes():
+        found.add("amx")  # its symbol is compiled only with AMX (ggml-cpu/amx/amx.cpp)
+    return frozenset(found)
