@@ -51,6 +51,14 @@ class AttentionModel:
     n_expert_shared: int = 0
     n_dense_lead: int = 0
     expert_type: str = "Q8_0"
+    # DeepSeek-V3's router, as the V3.2 and GLM-5 files carry it: a selection bias per expert (exp_probs_b), the
+    # weights normalized and scaled, the experts chosen from the best n_groups_used of n_groups groups
+    selection_bias: bool = False
+    weights_norm: bool = False
+    weights_scale: float = 0.0
+    n_groups: int = 0
+    n_groups_used: int = 0
+    gating: int = 2  # llama_expert_gating_func_type: SIGMOID in the released files (3, SOFTMAX_WEIGHT, in none)
     # DeepSeek sparse attention (deepseek32, glm-dsa): the lightning indexer's heads and key width; its key cache
     # holds indexer_dim values a cell on every "full" indexer layer (indexer_types: 1 full, 0 shared; () all full)
     indexer_heads: int = 0
@@ -64,13 +72,16 @@ ATTENTION_MODELS = {
     "deepseek2": AttentionModel("deepseek2", n_expert=4, n_expert_used=2, n_ff_expert=64, n_expert_shared=1,
                                 n_dense_lead=1),
     # DeepSeek-V3.2's indexer (64 heads x 128 at full size) at a tiny width: every layer keeps indexer keys
+    # and its router (256 experts in 8 groups, 4 kept; weights normalized, times 2.5)
     "deepseek32": AttentionModel("deepseek32", n_expert=4, n_expert_used=2, n_ff_expert=64, n_expert_shared=1,
-                                 n_dense_lead=1, indexer_heads=4, indexer_dim=64, indexer_top_k=256),
+                                 n_dense_lead=1, indexer_heads=4, indexer_dim=64, indexer_top_k=256,
+                                 selection_bias=True, weights_norm=True, weights_scale=2.5, n_groups=2, n_groups_used=1),
     # GLM-5.2's pattern: layers 0-2 and every fourth after compute their own top-k ("full"), the rest reuse it and
     # ship no indexer tensors; 8 layers, so that 4 of them (0, 1, 2, 6) keep indexer keys
     "glm-dsa": AttentionModel("glm-dsa", n_layer=8, n_expert=4, n_expert_used=2, n_ff_expert=64, n_expert_shared=1,
                               n_dense_lead=1, indexer_heads=4, indexer_dim=64, indexer_top_k=256,
-                              indexer_types=(1, 1, 1, 0, 0, 0, 1, 0)),
+                              indexer_types=(1, 1, 1, 0, 0, 0, 1, 0), selection_bias=True, weights_norm=True,
+                              weights_scale=2.5),
     # 25 layers, so that the 5 past llama.cpp's 20 cache-owning ones share caches (as Gemma 3n E2B's 30);
     # a 4,096-token vocabulary keeps the per-layer embedding (256 x layers x vocabulary) small
     "gemma3n": AttentionModel("gemma3n", n_layer=25, n_vocab=4096, sliding_window=512),
@@ -142,6 +153,13 @@ def _deepseek2(writer: gguf.GGUFWriter, m: AttentionModel, rng: np.random.Genera
     writer.add_uint32(f"{arch}.attention.value_length_mla", m.v_head_dim)
     writer.add_uint32(f"{arch}.leading_dense_block_count", m.n_dense_lead)
     writer.add_uint32(f"{arch}.expert_shared_count", m.n_expert_shared)
+    if m.weights_norm:
+        writer.add_expert_weights_norm(True)
+    if m.weights_scale:
+        writer.add_expert_weights_scale(m.weights_scale)
+    if m.n_groups:
+        writer.add_uint32(f"{arch}.expert_group_count", m.n_groups)
+        writer.add_uint32(f"{arch}.expert_group_used_count", m.n_groups_used)
     if m.indexer_dim:
         _indexer_keys(writer, m)
     k_mla = m.nope_dim + m.rope_dim
@@ -172,6 +190,8 @@ def _deepseek2(writer: gguf.GGUFWriter, m: AttentionModel, rng: np.random.Genera
             add("ffn_down.weight", "Q8_0", (m.n_ff, m.n_embd))
             continue
         add("ffn_gate_inp.weight", "F32", (m.n_embd, m.n_expert))
+        if m.selection_bias:
+            add("exp_probs_b.bias", "F32", (m.n_expert,))
         add("ffn_gate_exps.weight", m.expert_type, (m.n_embd, m.n_ff_expert, m.n_expert))
         add("ffn_up_exps.weight", m.expert_type, (m.n_embd, m.n_ff_expert, m.n_expert))
         add("ffn_down_exps.weight", m.expert_type, (m.n_ff_expert, m.n_embd, m.n_expert))
@@ -190,7 +210,7 @@ def _indexer_keys(writer: gguf.GGUFWriter, m: AttentionModel) -> None:
     writer.add_uint32(indexer.HEAD_COUNT.format(arch=m.arch), m.indexer_heads)
     writer.add_uint32(indexer.KEY_LENGTH.format(arch=m.arch), m.indexer_dim)
     writer.add_uint32(indexer.TOP_K.format(arch=m.arch), m.indexer_top_k)
-    writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    writer.add_uint32(gguf.Keys.LLM.EXPERT_GATING_FUNC.format(arch=m.arch), m.gating)
     if m.indexer_types:
         writer.add_array(f"{m.arch}.attention.indexer.types", list(m.indexer_types))
 

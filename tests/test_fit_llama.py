@@ -44,10 +44,6 @@ WRITERS = {
 }
 BASE = Preset("base", ctx_size=2048, threads=1)
 LOG_ROUNDING = 4 * 0.005 * MIB  # llama.cpp prints each of the four buffers in MiB to two decimals
-# DeepSeek sparse attention without flash attention: the ledger's compute line is ~31% low (the DSA indexer's
-# graph is not laid out; test_arch_attention_ledger.DSA_COMPUTE_MISSED), so the choice goes over, by this much here
-LEDGER_LOW = {"deepseek32": "llama.cpp's buffers 31.6 MiB over the budget at ctx 21,760 without flash attention",
-              "glm-dsa": "llama.cpp's buffers 24.5 MiB over the budget at ctx 16,640 without flash attention"}
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +64,7 @@ def _reported(client: EngineClient, path, preset: Preset) -> tuple[int, int]:
     return buffers, loaded.n_ctx
 
 
-@pytest.mark.parametrize("family", [
-    pytest.param(family, marks=pytest.mark.xfail(strict=True, reason=f"ledger compute low for DSA: {LEDGER_LOW[family]}"))
-    if family in LEDGER_LOW else family for family in sorted(WRITERS)])
+@pytest.mark.parametrize("family", sorted(WRITERS))
 def test_the_chosen_preset_fits_llama_cpp_and_its_context_is_maximal(family, engine, model_dir):
     path = WRITERS[family](model_dir / f"{family}.gguf")
     model = read_gguf(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 
+from arch_attention_2026 import ATTENTION_MODELS, write_attention_gguf
 from arch_recurrent import RECURRENT_MODELS, write_recurrent_gguf
 
 from workbench.core.config.preset import Preset
@@ -37,3 +38,16 @@ def test_more_experts_than_llama_cpp_allows_is_not_laid_out(tmp_path):
     honest = RECURRENT_MODELS["granitehybrid"]
     hostile = replace(honest, base=replace(honest.base, n_expert=MAX_EXPERTS + 1))
     assert _laid_out(write_recurrent_gguf(tmp_path / "experts.gguf", hostile)) == [None]
+
+
+def test_an_indexer_llama_cpp_would_refuse_is_not_laid_out(tmp_path):
+    """deepseek32's rotation is as wide as the indexer keys only for a power of two (ggml_mul_mat asserts it) and
+    its rope part must fit in them (deepseek32.cpp asserts it); expert groups must divide the experts, two or more
+    to a group, and keep no more groups than there are (ggml_argsort_top_k asserts it): a header saying otherwise
+    gets the formula."""
+    honest = ATTENTION_MODELS["deepseek32"]
+    assert _laid_out(write_attention_gguf(tmp_path / "honest.gguf", honest))[0] > 0
+    for name, hostile in (("width", replace(honest, indexer_dim=96)), ("rope", replace(honest, indexer_dim=16)),
+                          ("used", replace(honest, n_expert_used=10**7)),
+                          ("groups", replace(honest, n_groups=3)), ("kept", replace(honest, n_groups_used=5))):
+        assert _laid_out(write_attention_gguf(tmp_path / f"{name}.gguf", hostile)) == [None], name

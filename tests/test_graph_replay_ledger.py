@@ -76,3 +76,23 @@ def test_compute_buffer_is_llama_cpps(family, ctx, ubatch, k, v, flash, n_seq):
     assert abs(ledger.compute_bytes - loaded.compute_buffer_bytes) <= 0.001 * loaded.compute_buffer_bytes + LOG_ROUNDING, \
         report
 
+
+
+# MLA with DeepSeek sparse attention (graph_mla): llama.cpp makes no context for an MLA cache without flash attention
+# unless K and V are both f16 (V quantization needs flash attention, and MLA one type for both)
+DSA_SETTINGS = ((8192, 512, "f16", "f16", False, 1), (8192, 512, "f16", "f16", True, 1),
+                (2048, 256, "q8_0", "q8_0", True, 4), (2048, 512, "f16", "f16", False, 4))
+
+
+@pytest.fixture(scope="module", params=["deepseek32", "glm-dsa"])
+def dsa_family(request, tmp_path_factory):
+    path = write_attention_gguf(tmp_path_factory.mktemp("graph-replay") / f"{request.param}.gguf",
+                                ATTENTION_MODELS[request.param])
+    with EngineClient() as client:
+        yield request.param, path, client
+
+
+@pytest.mark.parametrize("ctx,ubatch,k,v,flash,n_seq", DSA_SETTINGS,
+                         ids=[f"ctx{c}-ub{u}-{k}-{'fa' if f else 'nofa'}-np{n}" for c, u, k, v, f, n in DSA_SETTINGS])
+def test_dsa_compute_buffer_is_llama_cpps(dsa_family, ctx, ubatch, k, v, flash, n_seq):
+    test_compute_buffer_is_llama_cpps(dsa_family, ctx, ubatch, k, v, flash, n_seq)

@@ -1,5 +1,6 @@
 """The app says in one notification when a buffer llama.cpp reports after a load is more than 5% off the ledger."""
 
+from dataclasses import replace
 from pathlib import Path
 
 from arch_attention_2026 import ATTENTION_MODELS, write_attention_gguf
@@ -14,9 +15,9 @@ from workbench.ui.widgets.ledger_panel import LedgerPanel
 
 
 async def test_a_load_off_its_prediction_is_said_once_with_both_figures(tmp_path: Path):
-    """deepseek32 without flash attention at ctx 8192, where the ledger's compute line is known ~31% low (the
-    sparse-attention indexer's scores; tests/test_arch_attention_ledger.py keeps it as a strict known miss)."""
-    model = write_attention_gguf(tmp_path / "deepseek32.gguf", ATTENTION_MODELS["deepseek32"])
+    """deepseek32 without flash attention at ctx 8192 with a router gating the replay does not lay out: the
+    formula's compute line is ~31% low (test_arch_attention_ledger.UNLAID_GATING)."""
+    model = write_attention_gguf(tmp_path / "deepseek32.gguf", replace(ATTENTION_MODELS["deepseek32"], gating=3))
     user_presets_dir().mkdir(parents=True, exist_ok=True)
     (user_presets_dir() / "missed.toml").write_text(
         'name = "missed"\nweights = "keep"\nctx_size = 8192\nthreads = 1\n')

@@ -1,7 +1,7 @@
 """Reserve graphs of whole models, one builder per family, laid out by graph_alloc.
 
 Each builder follows its llama.cpp 0c1e570 model file (src/models/<family>.cpp) layer by layer
-with the blocks of graph_layers and graph_recurrent; `laid_out_compute_bytes` is the compute buffer
+with the blocks of graph_layers, graph_recurrent and graph_mla; `laid_out_compute_bytes` is the compute buffer
 llama.cpp reserves for it: the peak of ggml-alloc over the graph of one full ubatch (every token an
 output, all n_ctx cells visible) or of one token per sequence, whichever is higher. Every builder
 was checked node by node against the address llama.cpp gives each tensor of that graph (read
@@ -21,6 +21,7 @@ from workbench.core.gguf.ggml_types import cache_type
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.graph_build import Graph
 from workbench.core.ledger.graph_layers import (
+    Route,
     Shape,
     attention,
     declare_inputs,
@@ -30,7 +31,9 @@ from workbench.core.ledger.graph_layers import (
     moe_ffn,
     shared_expert,
 )
+from workbench.core.ledger.graph_mla import MlaShape, indexer_rotation_side, mla_graph
 from workbench.core.ledger.graph_recurrent import delta_net, mamba2, shortconv
+from workbench.core.ledger.indexer_cache import indexer_cache
 from workbench.core.ledger.kv_layers import kv_cells, preset_n_ubatch, sliding_window
 from workbench.core.ledger.recurrent import recurrent_state
 from workbench.core.ledger.sequences import preset_kv_unified, preset_n_seq
@@ -50,6 +53,7 @@ class FamilyGraph:
     architecture: str = ""
     qk_norm: bool | str = False  # per-head Q and K norms (qwen3); "full": over their whole width (olmoe)
     qkv_bias: bool = False  # biases on Q, K and V (qwen2)
+    mla: MlaShape | None = None  # deepseek2 / deepseek32 / glm-dsa: the latent and indexer widths (graph_mla)
 
 
 def _granite_hybrid(f: FamilyGraph) -> Graph:
@@ -175,7 +179,12 @@ def _dense(f: FamilyGraph) -> Graph:
     return g
 
 
-_BUILDERS = {"llama": _dense, "qwen2": _dense, "qwen3": _dense, "qwen2moe": _dense, "qwen3moe": _dense, "olmoe": _dense, "gpt-oss": _openai_moe, "gemma3": _gemma3, "granitehybrid": _granite_hybrid, "qwen3next": _qwen3next, "lfm2": _lfm2}
+def _mla(f: FamilyGraph) -> Graph:
+    assert f.mla is not None
+    return mla_graph(f.shape, f.mla, f.n_vocab)
+
+
+_BUILDERS = {"deepseek2": _mla, "deepseek32": _mla, "glm-dsa": _mla, "llama": _dense, "qwen2": _dense, "qwen3": _dense, "qwen2moe": _dense, "qwen3moe": _dense, "olmoe": _dense, "gpt-oss": _openai_moe, "gemma3": _gemma3, "granitehybrid": _granite_hybrid, "qwen3next": _qwen3next, "lfm2": _lfm2}
 
 
 _SLIDING = frozenset({"gemma3", "gpt-oss"})
@@ -198,6 +207,8 @@ def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | 
     """The reserve graph's description for `model` under `preset`, or None where no builder lays it out."""
     if model.architecture not in _BUILDERS or not 1 <= model.n_layer <= MAX_LAYERS:
         return None
+    if _BUILDERS[model.architecture] is _mla:
+        return _mla_family(model, preset, n_ctx)
     if model.head_dim_k != model.head_dim_v:
         return None
     names = {tensor.name for tensor in model.tensors}
@@ -238,6 +249,78 @@ def family_graph(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | 
                        architecture=model.architecture, qkv_bias="blk.0.attn_q.bias" in names,
                        qk_norm=("full" if model.architecture == "olmoe" else True) if "blk.0.attn_q_norm.weight" in names
                        else False)
+
+
+def _mla_family(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | None:
+    """deepseek2 / deepseek32 / glm-dsa with MLA (key/value_length_mla set), or None where the file asks for a
+    graph graph_mla does not lay out: MHA without the latent, Mistral-Large's temperature scale, a gating
+    function other than softmax or sigmoid, expert groups that do not divide the experts."""
+    arch, names = model.architecture, {tensor.name for tensor in model.tensors}
+    n_layer = model.n_layer - _metadata_int(model, "nextn_predict_layers")
+    k_mla, v_mla = _metadata_int(model, "attention.key_length_mla"), _metadata_int(model, "attention.value_length_mla")
+    latent, rope = _metadata_int(model, "attention.kv_lora_rank"), _metadata_int(model, "rope.dimension_count")
+    q_lora = _metadata_int(model, "attention.q_lora_rank") if "blk.0.attn_q.weight" not in names else 0
+    if not (k_mla and v_mla and latent and 0 < rope <= k_mla) or not 1 <= n_layer <= MAX_LAYERS:
+        return None
+    if model.metadata.get(f"{arch}.attention.temperature_scale"):
+        return None
+    route = _mla_route(model, n_layer)
+    if route is None:
+        return None
+    heads = dim = top_k = 0
+    full: tuple[bool, ...] = ()
+    if arch != "deepseek2":
+        indexer = indexer_cache(model)
+        heads, top_k = _metadata_int(model, "attention.indexer.head_count"), _metadata_int(model, "attention.indexer.top_k")
+        if indexer is None or not (q_lora and heads and top_k) or 0 not in indexer.layers:
+            return None  # glm-dsa.cpp asserts a full layer comes before any shared one
+        dim, full = indexer.key_length, tuple(il in indexer.layers for il in range(n_layer))
+        # deepseek32.cpp asserts n_rot <= the key width; the rotation is multiplied into the keys (ggml_mul_mat
+        # asserts it is as wide as they are)
+        if rope > dim or indexer_rotation_side(dim) != dim:
+            return None
+    n_ubatch = preset_n_ubatch(preset, n_ctx)
+    n_seq = preset_n_seq(preset)
+    cells = kv_cells(model, n_ctx, n_ubatch=n_ubatch, n_seq=n_seq, kv_unified=preset_kv_unified(preset))
+    n_ff_exp = _metadata_int(model, "expert_feed_forward_length") or _rows(model, "ffn_up_exps.weight")
+    shape = Shape(n_embd=model.n_embd, n_head=model.n_head, n_head_kv=1, head_dim=latent + rope,
+                  n_tokens=min(n_ubatch, n_ctx), n_kv=cells.global_cells, n_seqs=n_seq, n_rs=n_seq,
+                  flash=preset.flash_attn, n_ff=n_ff_exp, n_expert=_metadata_int(model, "expert_count"),
+                  n_expert_used=_metadata_int(model, "expert_used_count"),
+                  n_ff_shared=_rows(model, "ffn_up_shexp.weight") or n_ff_exp * _metadata_int(model, "expert_shared_count"))
+    n_dense = min(_metadata_int(model, "leading_dense_block_count"), n_layer)
+    if not _laid_out_bounds(shape) or (n_dense < n_layer and not (shape.n_expert and shape.n_expert_used)):
+        return None
+    mla = MlaShape(q_lora_rank=q_lora, kv_lora_rank=latent, rope_dims=rope, k_mla=k_mla, v_mla=v_mla, n_layer=n_layer,
+                   n_dense_lead=n_dense, n_ff_dense=_metadata_int(model, "feed_forward_length") or _rows(model, "ffn_up.weight"),
+                   k_type_size=float(cache_type(preset.cache_type_k).bytes_per_element),
+                   weights_norm=bool(model.metadata.get(f"{arch}.expert_weights_norm")), route=route,
+                   indexer_heads=heads, indexer_dim=dim, indexer_top_k=top_k, indexer_full=full)
+    return FamilyGraph(shape=shape, recurrent=(False,) * n_layer, n_vocab=model.n_vocab, architecture=arch, mla=mla)
+
+
+def _mla_route(model: ModelInfo, n_layer: int) -> Route | None:
+    """How an MLA file's router picks experts (deepseek2.cpp / deepseek32.cpp / glm-dsa.cpp load_arch_hparams and
+    build_moe_ffn), or None for a gating graph_layers does not lay out."""
+    arch = model.architecture
+    gating = _metadata_int(model, "expert_gating_func")
+    if not gating:  # deepseek2: softmax for DeepSeek-V2 files without the key, sigmoid for GLM 4.7 Lite's shape
+        glm_lite = n_layer in (47, 48) and model.n_vocab == 154880
+        gating = _SIGMOID if arch == "glm-dsa" or (arch == "deepseek2" and glm_lite) else _SOFTMAX
+    n_groups, n_used = _metadata_int(model, "expert_group_count"), _metadata_int(model, "expert_group_used_count")
+    n_expert = _metadata_int(model, "expert_count")
+    if gating not in (_SOFTMAX, _SIGMOID):
+        return None
+    if n_groups > 1 and not (n_expert % n_groups == 0 and n_expert // n_groups >= 2 and 1 <= n_used <= n_groups):
+        return None  # ggml_argsort_top_k asserts two experts a group, and as many groups as it keeps
+    scale = model.metadata.get(f"{arch}.expert_weights_scale")
+    biased = any(tensor.name.endswith("exp_probs_b.bias") for tensor in model.tensors)
+    return Route(sigmoid=gating == _SIGMOID, selection_bias=biased, n_groups=n_groups if n_groups > 1 else 0,
+                 n_groups_used=n_used if n_groups > 1 else 0,
+                 scale=isinstance(scale, (int, float)) and scale not in (0, 1))
+
+
+_SOFTMAX, _SIGMOID = 1, 2  # llama_expert_gating_func_type
 
 
 # llama-hparams.h LLAMA_MAX_EXPERTS; llama.cpp refuses a file with more, or with more used than there are

@@ -44,6 +44,17 @@ class Shape:
 
 
 @dataclass(frozen=True)
+class Route:
+    """How build_moe_ffn picks experts beyond a softmax top-k (DeepSeek-V3 and the files after it)."""
+
+    sigmoid: bool = False  # expert_gating_func SIGMOID
+    selection_bias: bool = False  # exp_probs_b: added to the scores the experts are chosen by
+    n_groups: int = 0  # expert_group_count: experts chosen from the best n_groups_used groups only
+    n_groups_used: int = 0
+    scale: bool = False  # expert_weights_scale other than 0 and 1
+
+
+@dataclass(frozen=True)
 class KvInputs:
     """One KV cache's inputs (llm_graph_input_attn_kv; a sliding-window model has two sets)."""
 
@@ -180,14 +191,18 @@ def attention(g: Graph, s: Shape, inp: Inputs, cur: Tensor, *, qk_norm: bool | s
 
 
 def moe_ffn(g: Graph, s: Shape, cur: Tensor, *, norm_weights: bool = False, softmax_after: bool = False,
-            bias: bool = False) -> Tensor:
+            bias: bool = False, route: Route | None = None) -> Tensor:
     """build_moe_ffn: the router (softmax over all experts, or for gpt-oss's SOFTMAX_WEIGHT gating over the
-    chosen ones' logits), the top-k experts' weights (normalized to sum 1 where the family asks), gate and up
-    of each chosen expert (with per-expert biases: ADD_ID), their GLU, down, weighted and summed."""
-    t, used = s.n_tokens, s.n_expert_used
+    chosen ones' logits; `route` for DeepSeek's sigmoid, selection bias and expert groups), the top-k experts'
+    weights (normalized to sum 1 where the family asks, then scaled), gate and up of each chosen expert (with
+    per-expert biases: ADD_ID), their GLU, down, weighted and summed."""
+    t, used, r = s.n_tokens, s.n_expert_used, route or Route()
     logits = g.mul_mat(g.weight(), cur, s.n_expert)
-    probs = g.same("ADD", logits, g.weight()) if softmax_after else g.same("SOFT_MAX", logits)
-    top_k = g.view(g.op("ARGSORT", probs.shape, probs, type_size=I32), used, t)
+    probs = g.same("ADD", logits, g.weight()) if softmax_after else g.same("UNARY" if r.sigmoid else "SOFT_MAX", logits)
+    selection = g.same("ADD", probs, g.weight()) if r.selection_bias else probs  # probs stay unbiased for weights
+    if r.n_groups > 1:
+        selection = _groups_masked(g, s, selection, r)
+    top_k = g.view(g.op("ARGSORT", selection.shape, selection, type_size=I32), used, t)
     weights = g.get_rows(g.reshape(probs, 1, s.n_expert, t), top_k)
     if softmax_after:
         weights = g.reshape(g.same("SOFT_MAX", g.reshape(weights, used, t)), 1, used, t)
@@ -195,6 +210,8 @@ def moe_ffn(g: Graph, s: Shape, cur: Tensor, *, norm_weights: bool = False, soft
         flat = g.reshape(weights, used, t)
         total = g.op("CLAMP", (1, t), g.op("SUM_ROWS", (1, t), flat))
         weights = g.reshape(g.same("DIV", flat, total), 1, used, t)
+    if r.scale:
+        weights = g.same("SCALE", weights)
     g.expand(weights)  # build_moe_ffn expands the weights early
     x = g.reshape(cur, s.n_embd, 1, t)
 
@@ -209,6 +226,21 @@ def moe_ffn(g: Graph, s: Shape, cur: Tensor, *, norm_weights: bool = False, soft
     for _ in range(1, used):
         out = g.same("ADD", out, g.view(experts, s.n_embd, t))
     return g.expand(out if used > 1 else g.cont(out))  # so is its sum, before the next layer's state reads
+
+
+def _groups_masked(g: Graph, s: Shape, selection: Tensor, r: Route) -> Tensor:
+    """DeepSeek-V3's group-limited routing: each group scored by its two best experts, the best n_group_used kept
+    (their rows gathered, set into a copy of the scores filled with -inf)."""
+    t, per = s.n_tokens, s.n_expert // r.n_groups
+    groups = g.reshape(selection, per, r.n_groups, t)
+    best_two = g.view(g.op("ARGSORT", groups.shape, groups, type_size=I32), 2, r.n_groups, t)
+    scores = g.get_rows(g.reshape(groups, 1, per, r.n_groups, t), best_two)
+    scores = g.reshape(g.op("SUM_ROWS", (1, r.n_groups, t), g.reshape(scores, 2, r.n_groups, t)), r.n_groups, t)
+    kept = g.view(g.op("ARGSORT", scores.shape, scores, type_size=I32), r.n_groups_used, t)
+    rows = g.get_rows(groups, kept)
+    filled = g.op("FILL", groups.shape, groups)
+    masked = Tensor("SET_ROWS", groups.shape, (rows, kept, filled), view_of=filled)
+    return g.reshape(masked, s.n_expert, t)
 
 
 def shared_expert(g: Graph, s: Shape, cur: Tensor, routed: Tensor, *, gate: str = "sigmoid") -> Tensor:
