@@ -22,6 +22,7 @@ from workbench.core.ledger.predict import (
     predict_ledger,
     predicted_kv_bytes,
     predicted_overhead_bytes,
+    predicted_total_bytes,
     predicted_weights_bytes,
 )
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT
@@ -366,3 +367,20 @@ def test_a_vocabulary_only_file_is_not_a_model_that_fits(tmp_path: Path):
     with pytest.raises(WorkbenchError) as caught:
         predict_ledger(info, Preset(name="p"), DeviceProfile(name="d", ram_total_mb=8192))
     assert "holds no tensors" in str(caught.value) and "vocabulary-only" in str(caught.value)
+
+
+@pytest.mark.parametrize("preset", [
+    Preset("plain", ctx_size=4096), Preset("q4", weights="Q4_0", ctx_size=100, cache_type_k="q8_0",
+                                           cache_type_v="q8_0", flash_attn=True, parallel=4),
+    Preset("none", weights="Q8_0", ctx_size=0, ubatch_size=128)], ids=lambda p: p.name)
+def test_the_searches_total_is_the_ledgers(bundled, preset):
+    """The fit search prices contexts with predicted_total_bytes instead of whole ledgers: the same total, on a
+    board whose repacked copy differs from this machine's (an Arm profile) and on this one."""
+    arm = DeviceProfile(name="arm", ram_total_mb=8192, cores=4, mem_bandwidth_gbs=17, cpu_features=("neon", "dotprod"))
+    host = DeviceProfile(name="host-like", ram_total_mb=8192, cores=2, mem_bandwidth_gbs=20)
+    for device in (arm, host):
+        ledger = predict_ledger(bundled, preset, device)
+        assert predicted_total_bytes(bundled, preset, device) == ledger.total_bytes
+        assert predicted_total_bytes(bundled, preset, device, ctx_size=8192) == predict_ledger(
+            bundled, preset, device, ctx_size=8192).total_bytes
+    assert predict_ledger(bundled, Preset("q4_0", weights="Q4_0"), arm).cpu_repack_bytes > 0  # the repack is in it

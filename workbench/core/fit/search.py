@@ -23,7 +23,12 @@ from workbench.core.gguf.ggml_types import cache_type
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.ctx_search import largest_fitting_ctx
 from workbench.core.ledger.kv_layers import CTX_PAD, sliding_window
-from workbench.core.ledger.predict import max_ctx_that_fits, predict_ledger, predicted_weights_bytes
+from workbench.core.ledger.predict import (
+    max_ctx_that_fits,
+    predict_ledger,
+    predicted_total_bytes,
+    predicted_weights_bytes,
+)
 from workbench.core.ledger.speed import SpeedCorrection
 from workbench.core.units import MIB
 
@@ -60,14 +65,12 @@ def presets_of(option: WeightOption, base: Preset, floor: int) -> list[Preset]:
 def largest_ctx(model: ModelInfo, preset: Preset, device: DeviceProfile) -> int:
     """The largest context (a multiple of 256) whose ledger total is within the budget, 0 if none.
 
-    max_ctx_that_fits sizes the four main lines; the ledger may hold more (the ledger has the last word), so
-    its answer is an upper bound searched down from with predict_ledger's total on a board with room
-    (the total does not depend on the budget, and a ledger that fits skips pricing the fixes)."""
+    max_ctx_that_fits sizes the four main lines; the ledger's total holds more (the CPU repack), so its
+    answer is an upper bound searched down from with that total (predicted_total_bytes)."""
     budget = device.budget_mb * MIB
-    roomy = dataclasses.replace(device, ram_total_mb=1 << 24, reserves_mb=())
 
     def fits(ctx: int) -> bool:
-        return predict_ledger(model, preset, roomy, ctx_size=ctx).total_bytes <= budget
+        return predicted_total_bytes(model, preset, device, ctx_size=ctx) <= budget
 
     high = max_ctx_that_fits(model, preset, predicted_weights_bytes(model, preset.weights), preset.cache_type_k,
                              budget) // CTX_PAD

@@ -8,6 +8,7 @@ from workbench.core.config.cpu_features import CpuFeatures, host_cpu_features
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.gguf.ggml_types import tensor_bytes
 from workbench.core.gguf.model_info import ModelInfo, TensorInfo
+from workbench.core.ledger.model_memo import by_model
 from workbench.core.ledger.weights import planned_tensor_types
 
 TENSOR_ALIGNMENT = 32  # the repack buffer type's alignment (repack.cpp): each tensor starts on it
@@ -66,6 +67,7 @@ def _matmul_weight(tensor: TensorInfo) -> bool:
     return dims == 3 if tensor.name.endswith("_exps.weight") else dims == 2
 
 
+@by_model
 def predicted_repack(model: ModelInfo, weights: str, features: CpuFeatures) -> RepackBuffer:
     """The CPU_REPACK buffer llama.cpp allocates for `model` loaded with `weights` on a CPU with `features`.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import metadata
 
 # The ledger's compute and overhead lines follow one llama.cpp graph allocator and cache
@@ -13,8 +14,10 @@ VERIFIED_LLAMA_CPP = "0c1e570"  # vendor/llama.cpp commit of llama-cpp-python 0.
 VERIFIED_ON = f"llama.cpp {VERIFIED_LLAMA_CPP} ({VERIFIED_PACKAGE} {', '.join(VERIFIED_VERSIONS)})"
 
 
+@cache
 def installed_version() -> str:
-    """The installed llama-cpp-python version, "" when it is not installed."""
+    """The installed llama-cpp-python version, "" when it is not installed (read once: a process keeps the
+    llama.cpp it imported)."""
     try:
         return metadata.version(VERIFIED_PACKAGE)
     except metadata.PackageNotFoundError:

@@ -218,8 +218,7 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
     sized = dataclasses.replace(preset, ctx_size=n_ctx)
     fixes = () if headroom >= 0 else propose_fixes(
         model, sized, n_ctx, total, budget,
-        total_of=lambda changed: (_predicted_total(model, changed, llama_n_ctx(model, changed.ctx_size))
-                                  + preset_repack(model, changed, device).n_bytes),
+        total_of=lambda changed: predicted_total_bytes(model, changed, device),
         max_ctx_of=lambda changed: max_ctx_that_fits(
             model, changed, predicted_weights_bytes(model, changed.weights) + preset_repack(model, changed, device).n_bytes,
             changed.cache_type_k, budget))
@@ -263,9 +262,13 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
     return dataclasses.replace(ledger, reason=verdict_reason(ledger))
 
 
-def _predicted_total(model: ModelInfo, preset: Preset, n_ctx: int) -> int:
-    return (predicted_weights_bytes(model, preset.weights) + preset_kv_bytes(model, preset, n_ctx)
-            + predicted_rs_bytes(model, preset_n_seq(preset)) + predicted_compute_bytes(model, preset, n_ctx) + predicted_overhead_bytes(model))
+def predicted_total_bytes(model: ModelInfo, preset: Preset, device: DeviceProfile, *, ctx_size: int | None = None) -> int:
+    """predict_ledger's total alone (weights, CPU repack, KV, recurrent state, compute, overhead), without the
+    lines that price it (largest contexts, fixes, speed): what a search over contexts needs."""
+    n_ctx = llama_n_ctx(model, preset.ctx_size if ctx_size is None else ctx_size)
+    return (predicted_weights_bytes(model, preset.weights) + preset_repack(model, preset, device).n_bytes
+            + preset_kv_bytes(model, preset, n_ctx) + predicted_rs_bytes(model, preset_n_seq(preset))
+            + predicted_compute_bytes(model, preset, n_ctx) + predicted_overhead_bytes(model))
 
 
 def predicted_resident(weights_bytes: int, kv_bytes: int, prompt_compute_bytes: int, overhead_bytes: int,

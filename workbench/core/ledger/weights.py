@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from workbench.core.gguf.ggml_types import FILE_TYPE_DEFAULT_TENSOR_TYPE, canonical_quant_type, ggml_type, tensor_bytes
 from workbench.core.gguf.model_info import ModelInfo, TensorInfo
+from workbench.core.ledger.model_memo import by_model
 
 UNQUANTIZED = frozenset({"F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64"})
 
@@ -233,6 +234,7 @@ def planned_tensor_types(model: ModelInfo, weights: str) -> Iterable[tuple[Tenso
         yield tensor, plan.target(tensor)
 
 
+@by_model
 def requantized_weights_bytes(model: ModelInfo, weights: str) -> int:
     """Bytes of all tensors after `llama-quantize` to `weights` (a QUANT_TYPES name)."""
     total = 0
