@@ -16,6 +16,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 from arch_models import ArchModel, _vocabulary
+from gguf_cache import cached_writer
 from gguf_factory import _add_tensor
 
 from workbench.core.bench.probe_models import write_llama_vocabulary
@@ -127,6 +128,7 @@ def _header(writer: gguf.GGUFWriter, model: AttentionModel, key_length: int, val
     write_llama_vocabulary(writer, tokens, types)
 
 
+@cached_writer
 def write_attention_gguf(path: Path, model: AttentionModel, *, seed: int = 0) -> Path:
     """Write `model` as a GGUF the bundled llama.cpp loads and return the path."""
     rng = np.random.default_rng(seed)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import gguf
 import numpy as np
+from gguf_cache import cached_writer
 from gguf_factory import _add_tensor
 
 from workbench.core.bench.probe_models import write_llama_vocabulary
@@ -124,6 +125,7 @@ def write_shape_keys(writer: gguf.GGUFWriter, model: ArchModel, head_count_kv: i
         writer.add_float32(f"{model.arch}.{key}", value)
 
 
+@cached_writer
 def write_arch_gguf(path: Path, model: ArchModel, *, seed: int = 0) -> Path:
     """Write `model` as a GGUF llama.cpp loads and return the path."""
     rng = np.random.default_rng(seed)

@@ -19,6 +19,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 from arch_models import ArchModel, _vocabulary, write_shape_keys
+from gguf_cache import cached_writer
 from gguf_factory import _add_tensor
 
 from workbench.core.bench.probe_models import write_llama_vocabulary
@@ -77,6 +78,7 @@ def _small(writer: gguf.GGUFWriter, name: str, shape: tuple[int, ...], rng: np.r
     writer.add_tensor(name, data)
 
 
+@cached_writer
 def write_recurrent_gguf(path: Path, model: RecurrentModel, *, seed: int = 0) -> Path:
     """Write `model` as a GGUF the bundled llama.cpp loads and return the path."""
     rng = np.random.default_rng(seed)

@@ -16,9 +16,11 @@ import shutil
 import site
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gguf_cache import CACHE_VARIABLE
 
 # Where the workbench, platformdirs and huggingface_hub look for the user's files.
 HOME_VARIABLES = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "HF_HOME")
@@ -63,6 +65,12 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in CLEARED_VARIABLES:
         os.environ.pop(name, None)
     os.environ.update(home_environment(home))
+    # One folder of written architecture files for the whole run (gguf_cache): made by the first process,
+    # inherited by the xdist workers it starts, removed by it at the end.
+    if not os.environ.get(CACHE_VARIABLE):
+        cache = Path(tempfile.mkdtemp(prefix="workbench-tests-gguf-"))
+        os.environ[CACHE_VARIABLE] = str(cache)
+        _SESSION["gguf_cache"] = cache
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -76,17 +84,34 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     home = _SESSION.pop("home", None)
     if home is not None:
         shutil.rmtree(home, ignore_errors=True)
+    cache = _SESSION.pop("gguf_cache", None)
+    if cache is not None:
+        os.environ.pop(CACHE_VARIABLE, None)
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
-def private_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh home for this test: HOME, XDG folders and HF_HOME in it, overrides to elsewhere cleared."""
+def private_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh home for this test: HOME, XDG folders and HF_HOME in it, overrides to elsewhere cleared.
+
+    It holds one thing from earlier tests: this machine's bandwidth as the first test to measure it cached it
+    (a user's second start), because the probe reads 128 MB for half a second, beside the other worker's
+    timing, in each of the few hundred tests that price a ledger for the host. Tests of the probe and its
+    cache give WORKBENCH_CACHE_DIR a folder of their own (test_devices.own_dirs)."""
+    from workbench.core.config.bandwidth import cache_path
+
     home = tmp_path_factory.mktemp("home")
     for name in CLEARED_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     for name, value in home_environment(home).items():
         monkeypatch.setenv(name, value)
-    return home
+    measured, theirs = _SESSION.get("bandwidth"), cache_path()
+    if isinstance(measured, bytes):
+        theirs.parent.mkdir(parents=True, exist_ok=True)
+        theirs.write_bytes(measured)
+    yield home
+    if "bandwidth" not in _SESSION and theirs.is_file() and theirs.is_relative_to(home):
+        _SESSION["bandwidth"] = theirs.read_bytes()
 
 
 @pytest.fixture

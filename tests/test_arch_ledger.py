@@ -39,19 +39,26 @@ def model_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("arch")
 
 
-def _engine(arch: str, model_dir: Path):
-    """The family's tiny model (written once per module) and an engine process for it."""
+@pytest.fixture(scope="module")
+def engine():
+    """One engine process for the module: each load makes a new context, whatever was loaded before (what
+    the process keeps of earlier loads matters only to its RSS, which a test of its own measures afresh)."""
+    with EngineClient() as client:
+        yield client
+
+
+def _engine(arch: str, model_dir: Path, engine: EngineClient) -> tuple[str, Path, EngineClient]:
+    """The family's tiny model (written once per module) and the module's engine."""
     path = model_dir / f"{arch}.gguf"
     if not path.exists():
         write_arch_gguf(path, ARCH_MODELS[arch])
-    with EngineClient() as client:
-        yield arch, path, client
+    return arch, path, engine
 
 
 @pytest.fixture(scope="module", params=sorted(ARCH_MODELS))
-def arch_engine(request, model_dir):
-    """One engine process per architecture, reused by every preset of that family."""
-    yield from _engine(request.param, model_dir)
+def arch_engine(request, model_dir, engine):
+    """Each architecture's file, loaded preset after preset into the module's engine."""
+    return _engine(request.param, model_dir, engine)
 
 
 def _load(client: EngineClient, path: Path, preset: Preset):
@@ -81,8 +88,8 @@ SWA_BY_HAND = {
 
 
 @pytest.fixture(scope="module", params=sorted(SWA_BY_HAND))
-def swa_engine(request, model_dir):
-    yield from _engine(request.param, model_dir)
+def swa_engine(request, model_dir, engine):
+    return _engine(request.param, model_dir, engine)
 
 
 def test_swa_full_costs_what_llama_cpp_allocates(swa_engine):
@@ -144,12 +151,11 @@ WIDE_QUERY_CASES = (
 
 
 @pytest.fixture(scope="module")
-def wide_query_engine(model_dir):
+def wide_query_engine(model_dir, engine):
     path = model_dir / "qwen3-2xq.gguf"
     assert WIDE_QUERY.n_head * WIDE_QUERY.head_dim == 2 * WIDE_QUERY.n_embd
     write_arch_gguf(path, WIDE_QUERY)
-    with EngineClient() as client:
-        yield path, client
+    return path, engine
 
 
 @pytest.mark.parametrize(("ctx_size", "flash_attn"), WIDE_QUERY_CASES)

@@ -36,13 +36,18 @@ def model_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("recurrent")
 
 
-@pytest.fixture(scope="module", params=sorted(RECURRENT_MODELS))
-def recurrent_engine(request, model_dir):
-    """One engine per family, reused by every setting."""
-    arch = request.param
-    path = write_recurrent_gguf(model_dir / f"{arch}.gguf", RECURRENT_MODELS[arch])
+@pytest.fixture(scope="module")
+def engine():
+    """One engine process for the module: each load makes a new context, whatever was loaded before."""
     with EngineClient() as client:
-        yield arch, path, client
+        yield client
+
+
+@pytest.fixture(scope="module", params=sorted(RECURRENT_MODELS))
+def recurrent_engine(request, model_dir, engine):
+    """Each family's file, loaded setting after setting into the module's engine."""
+    arch = request.param
+    yield arch, write_recurrent_gguf(model_dir / f"{arch}.gguf", RECURRENT_MODELS[arch]), engine
 
 
 def _report(label: str, ledger, loaded) -> str:
@@ -104,11 +109,10 @@ PARALLEL = Preset("np4", ctx_size=2048, batch_size=512, ubatch_size=256, cache_t
 
 
 @pytest.mark.parametrize("arch", sorted(ARCH_MODELS))
-def test_four_sequences_on_every_family(arch, model_dir):
+def test_four_sequences_on_every_family(arch, model_dir, engine):
     path = model_dir / f"{arch}.gguf"
     write_arch_gguf(path, ARCH_MODELS[arch])
-    with EngineClient() as client:
-        loaded = client.load_blocking(path, PARALLEL, device=ROOMY)
+    loaded = engine.load_blocking(path, PARALLEL, device=ROOMY)
     ledger = predict_ledger(read_gguf(path), PARALLEL, ROOMY)
     report = _report(f"{arch}/np4", ledger, loaded)
     assert loaded.n_seq_max == 4, report

@@ -54,11 +54,16 @@ SETTINGS = ((2048, 512, "q8_0", "q8_0", True, 1), (8192, 512, "f16", "f16", True
             (4096, 512, "q8_0", "f16", False, 1))
 
 
-@pytest.fixture(scope="module", params=sorted(WRITERS))
-def family(request, tmp_path_factory):
-    path = WRITERS[request.param](tmp_path_factory.mktemp("graph-replay") / f"{request.param}.gguf")
+@pytest.fixture(scope="module")
+def engine():
+    """One engine process for the module: each load makes a new context, whatever was loaded before."""
     with EngineClient() as client:
-        yield request.param, path, client
+        yield client
+
+
+@pytest.fixture(scope="module", params=sorted(WRITERS))
+def family(request, tmp_path_factory, engine):
+    return request.param, WRITERS[request.param](tmp_path_factory.mktemp("graph-replay") / f"{request.param}.gguf"), engine
 
 
 @pytest.mark.parametrize("ctx,ubatch,k,v,flash,n_seq", SETTINGS,
@@ -77,7 +82,6 @@ def test_compute_buffer_is_llama_cpps(family, ctx, ubatch, k, v, flash, n_seq):
         report
 
 
-
 # MLA with DeepSeek sparse attention (graph_mla): llama.cpp makes no context for an MLA cache without flash attention
 # unless K and V are both f16 (V quantization needs flash attention, and MLA one type for both)
 DSA_SETTINGS = ((8192, 512, "f16", "f16", False, 1), (8192, 512, "f16", "f16", True, 1),
@@ -85,11 +89,10 @@ DSA_SETTINGS = ((8192, 512, "f16", "f16", False, 1), (8192, 512, "f16", "f16", T
 
 
 @pytest.fixture(scope="module", params=["deepseek32", "glm-dsa"])
-def dsa_family(request, tmp_path_factory):
+def dsa_family(request, tmp_path_factory, engine):
     path = write_attention_gguf(tmp_path_factory.mktemp("graph-replay") / f"{request.param}.gguf",
                                 ATTENTION_MODELS[request.param])
-    with EngineClient() as client:
-        yield request.param, path, client
+    return request.param, path, engine
 
 
 @pytest.mark.parametrize("ctx,ubatch,k,v,flash,n_seq", DSA_SETTINGS,
