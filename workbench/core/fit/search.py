@@ -85,7 +85,7 @@ def _host_candidate(option: WeightOption, preset: Preset, device: DeviceProfile,
     if ctx < max(request.ctx_min, CTX_PAD):
         return None
     sized = dataclasses.replace(preset, ctx_size=ctx)
-    ledger = predict_ledger(option.model, sized, device, speed_correction=correction)
+    ledger = predict_ledger(option.model, sized, device, speed_correction=correction, largest_contexts=False)
     tps, source = decode_rate(ledger)
     return FitCandidate(sized, option, loss[0] + cache_loss(preset.cache_type_k), loss[1], tps, source, ledger)
 
@@ -142,9 +142,10 @@ def fit(options: Sequence[WeightOption], device: DeviceProfile, request: FitRequ
         return FitResult(False, None, (), (), nothing_fits(options, eligible(options, request), device, request, found), priced)
     ranked = sorted(fast_enough, key=lambda c: score(c, request.base))
     chosen = ranked[0]
+    ledger = predict_ledger(chosen.option.model, chosen.preset, device, speed_correction=correction)  # whole, shown
     chosen = dataclasses.replace(chosen, preset=dataclasses.replace(chosen.preset, name=request.name,
                                                                     description=_description(chosen), source=""),
-                                 ledger=dataclasses.replace(chosen.ledger, preset=request.name))
+                                 ledger=dataclasses.replace(ledger, preset=request.name))
     return FitResult(True, chosen, changes_from(request.base, chosen, ranked, request), alternatives(chosen, ranked),
                      f"the least quality lost of {len(fast_enough)} candidates that fit ({priced} priced)", priced)
 

@@ -105,7 +105,7 @@ def fit_split_at(option: WeightOption, preset: Preset, device: DeviceProfile, re
     sized, split = split_of(option, preset, device, request, gpu_layers, split.max_ctx)
     if split.verdict in (DOES_NOT_FIT, UNKNOWN):
         return None
-    ledger = predict_ledger(option.model, sized, device, speed_correction=correction)
+    ledger = predict_ledger(option.model, sized, device, speed_correction=correction, largest_contexts=False)
     rate = split.rate_empty if split.rate_empty is not None and split.rate_empty.tokens_per_s else None
     if rate is not None:
         tps, source = rate.tokens_per_s, "speed model of the split"

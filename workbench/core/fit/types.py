@@ -45,7 +45,7 @@ class FitCandidate:
     quality_source: str
     decode_tps: float | None  # at empty context; None when neither the speed model nor the bound has it
     speed_source: str
-    ledger: Ledger  # the host ledger of the preset
+    ledger: Ledger  # the host ledger of the preset (its largest contexts only once chosen)
     split: SplitLedger | None = None  # with RPC nodes or a GPU of its own: the per-device ledger
 
     @property

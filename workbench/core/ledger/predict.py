@@ -175,10 +175,12 @@ def max_ctx_that_fits(model: ModelInfo, preset: Preset, weights_bytes: int, cach
 
 
 def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, ctx_size: int | None = None,
-                   speed_correction: SpeedCorrection | None = None) -> Ledger:
+                   speed_correction: SpeedCorrection | None = None, largest_contexts: bool = True) -> Ledger:
     """Predict what `model` run with `preset` costs on `device`, line by line, and whether it fits.
 
     `speed_correction` is the device's bench history (ledger/speed_history.py), applied to the speed model.
+    `largest_contexts=False` leaves max_ctx_by_kv_type empty: a search over each cache type's contexts that
+    the fit search's candidates, priced by the hundred, do not show.
     """
     check_ledger_model(model)  # per-layer sizes are lists: bounded before anything builds them
     if model.n_layer <= 0 or model.n_embd <= 0:
@@ -210,7 +212,7 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
         verdict = FITS
 
     max_ctx = []
-    for cache in MAX_CTX_TYPES:
+    for cache in MAX_CTX_TYPES if largest_contexts else ():
         key = cache if preset.flash_attn or not cache_type(cache).quantized else f"{cache}+flash_attn"
         max_ctx.append((key, max_ctx_that_fits(model, preset, weights_bytes + repack.n_bytes, cache, budget)))
     experts = expert_counts(model, preset.weights)
