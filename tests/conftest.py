@@ -122,16 +122,20 @@ def cli():
     return run_cli
 
 
-# The files that take longest (tens of seconds of real-engine or server work each, on the 2-core
-# machine), longest first. pytest-xdist (`--dist loadfile`) hands out files in collection order:
-# starting these first lets the two workers finish together instead of one running a long file
-# alone at the end. Every other file keeps its place after them.
+# The files that take longest (tens of seconds of real-engine, server or compositor work each, on the
+# 2-core machine), longest first, as measured with three workers. With `--no-loadscope-reorder`
+# (pyproject.toml) pytest-xdist hands out files in collection order, not by how many tests they
+# hold (which put the one 60 s test of test_ui_memory last): starting these first lets the workers
+# finish together instead of one running a long file alone at the end. Every other file keeps its
+# place after them.
 LONG_FILES = (
-    "test_ui_memory.py", "test_engine_overflow.py", "test_rpc_silent_node.py", "test_rpc_split.py",
-    "test_ui_real_engine_failures.py", "test_kld.py", "test_bench_sweep.py", "test_engine_lifecycle.py",
-    "test_arch_attention_ledger.py", "test_arch_recurrent_ledger.py", "test_fit_llama.py", "test_fit.py",
-    "test_api_server.py", "test_tasks_engine.py", "test_engine_sequences.py", "test_ui_snapshots.py",
-    "test_dvfs.py", "test_ui_streaming.py", "test_ui_real_engine.py", "test_serve_browser.py",
+    "test_ui_memory.py", "test_fit_llama.py", "test_rpc_silent_node.py", "test_ui_flows.py",
+    "test_graph_replay_ledger.py", "test_ui_snapshots.py", "test_engine_lifecycle.py", "test_arch_ledger.py",
+    "test_rpc_split.py", "test_ui_real_engine_failures.py", "test_tasks_engine.py", "test_kld.py",
+    "test_bench_measure_ops.py", "test_api_server.py", "test_fit_devices.py", "test_quantize.py",
+    "test_engine_cli.py", "test_bench_sweep.py", "test_ui_tabs.py", "test_engine_sequences.py",
+    "test_ui_screens.py", "test_arch_attention_ledger.py", "test_dvfs.py", "test_engine_overflow.py",
+    "test_serve_browser.py", "test_ui_real_engine.py",
 )
 
 
