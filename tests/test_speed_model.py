@@ -44,6 +44,7 @@ def test_profile_speed_tables_load(tmp_path: Path):
     ("[speed.t1]\ntoken_us = -5\nread_gbs = { Q8_0 = 10 }\n", "token_us = -5 is out of range", 6),
     ("[speed.t1]\ntoken_us = nan\nread_gbs = { Q8_0 = 10 }\n", "token_us = nan is out of range", 6),
     ("[speed.t1]\ntokens_us = 5\nread_gbs = { Q8_0 = 10 }\n", 'unknown key "tokens_us"', 6),
+    ("[speed.t1]\nrow_ns = 1e12\nread_gbs = { Q8_0 = 10 }\n", "row_ns = 1000000000000.0 is out of range", 6),
     ("[speed.fast]\ntoken_us = 5\n", "[speed.fast] is not a thread count", 5),
     ("[speed.t1]\ntoken_us = 5\nread_gbs = { Q9_9 = 10 }\n", 'names "Q9_9"', 7),
     ("[speed.t1]\ntoken_us = 5\nread_gbs = { Q8_0 = 1e9 }\n", "Q8_0 = 1000000000.0 is out of range", 7),
@@ -86,6 +87,9 @@ def test_moe_reads_only_the_used_experts(tmp_path: Path):
     row = embd.n_bytes // info.n_vocab
     assert costs.decode_bytes_total == info.weights_bytes - embd.n_bytes + row - experts + experts * 2 // 8
     assert costs.expert_note == "2 of 8 experts per token"
+    # Rows a token's mat-vecs compute: per layer Q, K, V and the output of 128 rows each, the router's 8,
+    # the 2 used experts' gate, up and down of 128 each; then the 32,768-row output layer.
+    assert costs.decode_rows == 4 * (4 * 128 + 8 + 2 * 3 * 128) + 32768
 
 
 def test_sliding_window_layers_stop_growing_at_their_window(tmp_path: Path):
@@ -115,6 +119,10 @@ def test_measured_method_adds_fixed_costs_to_the_reads(tmp_path: Path):
     # 100 us + 2 layers x 10 us + the bytes at 10 GB/s (F32 norms take the nearest measured type's rate)
     assert speed.decode_seconds(0) == pytest.approx(120e-6 + read / 10e9)
     assert "probe of the test" in basis and "measured: 100 us per token + 2 layers x 10.0 us" in basis
+    rowed = replace(device, thread_rates=(replace(RATES, row_ns=2.0),))
+    speed_rows, basis_rows = speed_model(info, Preset(name="p", threads=1), rowed)
+    assert speed_rows.decode_seconds(0) == pytest.approx(speed.decode_seconds(0) + speed.costs.decode_rows * 2e-9)
+    assert speed.costs.decode_rows > 4096 and f"{speed.costs.decode_rows:,} weight rows x 2.00 ns" in basis_rows
     prediction = predict_speed(info, Preset(name="p", threads=1), device, n_ctx=1024)
     assert prediction.method == "measured" and prediction.band == (0.85, 1.15)
     assert prediction.ttft_ms == pytest.approx(1000 * 512 / prediction.prefill_tps)
@@ -184,6 +192,7 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
         FIXED_COST_MODELS,
         RATE_MODELS,
         read_models,
+        rows_model,
         write_probe_model,
     )
 
@@ -193,10 +202,12 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
     # Runs made from chosen truths: 50 us a token, 5 us a layer, Q8_0 at 20 GB/s from memory and 40 GB/s
     # from the 32 MB cache, attention at 20 GFLOP/s plus, once weights and KV outgrow the cache, the KV
     # at 8 GB/s; prefill 2 us a token, 1 us a layer, 100 GFLOP/s, attention 4 ns per (head, query, cell).
+    row_s = 0.0  # the third case below sets a cost per weight row
+
     def decode(c, position, gbs):
         kv = c.kv_bytes(position)
         return (50e-6 + c.n_layer * 5e-6 + c.decode_bytes_total / gbs + c.attn_flops(position) / 20e9
-                + (kv / 8e9 if c.decode_bytes_total + kv > 32e6 else 0))
+                + (kv / 8e9 if c.decode_bytes_total + kv > 32e6 else 0) + c.decode_rows * row_s)
 
     def prefill(c, depth, n=256):
         cells = depth + n
@@ -206,13 +217,20 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
 
     small, deep = (costs(m) for m in FIXED_COST_MODELS)
     wide, cached = costs(RATE_MODELS[0]), costs(CACHED_MODEL)
-    fixed = [ProbeRun(small, _run(0, decode(small, 1, 40e9), prefill(small, 0))),
-             ProbeRun(deep, _run(0, decode(deep, 1, 40e9), prefill(deep, 0)),
-                      _run(DEPTH, decode(deep, DEPTH + 1, 40e9), prefill(deep, DEPTH)))]
-    wide_run = ProbeRun(wide, _run(0, decode(wide, 1, 20e9), prefill(wide, 0)),
-                        _run(DEPTH, decode(wide, DEPTH + 1, 20e9), prefill(wide, DEPTH)))
-    cached_run = ProbeRun(cached, _run(0, decode(cached, 1, 40e9), prefill(cached, 0)))
-    rates = _solve(1, fixed, [("Q8_0", wide_run)], cached_run, 32.0)
+    read, rows = costs(read_models(32.0, 160.0)[0]), costs(rows_model(32.0, 160.0))
+
+    def runs():  # every probe run, from the truths above
+        fixed = [ProbeRun(small, _run(0, decode(small, 1, 40e9), prefill(small, 0))),
+                 ProbeRun(deep, _run(0, decode(deep, 1, 40e9), prefill(deep, 0)),
+                          _run(DEPTH, decode(deep, DEPTH + 1, 40e9), prefill(deep, DEPTH)))]
+        wide_run = ProbeRun(wide, _run(0, decode(wide, 1, 20e9), prefill(wide, 0)),
+                            _run(DEPTH, decode(wide, DEPTH + 1, 20e9), prefill(wide, DEPTH)))
+        cached_run = ProbeRun(cached, _run(0, decode(cached, 1, 40e9), prefill(cached, 0)))
+        decode_only = [ProbeRun(c, _run(0, decode(c, 1, 15e9), prefill(c, 0, 8), n_prompt=8)) for c in (read, rows)]
+        return fixed, [("Q8_0", wide_run)], cached_run, decode_only
+
+    fixed, wide_runs, cached_run, (read_run, rows_run) = runs()
+    rates = _solve(1, fixed, wide_runs, cached_run, 32.0)
     assert rates.token_us == pytest.approx(50, rel=0.02) and rates.layer_us == pytest.approx(5, rel=0.02)
     assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(20, rel=0.02)
     assert dict(rates.cached_read_gbs)["Q8_0"] == pytest.approx(40, rel=0.02) and rates.cache_mb == 32.0
@@ -222,11 +240,20 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
     assert dict(rates.prefill_gflops)["Q8_0"] == pytest.approx(100, rel=0.02)
     assert [ns for _, ns in rates.prefill_attn_points] == pytest.approx([4.0, 4.0], rel=0.02)
     # A read model the cache cannot hold, read at 15 GB/s: its rate is memory's, the wide model's prefill stays.
-    read = costs(read_models(32.0, 160.0)[0])
-    read_run = ProbeRun(read, _run(0, decode(read, 1, 15e9), prefill(read, 0, 8), n_prompt=8))
-    rates = _solve(1, fixed, [("Q8_0", wide_run)], cached_run, 32.0, [("Q8_0", read_run)])
+    rates = _solve(1, fixed, wide_runs, cached_run, 32.0, [("Q8_0", read_run)])
     assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(15, rel=0.02)
     assert dict(rates.prefill_gflops)["Q8_0"] == pytest.approx(100, rel=0.02)
+    assert rates.row_ns == 0  # no rows model: no row cost
+    # Every decode also costs 3 ns a weight row: the rows model (short rows) and the read model tell it
+    # from the read rate, and the fixed costs stay.
+    assert rows.decode_rows / rows.decode_bytes_total > 3 * read.decode_rows / read.decode_bytes_total
+    row_s = 3e-9
+    fixed, wide_runs, cached_run, (read_run, rows_run) = runs()
+    rates = _solve(1, fixed, wide_runs, cached_run, 32.0, [("Q8_0", read_run)], rows_run)
+    assert rates.row_ns == pytest.approx(3, rel=0.02)
+    assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(15, rel=0.02)
+    assert rates.token_us == pytest.approx(50, rel=0.02) and rates.layer_us == pytest.approx(5, rel=0.02)
+    assert dict(rates.cached_read_gbs)["Q8_0"] == pytest.approx(40, rel=0.02)
 
 
 def test_read_models_outgrow_the_cache_within_the_ram():
@@ -281,11 +308,12 @@ def test_last_level_cache_is_read_from_sysfs_and_bounded(tmp_path: Path):
 def test_probed_profile_loads_back(tmp_path: Path):
     host = DeviceProfile(name="host", ram_total_mb=8192, reserves_mb=(("os", 500),), mem_bandwidth_gbs=30, cores=4,
                          notes=(("ram_total_mb", "psutil"), ("power_limit_w", "not detected")))
-    probe = DeviceProbe(rates=(RATES,), runs=(), llama_cpp="0.3.36", measured_at="2026-12-02T00:00:00+00:00",
+    rates = replace(RATES, row_ns=2.5)
+    probe = DeviceProbe(rates=(rates,), runs=(), llama_cpp="0.3.36", measured_at="2026-12-02T00:00:00+00:00",
                         seconds=20.0)
     assert probed_profile(probe, host, "my-box")["speed"]["t1"]["read_gbs"] == {"Q8_0": 10.0}
     device = load_device(str(write_probed_profile(probe, host, "my-box", tmp_path)))
-    assert device.name == "my-box" and device.thread_rates == (RATES,)
+    assert device.name == "my-box" and device.thread_rates == (rates,)
     assert "measured by `workbench devices probe`" in dict(device.notes)["speed"]
 
 

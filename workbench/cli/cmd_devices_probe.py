@@ -66,14 +66,15 @@ def run_probe(args: argparse.Namespace) -> int:
                                "prefill_token_us": r.prefill_token_us, "prefill_layer_us": r.prefill_layer_us,
                                "prefill_gflops": dict(r.prefill_gflops),
                                "attn_gflops": r.attn_gflops, "prefill_attn_points": r.prefill_attn_points,
-                               "cached_read_gbs": dict(r.cached_read_gbs), "cache_mb": r.cache_mb}
+                               "cached_read_gbs": dict(r.cached_read_gbs), "cache_mb": r.cache_mb,
+                               "row_ns": r.row_ns}
                               for r in probe.rates]})
         return 0
     for rates in probe.rates:
         read = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.read_gbs)
         flops = ", ".join(f"{kind} {g:.0f}" for kind, g in rates.prefill_gflops)
-        sys.stdout.write(f"{rates.threads} threads: decode {rates.token_us:.0f} us/token + {rates.layer_us:.1f} us/layer, "
-                         f"read GB/s {read}; prefill GFLOP/s {flops}\n")
+        sys.stdout.write(f"{rates.threads} threads: decode {rates.token_us:.0f} us/token + {rates.layer_us:.1f} us/layer + "
+                         f"{rates.row_ns:.2f} ns/weight row, read GB/s {read}; prefill GFLOP/s {flops}\n")
     sys.stdout.write(f"measured in {probe.seconds:.0f} s; wrote {path}\n"
                      f"predict with it: workbench ledger MODEL --device {name}"
                      + (" (or --device host: the host takes this machine's probed figures)" if not args.name else "")

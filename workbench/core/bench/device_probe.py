@@ -21,6 +21,7 @@ from workbench.core.bench.probe_models import (
     READ_CACHE_MULTIPLE,
     ProbeModel,
     read_models,
+    rows_model,
     write_probe_model,
 )
 from workbench.core.config.cpu_topology import format_cpu_list
@@ -33,9 +34,11 @@ from workbench.core.ledger.speed_costs import ModelCosts, model_costs
 
 DEPTH = 1024  # the attention terms: the same model at this depth and at 0
 PROMPT = 512  # prompt tokens per timed prefill: one ubatch, as llama-bench's pp512
-N_GEN = 32  # decodes per run: the median counts, as in benchmarks/speed_prediction.py
+N_GEN = 128  # decodes per run: the median counts, as in benchmarks/speed_prediction.py
+READ_GEN = 32  # the read models' decodes: each reads 4x the last-level cache, 32 of them take seconds
 REPEATS = 2  # timed prompts per run (the faster counts)
 READ_PROMPT = 8  # the read models time decode only: a short prompt keeps their runs short
+WARM_UP_TOKENS = 16  # an untimed run after each load: the first decodes after a load ran 1.5x slower here
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,12 @@ class DeviceProbe:
                 f"in {self.seconds:.0f} s{self.pinned} on random-weight models it wrote: fixed costs per token and per layer from "
                 f"{fixed} (2 vs 16 layers, 64 wide), prefill FLOP/s per weight type from 8 x 512 x 2048 models "
                 f"({wide}), the memory read rate per type from 512 x 2048 models of {self.read_mb:.0f} MB or more "
-                f"(at least {READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB last-level cache in sysfs), the read "
+                f"(at least {READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB last-level cache in sysfs) and, with "
+                f"probe-rows-q8_0 (as large, in rows of 128), the cost per weight row, the read "
                 f"rate of a model that cache holds from {CACHED_MODEL.name} (4 MB), attention from "
                 f"{FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 8 x 512 one (8 heads) at depth {DEPTH} vs 0; "
-                f"decode = the median of {N_GEN} tokens, prefill = the faster of {REPEATS} x {PROMPT} tokens; "
+                f"decode = the median of {N_GEN} tokens ({READ_GEN} for the read models), "
+                f"prefill = the faster of {REPEATS} x {PROMPT} tokens; "
                 f"a run during which other processes took over {QUIET_SHARE:.0%} of a core is measured again "
                 f"(up to {QUIET_TRIES} times, the quietest kept): at most {self.others_cpu:.0%} in a kept run")
 
@@ -135,6 +140,13 @@ def quiet_run(measure: Callable[[], RatesMeasured], tries: int = QUIET_TRIES,
     return kept
 
 
+def warm_up(engine: EngineClient, threads: Sequence[int]) -> None:
+    """One short untimed prefill and decode at each thread count, right after a load: the first run of
+    a freshly loaded model decoded gemma3's tiny file at 270 tok/s and every later one at 420 here."""
+    for count in threads:
+        engine.run_op("rates", threads=count, depth=0, n_prompt=WARM_UP_TOKENS, n_gen=WARM_UP_TOKENS, repeats=1)
+
+
 def _positive(value: float) -> float | None:
     return value if value > 0 else None
 
@@ -197,9 +209,12 @@ def _attention(deep: tuple[ProbeRun, ProbeRun], cache_mb: float) -> tuple[float,
 
 
 def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, ProbeRun]],
-           cached: ProbeRun | None, cache_mb: float, reads: Sequence[tuple[str, ProbeRun]] = ()) -> ThreadRates:
+           cached: ProbeRun | None, cache_mb: float, reads: Sequence[tuple[str, ProbeRun]] = (),
+           rows: ProbeRun | None = None) -> ThreadRates:
     """Attention from the depth pairs, then the fixed costs from the tiny models, then each type's rates:
-    the read rate from `reads` (models the cache cannot hold; without them, from `wide`), prefill from `wide`."""
+    the read rate from `reads` (models the cache cannot hold; without them, from `wide`), prefill from `wide`.
+    With `rows` (Q8_0 in short rows, as large as the Q8_0 read model), the cost per weight row and Q8_0's
+    read rate are the two unknowns of those two models' decodes."""
     decode_flop, per_byte, points = _attention((fixed[-1], wide[0][1]), cache_mb)
 
     def decode_attention(costs: ModelCosts, position: float) -> float:
@@ -211,11 +226,12 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
         return prefill_attention_seconds(costs, points, n, n)
 
     # The tiny models' own few weights and FLOPs, once rates for them are known.
-    read_s_per_byte = flop_s = 0.0
+    read_s_per_byte = flop_s = row_s = 0.0
+    q8_read = dict(reads).get("Q8_0")
     for _ in range(4):  # each pass refines that rate; the fixed costs settle within 0.1% by the fourth
         (small, deep) = fixed
         dec = [r.flat.decode_seconds_per_token - decode_attention(r.costs, 1)
-               - r.costs.decode_bytes_total * read_s_per_byte for r in fixed]
+               - r.costs.decode_bytes_total * read_s_per_byte - r.costs.decode_rows * row_s for r in fixed]
         pre = [(r.flat.prefill_seconds - prefill_attention(r.costs, r.flat.n_prompt)
                 - sum(f for _, f in r.costs.prefill_flops) * r.flat.n_prompt * flop_s
                 - sum(b for _, b in r.costs.output_bytes) * read_s_per_byte) / r.flat.n_prompt for r in fixed]
@@ -225,9 +241,16 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
         p_layer_s = max(0.0, (pre[1] - pre[0]) / layers)
         p_token_s = max(0.0, pre[0] - small.costs.n_layer * p_layer_s)
 
-        def spent(run: ProbeRun) -> float:
+        def unfixed(run: ProbeRun) -> float:
             return (run.flat.decode_seconds_per_token - token_s - run.costs.n_layer * layer_s
                     - decode_attention(run.costs, 1))
+
+        if rows is not None and q8_read is not None:
+            _, row_s = _pair(q8_read.costs.decode_bytes_total, q8_read.costs.decode_rows, unfixed(q8_read),
+                             rows.costs.decode_bytes_total, rows.costs.decode_rows, unfixed(rows))
+
+        def spent(run: ProbeRun) -> float:
+            return unfixed(run) - run.costs.decode_rows * row_s
 
         read: dict[str, float] = {}
         gflops: dict[str, float] = {}
@@ -257,7 +280,7 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
                        attn_gflops=_positive(round(1 / decode_flop / 1e9, 3)) if decode_flop else None,
                        prefill_attn_points=points,
                        cached_read_gbs=(("Q8_0", round(cached_gbs, 3)),) if cached_gbs else (),
-                       cache_mb=cache_mb)
+                       cache_mb=cache_mb, row_ns=row_s * 1e9)
 
 
 def last_level_cache_mb(root: str = "/") -> float:
@@ -288,29 +311,32 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
     started = time.perf_counter()
     cache_mb = last_level_cache_mb()
     reads = read_models(cache_mb, _ram_mb())
+    rows = rows_model(cache_mb, _ram_mb())
     deep_models = {FIXED_COST_MODELS[-1].name, RATE_MODELS[0].name}
     runs: list[tuple[str, RatesMeasured]] = []
     measured: dict[tuple[str, int], ProbeRun] = {}
     read_mb = worst_other = 0.0
     with tempfile.TemporaryDirectory(prefix="workbench-probe-", dir=workdir) as folder, EngineClient() as engine:
-        for model in FIXED_COST_MODELS + RATE_MODELS + (CACHED_MODEL,) + reads:
+        for model in FIXED_COST_MODELS + RATE_MODELS + (CACHED_MODEL,) + reads + (rows,):
             path = write_probe_model(Path(folder) / f"{model.name}.gguf", model)
             costs = model_costs(read_gguf(path))
             if model is CACHED_MODEL and costs.decode_bytes_total * 2 > cache_mb * 1e6:
                 path.unlink()
                 continue  # no cache that holds it twice over: every model reads from memory here
-            decode_only = model in reads
+            decode_only = model in reads or model is rows
             if decode_only:
                 read_mb = min(read_mb or math.inf, costs.decode_bytes_total / 1e6)
             engine.load_blocking(path, Preset(name="probe", ctx_size=256 if decode_only else DEPTH + PROMPT + 256,
                                               threads=max(threads), cpu_cores=cpu_cores), allow_overbudget=True)
+            warm_up(engine, threads)
             for count in threads:
                 timed = {}
                 for depth in (0, DEPTH) if model.name in deep_models else (0,):
                     def timed_run(depth=depth, count=count, decode_only=decode_only):
                         return engine.run_op("rates", threads=count, depth=depth,
                                              n_prompt=READ_PROMPT if decode_only else PROMPT,
-                                             n_gen=N_GEN, repeats=1 if decode_only else REPEATS)
+                                             n_gen=READ_GEN if decode_only else N_GEN,
+                                             repeats=1 if decode_only else REPEATS)
                     run, others = quiet_run(timed_run, wait_s=QUIET_WAIT_S)
                     timed[depth] = run
                     worst_other = max(worst_other, others)
@@ -326,7 +352,7 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
         wide = [(m.weight_type, measured[(m.name, count)]) for m in RATE_MODELS]
         rates.append(_solve(count, [measured[(m.name, count)] for m in FIXED_COST_MODELS], wide,
                             measured.get((CACHED_MODEL.name, count)), cache_mb,
-                            [(m.weight_type, measured[(m.name, count)]) for m in reads]))
+                            [(m.weight_type, measured[(m.name, count)]) for m in reads], measured[(rows.name, count)]))
     return DeviceProbe(rates=tuple(rates), runs=tuple(runs), llama_cpp=str(llama_cpp.__version__),
                        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        seconds=time.perf_counter() - started, cpu_cores=tuple(cpu_cores), cache_mb=cache_mb,
@@ -349,7 +375,7 @@ def probe_model_names() -> tuple[ProbeModel, ...]:
 
 def _rates_table(rates: ThreadRates) -> dict:
     table: dict = {"token_us": round(rates.token_us, 2), "layer_us": round(rates.layer_us, 3),
-                   "read_gbs": dict(rates.read_gbs)}
+                   "row_ns": round(rates.row_ns, 4), "read_gbs": dict(rates.read_gbs)}
     if rates.kv_read_gbs:
         table["kv_read_gbs"] = round(rates.kv_read_gbs, 3)
     table.update({"prefill_token_us": round(rates.prefill_token_us, 3),

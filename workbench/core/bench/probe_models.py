@@ -58,6 +58,19 @@ def read_models(cache_mb: float, ram_mb: float) -> tuple[ProbeModel, ...]:
         models.append(ProbeModel(f"probe-read-{kind.lower()}", max(1, -int(-target_bytes // layer_bytes)), 512, 2048,
                                  kind))
     return tuple(models)
+# The rows model: Q8_0 weights of the read models' size in rows of 128 (the read models' are 512 and
+# 2048 long): a mat-vec costs per row as well as per byte (64-row chunks handed out between threads; at
+# 2 threads here a 128-wide 262,144-row output matrix decoded slower than at 1), and the two models
+# together tell the two apart.
+ROWS_EMBD, ROWS_FF = 128, 16384
+
+
+def rows_model(cache_mb: float, ram_mb: float) -> ProbeModel:
+    layer_bytes = (4 * ROWS_EMBD * ROWS_EMBD + 3 * ROWS_EMBD * ROWS_FF) * GGML_TYPES_BY_NAME["Q8_0"].bits_per_weight / 8
+    layers = max(1, -int(-read_model_mb(cache_mb, ram_mb) * 1e6 // layer_bytes))
+    return ProbeModel("probe-rows-q8_0", layers, ROWS_EMBD, ROWS_FF, "Q8_0")
+
+
 # A Q8_0 model of 4 MB: where the last-level cache holds it, decode reads it from there (small models do).
 CACHED_MODEL = ProbeModel("probe-cached-q8_0", 8, 256, 256, "Q8_0")
 

@@ -57,6 +57,7 @@ class ThreadRates:
     prefill_attn_points: tuple[tuple[float, float], ...] = ()
     cached_read_gbs: tuple[tuple[str, float], ...] = ()  # decode: read rate of weights that fit the cache
     cache_mb: float = 0.0  # the last-level cache: a model reading less than this per token runs from it
+    row_ns: float = 0.0  # decode: cost per weight row a token's mat-vecs compute, beyond the row's bytes
 
 
 @dataclass(frozen=True)

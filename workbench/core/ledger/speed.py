@@ -54,7 +54,7 @@ class SpeedModel:
             read = self.costs.decode_bytes_total + self.costs.kv_bytes(position)
             return read / (self.bandwidth_gbs * 1e9) / self.decode_factor
         rates = self.rates
-        seconds = (rates.token_us + self.costs.n_layer * rates.layer_us) / 1e6
+        seconds = (rates.token_us + self.costs.n_layer * rates.layer_us) / 1e6 + self.costs.decode_rows * rates.row_ns / 1e9
         # Weights that fit the last-level cache are read from it, token after token.
         # A probed cached rate below the memory rate is the probe's fixed costs, not the cache: never slower.
         cached = dict(rates.cached_read_gbs) if self.costs.decode_bytes_total <= rates.cache_mb * 1e6 else {}
@@ -188,8 +188,9 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
         method = "measured"
         read = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.read_gbs)
         flops = ", ".join(f"{kind} {gflops:.0f}" for kind, gflops in rates.prefill_gflops)
+        rows = f"{costs.decode_rows:,} weight rows x {rates.row_ns:.2f} ns + " if rates.row_ns else ""
         basis = (f"measured: {rates.token_us:.0f} us per token + {costs.n_layer} layers x {rates.layer_us:.1f} us + "
-                 f"{read_mb:.1f} MiB read at {read} GB/s effective of {device.mem_bandwidth_gbs:g} GB/s; prefill "
+                 f"{rows}{read_mb:.1f} MiB read at {read} GB/s effective of {device.mem_bandwidth_gbs:g} GB/s; prefill "
                  f"compute-bound at {flops or 'unmeasured'} GFLOP/s; {_threads(threads)}, {backend}{rates_note}; source: {_note(device, 'speed')}")
         bandwidth, gflops = 0.0, None
     elif device.effective_bandwidth_gbs and backend.lower() == device.effective_backend:

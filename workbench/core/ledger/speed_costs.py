@@ -29,6 +29,7 @@ class ModelCosts:
     n_head: int  # query heads per layer
     head_dims: int  # head_dim_k + head_dim_v
     expert_note: str  # "" for a dense model
+    decode_rows: int = 0  # weight rows one decoded token's mat-vecs compute (the used experts' only)
 
     @property
     def decode_bytes_total(self) -> int:
@@ -75,21 +76,27 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
     decode: Counter[str] = Counter()
     flops: Counter[str] = Counter()
     output: Counter[str] = Counter()
+    decode_rows = 0
     for tensor, kind, n_bytes in _planned(model, weights):
+        rows = tensor.shape[1] if len(tensor.shape) > 1 else 0  # a matrix's rows: ggml's ne[1]
         if tensor.name == "token_embd.weight":
-            rows = tensor.shape[-1] if len(tensor.shape) > 1 and tensor.shape[-1] > 0 else 1
-            decode[kind] += n_bytes if tied else -(-n_bytes // rows)
+            decode[kind] += n_bytes if tied else -(-n_bytes // max(rows, 1))
             if tied:
                 output[kind] += n_bytes
+                decode_rows += rows
             continue
         if tensor.name == "output.weight":
             decode[kind] += n_bytes
             output[kind] += n_bytes
+            decode_rows += rows
             continue
         share = used_share if _ROUTED in tensor.name else (1, 1)
         decode[kind] += n_bytes * share[0] // share[1]
         if len(tensor.shape) > 1:
             flops[kind] += 2 * tensor.n_elements * share[0] // share[1]
+            # A routed-expert tensor stacks its experts on ne[2]: a token multiplies the used ones.
+            matrices = share[0] if _ROUTED in tensor.name else (tensor.n_elements // max(tensor.shape[0] * rows, 1))
+            decode_rows += rows * matrices
     window = sliding_window(model)
     per_layer = 2 * model.n_head * (model.head_dim_k + model.head_dim_v)
     bpe_k, bpe_v = cache_type(type_k).bytes_per_element, cache_type(type_v).bytes_per_element
@@ -114,6 +121,7 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
         n_head=model.n_head,
         head_dims=model.head_dim_k + model.head_dim_v,
         expert_note=note,
+        decode_rows=decode_rows,
     )
 
 
