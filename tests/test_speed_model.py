@@ -244,12 +244,13 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
     assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(15, rel=0.02)
     assert dict(rates.prefill_gflops)["Q8_0"] == pytest.approx(100, rel=0.02)
     assert rates.row_ns == 0  # no rows model: no row cost
-    # Every decode also costs 3 ns a weight row: the rows model (short rows) and the read model tell it
-    # from the read rate, and the fixed costs stay.
+    # At 2 threads every decode also costs 3 ns a weight row: the rows model (short rows) and the read
+    # model tell it from the read rate, and the fixed costs stay.
     assert rows.decode_rows / rows.decode_bytes_total > 3 * read.decode_rows / read.decode_bytes_total
     row_s = 3e-9
     fixed, wide_runs, cached_run, (read_run, rows_run) = runs()
-    rates = _solve(1, fixed, wide_runs, cached_run, 32.0, [("Q8_0", read_run)], rows_run)
+    assert _solve(1, fixed, wide_runs, cached_run, 32.0, [("Q8_0", read_run)], rows_run).row_ns == 0  # uncontended
+    rates = _solve(2, fixed, wide_runs, cached_run, 32.0, [("Q8_0", read_run)], rows_run)
     assert rates.row_ns == pytest.approx(3, rel=0.02)
     assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(15, rel=0.02)
     assert rates.token_us == pytest.approx(50, rel=0.02) and rates.layer_us == pytest.approx(5, rel=0.02)

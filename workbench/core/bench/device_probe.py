@@ -64,7 +64,7 @@ class DeviceProbe:
                 f"{fixed} (2 vs 16 layers, 64 wide), prefill FLOP/s per weight type from 8 x 512 x 2048 models "
                 f"({wide}), the memory read rate per type from 512 x 2048 models of {self.read_mb:.0f} MB or more "
                 f"(at least {READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB last-level cache in sysfs) and, with "
-                f"probe-rows-q8_0 (as large, in rows of 128), the cost per weight row, the read "
+                f"probe-rows-q8_0 (as large, in rows of 128), the cost per weight row at 2 threads or more, the read "
                 f"rate of a model that cache holds from {CACHED_MODEL.name} (4 MB), attention from "
                 f"{FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 8 x 512 one (8 heads) at depth {DEPTH} vs 0; "
                 f"decode = the median of {N_GEN} tokens ({READ_GEN} for the read models), "
@@ -213,8 +213,11 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
            rows: ProbeRun | None = None) -> ThreadRates:
     """Attention from the depth pairs, then the fixed costs from the tiny models, then each type's rates:
     the read rate from `reads` (models the cache cannot hold; without them, from `wide`), prefill from `wide`.
-    With `rows` (Q8_0 in short rows, as large as the Q8_0 read model), the cost per weight row and Q8_0's
-    read rate are the two unknowns of those two models' decodes."""
+    With `rows` (Q8_0 in short rows, as large as the Q8_0 read model) at 2 threads or more, the cost per
+    weight row and Q8_0's read rate are the two unknowns of those two models' decodes: threads take a
+    mat-vec's 64-row chunks from one shared counter. One thread takes them uncontended, and its fit
+    here swung from 0 to 20 ns between runs while a 262,144-row output decoded faster per byte than the
+    read model, so one thread's row cost is 0."""
     decode_flop, per_byte, points = _attention((fixed[-1], wide[0][1]), cache_mb)
 
     def decode_attention(costs: ModelCosts, position: float) -> float:
@@ -245,7 +248,7 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
             return (run.flat.decode_seconds_per_token - token_s - run.costs.n_layer * layer_s
                     - decode_attention(run.costs, 1))
 
-        if rows is not None and q8_read is not None:
+        if rows is not None and q8_read is not None and threads > 1:
             _, row_s = _pair(q8_read.costs.decode_bytes_total, q8_read.costs.decode_rows, unfixed(q8_read),
                              rows.costs.decode_bytes_total, rows.costs.decode_rows, unfixed(rows))
 

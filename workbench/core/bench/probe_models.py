@@ -59,9 +59,9 @@ def read_models(cache_mb: float, ram_mb: float) -> tuple[ProbeModel, ...]:
                                  kind))
     return tuple(models)
 # The rows model: Q8_0 weights of the read models' size in rows of 128 (the read models' are 512 and
-# 2048 long): a mat-vec costs per row as well as per byte (64-row chunks handed out between threads; at
-# 2 threads here a 128-wide 262,144-row output matrix decoded slower than at 1), and the two models
-# together tell the two apart.
+# 2048 long): with threads a mat-vec costs per row as well as per byte (they take its 64-row chunks
+# from one shared counter; at 2 threads here a 128-wide 262,144-row output matrix decoded slower than
+# at 1), and the two models together tell the two apart.
 ROWS_EMBD, ROWS_FF = 128, 16384
 
 
