@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from arch_models import ARCH_MODELS, write_arch_gguf  # noqa: E402
 
-from workbench.core.bench.device_probe import probe_device, quiet_run, warm_up  # noqa: E402
+from workbench.core.bench.device_probe import probe_device, warm_up  # noqa: E402
+from workbench.core.bench.quiet_runs import quiet_run  # noqa: E402
 from workbench.core.config.devices import load_device  # noqa: E402
 from workbench.core.config.host import detect_host  # noqa: E402
 from workbench.core.config.preset import Preset  # noqa: E402

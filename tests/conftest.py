@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import site
 import sys
 import tempfile
@@ -48,6 +49,10 @@ _SESSION: dict[str, object] = {}
 
 def pytest_configure(config: pytest.Config) -> None:
     """The session's own home, set before collection imports anything that reads the environment."""
+    # A suite started in the background of a shell without job control inherits SIGINT ignored, and its
+    # children inherit that: the tests that press Ctrl-C on a CLI need the default (KeyboardInterrupt).
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # A user-site install (pip install --user) is found through HOME: keep finding it there,
     # or every `python -m workbench` subprocess would lose its packages.
     user_base = site.getuserbase()

@@ -279,16 +279,16 @@ def test_read_models_are_written_at_least_that_large(tmp_path: Path):
 
 
 def test_quiet_run_measures_again_while_others_use_the_cpus(monkeypatch: pytest.MonkeyPatch):
-    from workbench.core.bench import device_probe
+    from workbench.core.bench import quiet_runs
 
-    assert device_probe.cpu_others((1000, 300), (1400, 500), 1.0) == pytest.approx(200 / os.sysconf("SC_CLK_TCK"))
-    assert device_probe.cpu_others(None, (1, 1), 1.0) == 0.0
+    assert quiet_runs.cpu_others((1000, 300), (1400, 500), 1.0) == pytest.approx(200 / os.sysconf("SC_CLK_TCK"))
+    assert quiet_runs.cpu_others(None, (1, 1), 1.0) == 0.0
     # Readings (every CPU's busy ticks, this process's): 2 s of others' ticks, then none, then 1 s.
     readings = iter([(0, 0), (300, 100), (300, 100), (400, 200), (400, 200), (500, 200)])
-    monkeypatch.setattr(device_probe, "_cpu_ticks", lambda: next(readings))
+    monkeypatch.setattr(quiet_runs, "_cpu_ticks", lambda: next(readings))
     times = iter([0.0, 10.0, 10.0, 20.0, 20.0, 30.0])
     made = iter([_run(0, 3e-3, 1.0), _run(0, 2e-3, 1.0), _run(0, 1e-3, 1.0)])
-    run, others = device_probe.quiet_run(lambda: next(made), clock=lambda: next(times))
+    run, others = quiet_runs.quiet_run(lambda: next(made), clock=lambda: next(times))
     assert run.decode_seconds_per_token == 2e-3 and others == 0.0  # the second run was quiet: no third
 
 

@@ -24,6 +24,7 @@ from workbench.core.bench.probe_models import (
     rows_model,
     write_probe_model,
 )
+from workbench.core.bench.quiet_runs import QUIET_SHARE, QUIET_TRIES, quiet_run
 from workbench.core.config.cpu_topology import format_cpu_list
 from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
 from workbench.core.engine.client import EngineClient
@@ -38,6 +39,7 @@ N_GEN = 128  # decodes per run: the median counts, as in benchmarks/speed_predic
 READ_GEN = 32  # the read models' decodes: each reads 4x the last-level cache, 32 of them take seconds
 REPEATS = 2  # timed prompts per run (the faster counts)
 READ_PROMPT = 8  # the read models time decode only: a short prompt keeps their runs short
+QUIET_WAIT_S = 0.5  # before a probe run is measured again: short, the probe keeps to about a minute
 WARM_UP_TOKENS = 16  # an untimed run after each load: the first decodes after a load ran 1.5x slower here
 
 
@@ -76,68 +78,6 @@ class DeviceProbe:
     @property
     def pinned(self) -> str:
         return f" with the engine pinned to CPUs {format_cpu_list(self.cpu_cores)}," if self.cpu_cores else ""
-
-
-QUIET_SHARE = 0.10  # other processes' CPU, in cores, above which a run is measured again
-QUIET_TRIES = 3
-QUIET_WAIT_S = 0.5  # before a probe run is measured again: short, the probe keeps to about a minute
-
-
-def _cpu_ticks() -> tuple[int, int] | None:
-    """(busy ticks of every CPU, ticks of this process and its children) from /proc; None off Linux."""
-    try:
-        fields = Path("/proc/stat").read_text(encoding="ascii").split("\n", 1)[0].split()[1:9]
-        busy = sum(int(x) for i, x in enumerate(fields) if i not in (3, 4))  # all but idle and iowait
-        own, me = 0, os.getpid()
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                text = stat.read_text(encoding="ascii", errors="replace")
-            except OSError:
-                continue
-            rest = text[text.rfind(")") + 2:].split()  # after the command name: state, ppid, ...
-            if int(stat.parent.name) == me or (len(rest) > 12 and rest[1] == str(me)):
-                own += int(rest[11]) + int(rest[12])  # utime + stime
-        return busy, own
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def cpu_others(before: tuple[int, int] | None, after: tuple[int, int] | None, seconds: float) -> float:
-    """Cores' worth of CPU that processes other than this one and its children (the engine) used
-    between two _cpu_ticks() readings `seconds` apart; 0 when unknown."""
-    if before is None or after is None or seconds <= 0:
-        return 0.0
-    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    return max(0.0, ((after[0] - before[0]) - (after[1] - before[1])) / hz / seconds)
-
-
-def _wait_quiet(wait_s: float, window_s: float = 0.25) -> None:
-    """Return once other processes took at most QUIET_SHARE of a core over a window, or after wait_s."""
-    deadline = time.perf_counter() + wait_s
-    while time.perf_counter() < deadline:
-        before, started = _cpu_ticks(), time.perf_counter()
-        time.sleep(window_s)
-        if cpu_others(before, _cpu_ticks(), time.perf_counter() - started) <= QUIET_SHARE:
-            return
-
-
-def quiet_run(measure: Callable[[], RatesMeasured], tries: int = QUIET_TRIES,
-              clock: Callable[[], float] = time.perf_counter, wait_s: float = 0.0) -> tuple[RatesMeasured, float]:
-    """Run `measure` until other processes took at most QUIET_SHARE of a core during it (at most
-    `tries` times, each retry after up to `wait_s` for a quiet moment); the run during which they
-    took least, and how much that was."""
-    kept: tuple[RatesMeasured, float] | None = None
-    for attempt in range(max(1, tries)):
-        if attempt and wait_s > 0:
-            _wait_quiet(wait_s)
-        before, started = _cpu_ticks(), clock()
-        run = measure()
-        others = cpu_others(before, _cpu_ticks(), clock() - started)
-        if kept is None or others < kept[1]:
-            kept = (run, others)
-        if others <= QUIET_SHARE:
-            break
-    return kept
 
 
 def warm_up(engine: EngineClient, threads: Sequence[int]) -> None:
