@@ -179,8 +179,13 @@ def test_monitor_command_serves_prometheus_until_stopped(tmp_path):
         assert total.value == pytest.approx(millivolts * milliamps / 1e6)
     finally:
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=60) == 0
-        process.stderr.close()
+        try:
+            assert process.wait(timeout=60) == 0
+        finally:
+            if process.poll() is None:  # Ctrl-C did not stop it: the test fails and leaves no monitor running
+                process.kill()
+                process.wait()
+            process.stderr.close()
 
 
 def test_a_text_cell_a_spreadsheet_would_run_is_written_as_text():

@@ -73,8 +73,9 @@ def run_probe(args: argparse.Namespace) -> int:
     for rates in probe.rates:
         read = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.read_gbs)
         flops = ", ".join(f"{kind} {g:.0f}" for kind, g in rates.prefill_gflops)
-        sys.stdout.write(f"{rates.threads} threads: decode {rates.token_us:.0f} us/token + {rates.layer_us:.1f} us/layer + "
-                         f"{rates.row_ns:.2f} ns/weight row, read GB/s {read}; prefill GFLOP/s {flops}\n")
+        sys.stdout.write(f"{rates.threads} threads: decode {rates.token_us:.0f} us/token + {rates.layer_us:.1f} us/layer"
+                         f"{f' + {rates.row_ns:.2f} ns/weight row' if rates.row_ns else ''}, read GB/s {read}; "
+                         f"prefill GFLOP/s {flops}\n")
     sys.stdout.write(f"measured in {probe.seconds:.0f} s; wrote {path}\n"
                      f"predict with it: workbench ledger MODEL --device {name}"
                      + (" (or --device host: the host takes this machine's probed figures)" if not args.name else "")

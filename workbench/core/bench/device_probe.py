@@ -267,12 +267,16 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
                 path.unlink()
                 continue  # no cache that holds it twice over: every model reads from memory here
             decode_only = model in reads or model is rows
-            if decode_only:
+            if model in reads:
                 read_mb = min(read_mb or math.inf, costs.decode_bytes_total / 1e6)
+            counts = [count for count in threads if count > 1] if model is rows else list(threads)
+            if not counts:
+                path.unlink()
+                continue  # the row cost is fitted at 2 threads or more (_solve)
             engine.load_blocking(path, Preset(name="probe", ctx_size=256 if decode_only else DEPTH + PROMPT + 256,
                                               threads=max(threads), cpu_cores=cpu_cores), allow_overbudget=True)
-            warm_up(engine, threads)
-            for count in threads:
+            warm_up(engine, counts)
+            for count in counts:
                 timed = {}
                 for depth in (0, DEPTH) if model.name in deep_models else (0,):
                     def timed_run(depth=depth, count=count, decode_only=decode_only):
@@ -295,7 +299,7 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
         wide = [(m.weight_type, measured[(m.name, count)]) for m in RATE_MODELS]
         rates.append(_solve(count, [measured[(m.name, count)] for m in FIXED_COST_MODELS], wide,
                             measured.get((CACHED_MODEL.name, count)), cache_mb,
-                            [(m.weight_type, measured[(m.name, count)]) for m in reads], measured[(rows.name, count)]))
+                            [(m.weight_type, measured[(m.name, count)]) for m in reads], measured.get((rows.name, count))))
     return DeviceProbe(rates=tuple(rates), runs=tuple(runs), llama_cpp=str(llama_cpp.__version__),
                        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        seconds=time.perf_counter() - started, cpu_cores=tuple(cpu_cores), cache_mb=cache_mb,
