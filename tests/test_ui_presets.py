@@ -85,6 +85,37 @@ async def test_saving_under_a_shipped_name_asks_first_and_the_screen_reverts_it(
     assert load_preset("as-is").ctx_size == 2048
 
 
+async def test_saving_an_edit_keeps_the_keys_the_form_does_not_show_and_writes_the_new_fields(config):
+    # A user preset with keys the form has no field for: an edit saved from the form must keep them.
+    folder = config / "presets"
+    folder.mkdir(parents=True)
+    (folder / "mine.toml").write_text('name = "mine"\nctx_size = 2048\ngpu_layers = 4\n'
+                                      'special_tokens_in_messages = true\ncpu_cores = "1"\n', encoding="utf-8")
+    async with make_app(device=DEVICE).run_test(size=(160, 48)) as pilot:
+        presets = await open_presets(pilot)
+        option_list = presets.query_one("#preset-list", OptionList)
+        option_list.highlighted = option_list.get_option_index("mine")
+        await wait_until(pilot, lambda: presets.query_one("#field-name", Input).value == "mine")
+        assert presets.query_one("#field-cpu_cores", Input).value == "1"
+        assert presets.edited is not None and presets.edited.gpu_layers == 4  # unchanged: the file's own preset
+        presets.query_one("#field-ctx_size", Input).value = "1024"
+        presets.query_one("#field-parallel", Input).value = "2"
+        presets.query_one("#field-cpu_cores", Input).value = "0-1"
+        await wait_until(pilot, lambda: presets.edited is not None and presets.edited.parallel == 2
+                         and presets.edited.cpu_cores == (0, 1) and presets.edited.ctx_size == 1024)
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: tomllib.loads((folder / "mine.toml").read_text()).get("parallel") == 2)
+        saved = load_preset("mine")
+        assert (saved.ctx_size, saved.parallel, saved.cpu_cores) == (1024, 2, (0, 1))
+        assert saved.gpu_layers == 4 and saved.special_tokens_in_messages
+        # an empty cpu_cores leaves the key out: threads choose the cores again
+        presets.query_one("#field-cpu_cores", Input).value = ""
+        await wait_until(pilot, lambda: presets.edited is not None and presets.edited.cpu_cores == ())
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: "cpu_cores" not in tomllib.loads((folder / "mine.toml").read_text()))
+        assert load_preset("mine").gpu_layers == 4
+
+
 def test_cli_reverts_a_user_preset_that_replaces_a_shipped_one(config, capsys):
     from workbench.core.config.preset import Preset
 

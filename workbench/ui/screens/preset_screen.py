@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import tomllib
 from dataclasses import dataclass
 from collections.abc import Callable
 from functools import partial
@@ -31,6 +32,7 @@ from textual.widgets import (
 )
 from textual.widgets.option_list import Option
 
+from workbench.core.config.cpu_topology import format_cpu_list
 from workbench.core.config.preset import Preset
 from workbench.core.config.presets import (
     llama_server_command,
@@ -38,6 +40,7 @@ from workbench.core.config.presets import (
     preset_from_mapping,
     preset_origin,
     preset_problems,
+    preset_to_toml,
     revert_user_preset,
     save_user_preset,
     shadows_shipped,
@@ -55,16 +58,23 @@ from workbench.ui.widgets.verdict_line import Prediction, VerdictLine, describe_
 WIDE_MIN_SIZE = (120, 34)  # below this the form is one column of borderless fields
 CHECK_DELAY_S = 0.25  # the ledger is predicted once typing pauses this long, not at every key
 
-TEXT_FIELDS = ("name", "description", "weights", "chat_template")
-INT_FIELDS = ("ctx_size", "batch_size", "ubatch_size", "threads", "draft_prompt_lookup")
+TEXT_FIELDS = ("name", "description", "weights", "chat_template", "cpu_cores")
+INT_FIELDS = ("ctx_size", "batch_size", "ubatch_size", "threads", "parallel", "n_cpu_moe", "draft_prompt_lookup")
 BOOL_FIELDS = ("flash_attn", "mlock", "mmap", "swa_full")
 CACHE_FIELDS = ("cache_type_k", "cache_type_v")
 EDITOR_SOURCE = "preset editor"
 
 
-def form_mapping(texts: dict[str, str], flags: dict[str, bool], caches: dict[str, str]) -> dict:
-    """The editor's values as a TOML file would hold them; non-numbers stay text so the check names them."""
-    data: dict = {name: texts[name] for name in TEXT_FIELDS}
+def form_mapping(texts: dict[str, str], flags: dict[str, bool], caches: dict[str, str],
+                 underneath: Preset | None = None) -> dict:
+    """The editor's values as a TOML file would hold them; non-numbers stay text so the check names them.
+    The keys the form does not show (rpc, gpu_layers, tensor_split, special_tokens_in_messages, ...) are
+    those of `underneath`, the preset being edited, so saving an edit keeps them; an empty cpu_cores
+    leaves the key out (threads choose the cores)."""
+    data: dict = tomllib.loads(preset_to_toml(underneath)) if underneath is not None else {}
+    data |= {name: texts[name] for name in TEXT_FIELDS}
+    if not data["cpu_cores"].strip():
+        del data["cpu_cores"]
     for name in INT_FIELDS:
         text = texts[name].strip()
         try:
@@ -196,7 +206,9 @@ class PresetScreen(Screen[str | UnsavedPreset | None]):
         self.highlighted = preset
         with self.prevent(Input.Changed, Switch.Changed, Select.Changed):
             for name in TEXT_FIELDS + INT_FIELDS:
-                self.query_one(f"#field-{name}", Input).value = str(getattr(preset, name))
+                value = getattr(preset, name)
+                text = format_cpu_list(value) if name == "cpu_cores" else str(value)
+                self.query_one(f"#field-{name}", Input).value = text
             for name in CACHE_FIELDS:
                 self.query_one(f"#field-{name}", Select).value = getattr(preset, name)
             for name in BOOL_FIELDS:
@@ -217,6 +229,7 @@ class PresetScreen(Screen[str | UnsavedPreset | None]):
             {name: self.query_one(f"#field-{name}", Input).value for name in TEXT_FIELDS + INT_FIELDS},
             {name: self.query_one(f"#field-{name}", Switch).value for name in BOOL_FIELDS},
             {name: str(self.query_one(f"#field-{name}", Select).value) for name in CACHE_FIELDS},
+            self.highlighted,
         )
         self._set_revert_enabled()
         if self._check_timer is not None:
