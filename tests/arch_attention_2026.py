@@ -66,15 +66,19 @@ class AttentionModel:
     indexer_dim: int = 0
     indexer_top_k: int = 0
     indexer_types: tuple[int, ...] = ()
+    # MTP (nextn_predict_layers): the last blocks are the multi-token-prediction head, a whole block plus its
+    # eh_proj / enorm / hnorm, as DeepSeek-V3.2's 62nd block; llama.cpp loads and caches them only for an MTP
+    # draft context (load_mtp), never in the main one
+    mtp_layers: int = 0
 
 
 ATTENTION_MODELS = {
     # DeepSeek-V2-Lite-like proportions at a tiny width: one dense layer, then MoE with a shared expert
     "deepseek2": AttentionModel("deepseek2", n_expert=4, n_expert_used=2, n_ff_expert=64, n_expert_shared=1,
                                 n_dense_lead=1),
-    # DeepSeek-V3.2's indexer (64 heads x 128 at full size) at a tiny width: every layer keeps indexer keys
-    # and its router (256 experts in 8 groups, 4 kept; weights normalized, times 2.5)
-    "deepseek32": AttentionModel("deepseek32", n_expert=4, n_expert_used=2, n_ff_expert=64, n_expert_shared=1,
+    # DeepSeek-V3.2's indexer (64 heads x 128 at full size) at a tiny width: every layer keeps indexer keys,
+    # its router (256 experts in 8 groups, 4 kept; weights normalized, times 2.5) and its MTP block: 4 layers + 1
+    "deepseek32": AttentionModel("deepseek32", n_layer=5, mtp_layers=1, n_expert=4, n_expert_used=2, n_ff_expert=64, n_expert_shared=1,
                                  n_dense_lead=1, indexer_heads=4, indexer_dim=64, indexer_top_k=256,
                                  selection_bias=True, weights_norm=True, weights_scale=2.5, n_groups=2, n_groups_used=1),
     # GLM-5.2's pattern: layers 0-2 and every fourth after compute their own top-k ("full"), the rest reuse it and
@@ -164,12 +168,18 @@ def _deepseek2(writer: gguf.GGUFWriter, m: AttentionModel, rng: np.random.Genera
         writer.add_uint32(f"{arch}.expert_group_used_count", m.n_groups_used)
     if m.indexer_dim:
         _indexer_keys(writer, m)
+    if m.mtp_layers:
+        writer.add_uint32(f"{arch}.nextn_predict_layers", m.mtp_layers)
     k_mla = m.nope_dim + m.rope_dim
     _add(writer, "token_embd.weight", "Q8_0", (m.n_embd, m.n_vocab), rng)
     for il in range(m.n_layer):
         def add(role: str, type_name: str, shape: tuple[int, ...]) -> None:
             _add(writer, f"blk.{il}.{role}", type_name, shape, rng)
 
+        if il >= m.n_layer - m.mtp_layers:
+            add("nextn.eh_proj.weight", "Q8_0", (2 * m.n_embd, m.n_embd))
+            add("nextn.enorm.weight", "F32", (m.n_embd,))
+            add("nextn.hnorm.weight", "F32", (m.n_embd,))
         add("attn_norm.weight", "F32", (m.n_embd,))
         add("attn_q_a.weight", "Q8_0", (m.n_embd, m.q_lora_rank))
         add("attn_q_a_norm.weight", "F32", (m.q_lora_rank,))

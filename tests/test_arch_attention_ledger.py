@@ -81,8 +81,10 @@ def test_mla_keeps_the_latent_and_no_v(models, client):
 
 
 def _dsa_by_hand(model, cells: int, indexer_layers: int, bytes_per_value: float) -> int:
-    """MLA's latent (kv_lora_rank + rope) on every layer plus the indexer's keys on `indexer_layers`, K only."""
-    values = cells * (model.n_layer * (model.kv_lora_rank + model.rope_dim) + indexer_layers * model.indexer_dim)
+    """MLA's latent (kv_lora_rank + rope) on every trunk layer (not the MTP blocks) plus the indexer's keys on
+    `indexer_layers`, K only."""
+    trunk = model.n_layer - model.mtp_layers
+    values = cells * (trunk * (model.kv_lora_rank + model.rope_dim) + indexer_layers * model.indexer_dim)
     return int(values * bytes_per_value)
 
 
@@ -91,11 +93,13 @@ Q8_0_FLASH = Preset("q8_0-fa", ctx_size=2048, batch_size=512, ubatch_size=512, c
 
 
 def test_dsa_keeps_the_indexer_keys_beside_the_latent_in_the_k_type(models, client):
-    """deepseek32: a second cache of indexer key_length values per cell on every layer, f16 or q8_0 as K, no V."""
+    """deepseek32: a second cache of indexer key_length values per cell on every trunk layer, f16 or q8_0 as K,
+    no V; its MTP block (the fifth) keeps no cache in the main context."""
     model = ATTENTION_MODELS["deepseek32"]
+    assert model.mtp_layers == 1
     for preset, bytes_per_value in ((F16_PLAIN, 2), (Q8_0_FLASH, 34 / 32)):  # q8_0: 34 bytes a block of 32
         loaded = client.load_blocking(models["deepseek32"], preset, device=ROOMY)
-        by_hand = _dsa_by_hand(model, 2048, model.n_layer, bytes_per_value)
+        by_hand = _dsa_by_hand(model, 2048, model.n_layer - model.mtp_layers, bytes_per_value)
         assert abs(loaded.kv_buffer_bytes - by_hand) <= 2 * LOG_ROUNDING  # two buffers: the latent and the indexer
         ledger = predict_ledger(read_gguf(models["deepseek32"]), preset, ROOMY)
         assert ledger.kv_bytes == by_hand
@@ -187,6 +191,10 @@ def test_inspect_names_mla_the_dsa_indexer_the_window_and_the_shared_caches(mode
     gemma = run_cli("inspect", str(models["gemma3n"]))
     assert "512 tokens on 20 of 25 layers" in gemma.stdout
     assert "layers 0-19 own a KV cache; the last 5 reuse one of theirs" in gemma.stdout
+    v32 = run_cli("inspect", str(models["deepseek32"]))
+    assert "the last 1 of 5 (deepseek32.nextn_predict_layers)" in v32.stdout, v32.stdout
+    assert "on every layer" in v32.stdout  # the indexer: every trunk layer
+    assert "MTP" not in dsa.stdout
 
 
 # deepseek32 without flash attention at ctx 8192 with a router gating the replay does not lay out (SOFTMAX_WEIGHT,
@@ -229,3 +237,18 @@ def test_the_mismatch_line_names_each_buffer_off_with_both_figures():
     assert line == ("llama.cpp's buffers differ from the ledger by more than 5%: KV 12.0 MiB reported vs 6.0 MiB "
                     "predicted (+100%); compute 57.0 MiB reported vs 14.0 MiB predicted (+307%)")
     assert mismatch_line(predicted, {"weights": 104 * MIB, "KV": 6 * MIB, "compute": 14 * MIB}) == ""
+
+
+@pytest.mark.parametrize("value", [10**12, 5, 0, True, "1", -1])
+def test_a_hostile_mtp_count_leaves_every_layer_cached(models, value):
+    """nextn_predict_layers that llama.cpp refuses (more blocks than the file has, a whole model of them) or
+    that is not a count changes nothing: every layer keeps its cache, as without the key."""
+    from workbench.core.ledger.mtp import mtp_layers
+
+    info = read_gguf(models["deepseek32"])
+    assert mtp_layers(info) == 1
+    hostile = dataclasses.replace(info, metadata={**info.metadata, "deepseek32.nextn_predict_layers": value})
+    assert mtp_layers(hostile) == 0
+    plain = predict_ledger(hostile, F16_PLAIN, ROOMY)
+    assert plain.kv_bytes == _dsa_by_hand(dataclasses.replace(ATTENTION_MODELS["deepseek32"], mtp_layers=0), 2048,
+                                          5, 2)

@@ -7,6 +7,7 @@ from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger import indexer_cache as dsa
 from workbench.core.ledger.cache_sharing import shared_caches
 from workbench.core.ledger.mla import describe, latent_cache
+from workbench.core.ledger.mtp import mtp_layers
 
 
 def attention_text(info: ModelInfo, heads: str) -> str:
@@ -29,6 +30,10 @@ def attention_lines(info: ModelInfo) -> list[tuple[str, str]]:
     if sharing is not None:
         lines.append(("shared caches", f"layers 0-{sharing.owning_layers - 1} own a KV cache; the last "
                                        f"{sharing.shared_layers} reuse one of theirs ({sharing.source})"))
+    mtp = mtp_layers(info)
+    if mtp:
+        lines.append(("MTP blocks", f"the last {mtp} of {info.n_layer} ({info.architecture}.nextn_predict_layers): "
+                                    "the draft head; no KV cache in the main context, their weights mapped, not read"))
     return lines
 
 
@@ -45,4 +50,5 @@ def attention_json(info: ModelInfo) -> dict:
         "shared_caches": None if sharing is None else {"owning_layers": sharing.owning_layers,
                                                        "shared_layers": sharing.shared_layers,
                                                        "source": sharing.source},
+        "mtp_layers": mtp_layers(info),
     }

@@ -35,6 +35,7 @@ from workbench.core.ledger.graph_mla import MlaShape, indexer_rotation_side, mla
 from workbench.core.ledger.graph_recurrent import delta_net, mamba2, shortconv
 from workbench.core.ledger.indexer_cache import indexer_cache
 from workbench.core.ledger.kv_layers import kv_cells, preset_n_ubatch, sliding_window
+from workbench.core.ledger.mtp import mtp_layers
 from workbench.core.ledger.recurrent import recurrent_state
 from workbench.core.ledger.sequences import preset_kv_unified, preset_n_seq
 
@@ -256,7 +257,7 @@ def _mla_family(model: ModelInfo, preset: Preset, n_ctx: int) -> FamilyGraph | N
     graph graph_mla does not lay out: MHA without the latent, Mistral-Large's temperature scale, a gating
     function other than softmax or sigmoid, expert groups that do not divide the experts."""
     arch, names = model.architecture, {tensor.name for tensor in model.tensors}
-    n_layer = model.n_layer - _metadata_int(model, "nextn_predict_layers")
+    n_layer = model.n_layer - mtp_layers(model)
     k_mla, v_mla = _metadata_int(model, "attention.key_length_mla"), _metadata_int(model, "attention.value_length_mla")
     latent, rope = _metadata_int(model, "attention.kv_lora_rank"), _metadata_int(model, "rope.dimension_count")
     q_lora = _metadata_int(model, "attention.q_lora_rank") if "blk.0.attn_q.weight" not in names else 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.core.gguf.model_info import ModelInfo
+from workbench.core.ledger.mtp import mtp_layers
 
 # GLM-5.2's indexer layout (llama.cpp 0c1e570, src/models/glm-dsa.cpp GLM_5_2_DEFAULT_INDEXER_TYPES):
 # layers 0 and 1 and every fourth from layer 2 compute their own top-k; the others reuse it
@@ -44,7 +45,7 @@ class IndexerCache:
     n_heads: int  # query heads scoring against it (not stored)
     top_k: int  # cells each query attends to
     layers: tuple[int, ...]  # the layers that keep indexer keys
-    n_layer: int
+    n_layer: int  # the trunk's layers (the MTP blocks keep none)
     source: str
 
     def width(self, layer: int) -> int:
@@ -76,12 +77,13 @@ def indexer_cache(model: ModelInfo) -> IndexerCache | None:
     if rule is None or not key_length or model.n_layer <= 0:
         return None
     full, layers_source = _full_layers(model, rule)
-    layers = tuple(il for il in range(model.n_layer) if full[il])
+    trunk = model.n_layer - mtp_layers(model)  # the MTP blocks keep no indexer keys in the main context
+    layers = tuple(il for il in range(trunk) if full[il])
     if not layers:
         return None
     return IndexerCache(
         key_length=key_length, n_heads=_uint(model, "attention.indexer.head_count"),
-        top_k=_uint(model, "attention.indexer.top_k"), layers=layers, n_layer=model.n_layer,
+        top_k=_uint(model, "attention.indexer.top_k"), layers=layers, n_layer=trunk,
         source=(f"{model.architecture}.attention.indexer.key_length = {key_length}, {layers_source}; "
                 f"one key head per cell in the K cache type (llama-kv-cache-dsa.cpp)"),
     )

@@ -10,6 +10,7 @@ from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.cache_sharing import owning_layer_count
 from workbench.core.ledger.indexer_cache import indexer_cache
 from workbench.core.ledger.mla import latent_cache
+from workbench.core.ledger.mtp import mtp_layers
 from workbench.core.ledger.recurrent import attention_flags
 
 CTX_PAD = 256  # llama-context.cpp pads n_ctx (and n_ctx_seq) to 256; the SWA cache too
@@ -183,10 +184,12 @@ def predicted_kv_layers(model: ModelInfo, n_ctx: int, type_k: str, type_v: str, 
 
 
 def attention_kv_heads(model: ModelInfo) -> list[int]:
-    """KV heads per layer; 0 for a layer without a KV cache (a recurrent layer: ledger/recurrent.py)."""
+    """KV heads per layer; 0 for a layer without a KV cache (a recurrent layer: ledger/recurrent.py, or an
+    MTP block)."""
     per_layer = model.n_head_kv_per_layer
     attends = attention_flags(model)
-    return [(per_layer[il] if il < len(per_layer) else model.n_head_kv) if attends[il] else 0
+    trunk = model.n_layer - mtp_layers(model)
+    return [(per_layer[il] if il < len(per_layer) else model.n_head_kv) if attends[il] and il < trunk else 0
             for il in range(model.n_layer)]
 
 
