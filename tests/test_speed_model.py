@@ -92,6 +92,22 @@ def test_moe_reads_only_the_used_experts(tmp_path: Path):
     assert costs.decode_rows == 4 * (4 * 128 + 8 + 2 * 3 * 128) + 32768
 
 
+def test_a_token_reads_nothing_of_the_mtp_block(tmp_path: Path):
+    from arch_attention_2026 import ATTENTION_MODELS, write_attention_gguf
+
+    model = ATTENTION_MODELS["deepseek32"]
+    info = read_gguf(write_attention_gguf(tmp_path / "v32.gguf", model))
+    last = f"blk.{model.n_layer - 1}."  # DeepSeek-V3.2's MTP block: loaded for a draft context only
+    block = sum(t.n_bytes * (model.n_expert_used if "_exps." in t.name else model.n_expert) // model.n_expert
+                for t in info.tensors if t.name.startswith(last))
+    assert block > 0
+    without_key = replace(info, metadata={key: value for key, value in info.metadata.items()
+                                          if not key.endswith("nextn_predict_layers")})
+    assert model_costs(info).decode_bytes_total == model_costs(without_key).decode_bytes_total - block
+    assert (model_costs(info).n_layer, model_costs(without_key).n_layer) == (4, 5)
+    assert model_costs(info).kv_bytes(100) * 5 == model_costs(without_key).kv_bytes(100) * 4
+
+
 def test_sliding_window_layers_stop_growing_at_their_window(tmp_path: Path):
     info = read_gguf(write_arch_gguf(tmp_path / "gemma3.gguf", replace(ARCH_MODELS["gemma3"], n_vocab=4096)))
     costs = model_costs(info)

@@ -10,6 +10,7 @@ from workbench.core.gguf.ggml_types import cache_type, tensor_bytes
 from workbench.core.gguf.model_info import ModelInfo, TensorInfo
 from workbench.core.ledger.experts import expert_counts
 from workbench.core.ledger.kv_layers import sliding_window
+from workbench.core.ledger.mtp import mtp_layers
 from workbench.core.ledger.weights import planned_tensor_types
 
 _ROUTED = "_exps."  # routed-expert tensors (experts.py): a token reads used/total of them
@@ -55,10 +56,21 @@ class ModelCosts:
 
 
 def _planned(model: ModelInfo, weights: str) -> list[tuple[TensorInfo, str, int]]:
+    """Each tensor a token computes with, its type and bytes after the preset's weights; the MTP blocks'
+    tensors are mapped but never read (mtp.py)."""
+    trunk = model.n_layer - mtp_layers(model)
     if weights.lower() == "keep" or (model.file_type is not None and weights.upper() == model.file_type):
-        return [(t, t.ggml_type, t.n_bytes) for t in model.tensors]
-    return [(t, kind, t.n_bytes if kind == t.ggml_type else tensor_bytes(kind, t.shape))
-            for t, kind in planned_tensor_types(model, weights)]
+        planned = [(t, t.ggml_type, t.n_bytes) for t in model.tensors]
+    else:
+        planned = [(t, kind, t.n_bytes if kind == t.ggml_type else tensor_bytes(kind, t.shape))
+                   for t, kind in planned_tensor_types(model, weights)]
+    return [entry for entry in planned if (_block(entry[0].name) or 0) < trunk]
+
+
+def _block(name: str) -> int | None:
+    """N of a blk.N.* tensor, None for the tensors outside the repeating blocks."""
+    parts = name.split(".")
+    return int(parts[1]) if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit() else None
 
 
 def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", type_v: str = "f16") -> ModelCosts:
@@ -103,7 +115,7 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
     attn: Counter[int] = Counter()
     kv: Counter[int] = Counter()
     layers: Counter[int] = Counter()
-    for layer in range(model.n_layer):
+    for layer in range(model.n_layer - mtp_layers(model)):  # the MTP blocks attend in the draft context only
         swa = window is not None and layer < len(window.is_swa) and window.is_swa[layer]
         key = window.n_swa if swa and window else 0
         attn[key] += per_layer
@@ -111,7 +123,7 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
         kv[key] += float(model.kv_heads(layer) * (model.head_dim_k * bpe_k + model.head_dim_v * bpe_v))
     note = f"{experts.used} of {experts.total} experts per token" if experts else ""
     return ModelCosts(
-        n_layer=model.n_layer,
+        n_layer=model.n_layer - mtp_layers(model),
         decode_bytes=tuple(decode.most_common()),
         prefill_flops=tuple(flops.most_common()),
         output_bytes=tuple(output.most_common()),
@@ -140,8 +152,8 @@ def decode_bytes_by_layer(model: ModelInfo, weights: str = "keep", n_cpu_moe: in
             if tied:  # the same table is the output layer's weight: all of it is read there
                 out.setdefault(-1, Counter())[kind] += n_bytes
             continue
-        parts = tensor.name.split(".")
-        layer = int(parts[1]) if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit() else -1
+        block = _block(tensor.name)
+        layer = -1 if block is None else block
         share = n_bytes * used // total if _ROUTED in tensor.name else n_bytes
         if n_cpu_moe and expert_on_cpu(tensor.name, n_cpu_moe):
             layer = -2
