@@ -252,3 +252,17 @@ def test_a_hostile_mtp_count_leaves_every_layer_cached(models, value):
     plain = predict_ledger(hostile, F16_PLAIN, ROOMY)
     assert plain.kv_bytes == _dsa_by_hand(dataclasses.replace(ATTENTION_MODELS["deepseek32"], mtp_layers=0), 2048,
                                           5, 2)
+
+
+def test_the_mtp_block_is_in_the_mapped_weights_and_unread_without_mmap(models, client):
+    """llama.cpp skips loading the MTP block's tensors: with mmap they are inside the range it maps and
+    prefetches, without it they are never read."""
+    info = read_gguf(models["deepseek32"])
+    block = sum(t.n_bytes for t in info.tensors if t.name.startswith(f"blk.{info.n_layer - 1}."))
+    weights = {}
+    for mmap in (True, False):
+        preset = dataclasses.replace(F16_PLAIN, name=f"mmap-{mmap}", mmap=mmap)
+        loaded = client.load_blocking(models["deepseek32"], preset, device=ROOMY)
+        weights[mmap] = predict_ledger(info, preset, ROOMY).weights_bytes
+        assert abs(loaded.model_buffer_bytes - weights[mmap]) <= LOG_ROUNDING, (mmap, loaded.model_buffer_bytes)
+    assert weights[True] - weights[False] == block > 0

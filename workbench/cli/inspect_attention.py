@@ -33,7 +33,7 @@ def attention_lines(info: ModelInfo) -> list[tuple[str, str]]:
     mtp = mtp_layers(info)
     if mtp:
         lines.append(("MTP blocks", f"the last {mtp} of {info.n_layer} ({info.architecture}.nextn_predict_layers): "
-                                    "the draft head; no KV cache in the main context, their weights mapped, not read"))
+                                    "the draft head; no KV cache in the main context, weights not loaded (mapped with mmap)"))
     return lines
 
 

@@ -72,8 +72,8 @@ def largest_ctx(model: ModelInfo, preset: Preset, device: DeviceProfile) -> int:
     def fits(ctx: int) -> bool:
         return predicted_total_bytes(model, preset, device, ctx_size=ctx) <= budget
 
-    high = max_ctx_that_fits(model, preset, predicted_weights_bytes(model, preset.weights), preset.cache_type_k,
-                             budget) // CTX_PAD
+    weights_bytes = predicted_weights_bytes(model, preset.weights, mapped=preset.mmap)
+    high = max_ctx_that_fits(model, preset, weights_bytes, preset.cache_type_k, budget) // CTX_PAD
     if high == 0 or fits(high * CTX_PAD):
         return high * CTX_PAD
     return largest_fitting_ctx(fits, high - 1)

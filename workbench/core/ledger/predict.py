@@ -32,7 +32,7 @@ from workbench.core.ledger.sequences import preset_kv_unified, preset_n_seq
 from workbench.core.ledger.speed import SpeedCorrection, predict_speed
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS, TIGHT, KVSplit, Ledger, ResidentMemory
 from workbench.core.ledger.verdict_text import verdict_reason
-from workbench.core.ledger.weights import requantized_weights_bytes
+from workbench.core.ledger.weights import mtp_weights_bytes, requantized_weights_bytes
 from workbench.core.units import MIB
 
 TIGHT_HEADROOM = 0.10  # under 10% of the budget left is "tight"
@@ -136,14 +136,17 @@ def kv_split(model: ModelInfo, preset: Preset, n_ctx: int) -> KVSplit | None:
     )
 
 
-def predicted_weights_bytes(model: ModelInfo, weights: str) -> int:
-    """Weight bytes: "keep" = the file's tensors; otherwise what llama-quantize would write."""
+def predicted_weights_bytes(model: ModelInfo, weights: str, *, mapped: bool = True) -> int:
+    """Weight bytes: "keep" = the file's tensors; otherwise what llama-quantize would write. Without mmap
+    (`mapped` False) llama.cpp reads only the tensors it loads: not the MTP blocks' (mtp.py)."""
     if weights.lower() == "keep" or (model.file_type is not None and weights.upper() == model.file_type):
-        return model.weights_bytes
-    if weights.upper() not in QUANT_TYPES:
+        total = model.weights_bytes
+    elif weights.upper() not in QUANT_TYPES:
         raise WorkbenchError(f"weights = {weights!r} is not a type llama.cpp's quantizer makes",
                              fix=f"Use 'keep' or one of {', '.join(QUANT_TYPES)}")
-    return requantized_weights_bytes(model, weights)
+    else:
+        total = requantized_weights_bytes(model, weights)
+    return total if mapped else total - mtp_weights_bytes(model, weights)
 
 
 def _fits_budget(model: ModelInfo, preset: Preset, weights_bytes: int, n_ctx: int, type_k: str, type_v: str,
@@ -194,7 +197,7 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
             raise WorkbenchError(f"{key} = {name!r} is not a llama.cpp cache type", where=preset.source or preset.name,
                                  fix=f"Use one of {', '.join(CACHE_TYPES)}")
     n_ctx = llama_n_ctx(model, preset.ctx_size if ctx_size is None else ctx_size)
-    weights_bytes = predicted_weights_bytes(model, preset.weights)
+    weights_bytes = predicted_weights_bytes(model, preset.weights, mapped=preset.mmap)
     kv_bytes = preset_kv_bytes(model, preset, n_ctx)
     rs_bytes = predicted_rs_bytes(model, preset_n_seq(preset))  # the recurrent state, per sequence
     compute_bytes = predicted_compute_bytes(model, preset, n_ctx)
@@ -222,7 +225,7 @@ def predict_ledger(model: ModelInfo, preset: Preset, device: DeviceProfile, *, c
         model, sized, n_ctx, total, budget,
         total_of=lambda changed: predicted_total_bytes(model, changed, device),
         max_ctx_of=lambda changed: max_ctx_that_fits(
-            model, changed, predicted_weights_bytes(model, changed.weights) + preset_repack(model, changed, device).n_bytes,
+            model, changed, predicted_weights_bytes(model, changed.weights, mapped=changed.mmap) + preset_repack(model, changed, device).n_bytes,
             changed.cache_type_k, budget))
 
     ledger = Ledger(
@@ -268,7 +271,7 @@ def predicted_total_bytes(model: ModelInfo, preset: Preset, device: DeviceProfil
     """predict_ledger's total alone (weights, CPU repack, KV, recurrent state, compute, overhead), without the
     lines that price it (largest contexts, fixes, speed): what a search over contexts needs."""
     n_ctx = llama_n_ctx(model, preset.ctx_size if ctx_size is None else ctx_size)
-    return (predicted_weights_bytes(model, preset.weights) + preset_repack(model, preset, device).n_bytes
+    return (predicted_weights_bytes(model, preset.weights, mapped=preset.mmap) + preset_repack(model, preset, device).n_bytes
             + preset_kv_bytes(model, preset, n_ctx) + predicted_rs_bytes(model, preset_n_seq(preset))
             + predicted_compute_bytes(model, preset, n_ctx) + predicted_overhead_bytes(model))
 

@@ -10,7 +10,7 @@ from workbench.core.gguf.ggml_types import cache_type, tensor_bytes
 from workbench.core.gguf.model_info import ModelInfo, TensorInfo
 from workbench.core.ledger.experts import expert_counts
 from workbench.core.ledger.kv_layers import sliding_window
-from workbench.core.ledger.mtp import mtp_layers
+from workbench.core.ledger.mtp import block_of, in_mtp_block, mtp_layers
 from workbench.core.ledger.weights import planned_tensor_types
 
 _ROUTED = "_exps."  # routed-expert tensors (experts.py): a token reads used/total of them
@@ -58,19 +58,12 @@ class ModelCosts:
 def _planned(model: ModelInfo, weights: str) -> list[tuple[TensorInfo, str, int]]:
     """Each tensor a token computes with, its type and bytes after the preset's weights; the MTP blocks'
     tensors are mapped but never read (mtp.py)."""
-    trunk = model.n_layer - mtp_layers(model)
     if weights.lower() == "keep" or (model.file_type is not None and weights.upper() == model.file_type):
         planned = [(t, t.ggml_type, t.n_bytes) for t in model.tensors]
     else:
         planned = [(t, kind, t.n_bytes if kind == t.ggml_type else tensor_bytes(kind, t.shape))
                    for t, kind in planned_tensor_types(model, weights)]
-    return [entry for entry in planned if (_block(entry[0].name) or 0) < trunk]
-
-
-def _block(name: str) -> int | None:
-    """N of a blk.N.* tensor, None for the tensors outside the repeating blocks."""
-    parts = name.split(".")
-    return int(parts[1]) if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit() else None
+    return [entry for entry in planned if not in_mtp_block(model, entry[0].name)]
 
 
 def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", type_v: str = "f16") -> ModelCosts:
@@ -152,7 +145,7 @@ def decode_bytes_by_layer(model: ModelInfo, weights: str = "keep", n_cpu_moe: in
             if tied:  # the same table is the output layer's weight: all of it is read there
                 out.setdefault(-1, Counter())[kind] += n_bytes
             continue
-        block = _block(tensor.name)
+        block = block_of(tensor.name)
         layer = -1 if block is None else block
         share = n_bytes * used // total if _ROUTED in tensor.name else n_bytes
         if n_cpu_moe and expert_on_cpu(tensor.name, n_cpu_moe):

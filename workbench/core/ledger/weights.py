@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from workbench.core.gguf.ggml_types import FILE_TYPE_DEFAULT_TENSOR_TYPE, canonical_quant_type, ggml_type, tensor_bytes
 from workbench.core.gguf.model_info import ModelInfo, TensorInfo
 from workbench.core.ledger.model_memo import by_model
+from workbench.core.ledger.mtp import in_mtp_block, mtp_layers
 
 UNQUANTIZED = frozenset({"F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64"})
 
@@ -241,3 +242,14 @@ def requantized_weights_bytes(model: ModelInfo, weights: str) -> int:
     for tensor, type_name in planned_tensor_types(model, weights):
         total += tensor.n_bytes if type_name == tensor.ggml_type else tensor_bytes(type_name, tensor.shape)
     return total
+
+
+def mtp_weights_bytes(model: ModelInfo, weights: str) -> int:
+    """Bytes of the MTP blocks' tensors at `weights` ("keep": the file's): what llama.cpp leaves unread
+    without mmap (mtp.py)."""
+    if not mtp_layers(model):
+        return 0
+    if weights.lower() == "keep" or (model.file_type is not None and weights.upper() == model.file_type):
+        return sum(t.n_bytes for t in model.tensors if in_mtp_block(model, t.name))
+    return sum(t.n_bytes if kind == t.ggml_type else tensor_bytes(kind, t.shape)
+               for t, kind in planned_tensor_types(model, weights) if in_mtp_block(model, t.name))
