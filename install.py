@@ -21,6 +21,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -128,6 +129,29 @@ def browser_plan(extras: str, *, browser: Path = TEST_BROWSER, apt_get: str | No
             "chromium`), or the report's browser test fails"], []
 
 
+def scripts_dir() -> Path:
+    """Where pip puts the `workbench` command: the interpreter's scripts folder, or the user scheme's where pip
+    falls back to a user install (site-packages not writable)."""
+    if os.access(sysconfig.get_path("purelib"), os.W_OK):
+        return Path(sysconfig.get_path("scripts"))
+    return Path(sysconfig.get_path("scripts", f"{os.name}_user"))
+
+
+def launcher_plan(path: str, scripts: Path, pyenv: str | None) -> tuple[list[str], list]:
+    """The lines and [(env, argv)] that make `workbench` a command the shell finds: `pyenv rehash` where the
+    interpreter is pyenv's (the shell finds a new command through pyenv's shims only once rehashed; `pyenv exec`
+    puts the version's own folder on this process's PATH, so PATH here says nothing of the shell's); nothing
+    where `scripts` is on PATH; otherwise the folder to add to PATH."""
+    versions = Path(pyenv).resolve().parent.parent / "versions" if pyenv else None
+    if versions is not None and scripts.resolve().is_relative_to(versions.resolve()):
+        return [f"  command: workbench, in {scripts}; pyenv's shims find it once rehashed (pyenv rehash)"], \
+            [({}, [pyenv, "rehash"])]
+    if scripts.resolve() in {Path(part).resolve() for part in path.split(os.pathsep) if part}:
+        return [f"  command: workbench, in {scripts} (on PATH)"], []
+    return [f"  command: workbench goes to {scripts}, which is not on PATH: add it "
+            f"(export PATH=\"{scripts}:$PATH\") or run python -m workbench"], []
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
@@ -139,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     choice, lines, commands = plan(Path(args.root), env, extras=args.extras, rebuild=args.rebuild)
     browser_lines, browser_commands = browser_plan(args.extras, apt_get=shutil.which("apt-get"),
                                                    is_root=hasattr(os, "geteuid") and os.geteuid() == 0)
-    lines += browser_lines
-    commands += browser_commands
+    launcher_lines, launcher_commands = launcher_plan(env.get("PATH", ""), scripts_dir(),
+                                                      shutil.which("pyenv", path=env.get("PATH", "")))
+    lines += browser_lines + launcher_lines
+    commands += browser_commands + launcher_commands
     print("\n".join(lines), flush=True)
     if choice.error:
         print(f"install: {choice.error}", file=sys.stderr)

@@ -244,3 +244,34 @@ def test_the_installed_llama_cpp_has_no_amx_buffer():
 
     installed = installed_backends(Path(llama_cpp.__file__).parent / "lib")
     assert installed is not None and "cpu" in installed and "amx" not in installed
+
+
+def test_the_install_makes_workbench_a_command_the_shell_finds(tmp_path):
+    sys.path.insert(0, str(REPO))
+    try:
+        import install  # the top-level script, importable for its functions
+    finally:
+        sys.path.remove(str(REPO))
+    # pyenv: its shims find a new command only after `pyenv rehash`, which the install runs (a stand-in pyenv
+    # here, laid out as pyenv is: libexec/pyenv, versions/<v>/bin, shims)
+    root = tmp_path / ".pyenv"
+    scripts = root / "versions" / "3.11.7" / "bin"
+    scripts.mkdir(parents=True)
+    (scripts / "workbench").write_text("#!/bin/sh\n")
+    pyenv = root / "libexec" / "pyenv"
+    pyenv.parent.mkdir()
+    pyenv.write_text(f'#!/bin/sh\n[ "$1" = rehash ] && mkdir -p {root}/shims && touch {root}/shims/workbench\n')
+    pyenv.chmod(0o755)
+    lines, commands = install.launcher_plan(f"{scripts}:/usr/bin", scripts, str(pyenv))
+    assert [argv for _, argv in commands] == [[str(pyenv), "rehash"]] and "pyenv rehash" in lines[0]
+    for env, argv in commands:
+        subprocess.run(argv, env=env, check=True, timeout=30)
+    assert (root / "shims" / "workbench").is_file()
+    # a plain interpreter whose scripts folder is on PATH: nothing to do
+    plain = tmp_path / "venv" / "bin"
+    plain.mkdir(parents=True)
+    lines, commands = install.launcher_plan(f"/usr/bin:{plain}", plain, None)
+    assert commands == [] and "on PATH" in lines[0]
+    # not on PATH and no pyenv: the folder to add, and the module form
+    lines, commands = install.launcher_plan("/usr/bin", plain, str(pyenv))
+    assert commands == [] and f'export PATH="{plain}:$PATH"' in lines[0] and "python -m workbench" in lines[0]

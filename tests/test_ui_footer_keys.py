@@ -58,3 +58,22 @@ async def test_the_load_key_says_what_the_button_says():
         await pilot.press("ctrl+l")  # the key does what it says: unloads
         await wait_until(pilot, lambda: screen.phase == IDLE)
         await wait_until(pilot, lambda: footer_keys(screen).get("ctrl+l") == "Load")
+
+
+async def test_the_footer_rebuilds_its_keys_only_when_what_they_show_changed():
+    async with make_app().run_test(size=(160, 48)) as pilot:
+        screen = pilot.app.main_screen
+        await wait_until(pilot, lambda: screen.ledger is not None)
+        footer = screen.query_one(Footer)
+        first = footer.query(FooterKey).first()
+        # focus moves and binding refreshes that change no key: the same key widgets stay
+        for _ in range(5):
+            screen.refresh_bindings()
+            screen.focus_next()
+            await pilot.pause()
+        assert footer.query(FooterKey).first() is first
+        # a load changes Ctrl+L's word: rebuilt once, with the new word
+        await pilot.press("ctrl+l")
+        await wait_until(pilot, lambda: screen.phase == LOADED)
+        await wait_until(pilot, lambda: footer_keys(screen).get("ctrl+l") == "Unload")
+        assert footer.query(FooterKey).first() is not first

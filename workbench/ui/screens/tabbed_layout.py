@@ -35,6 +35,7 @@ class TabbedLayoutScreen(Screen):
 
     compact: reactive[bool] = reactive(False)
     shown_tab: reactive[str] = reactive("chat")
+    _medium = False  # between the compact and the roomy sizes (the -medium class)
 
     @staticmethod
     def layout_tabs() -> Tabs:
@@ -64,20 +65,31 @@ class TabbedLayoutScreen(Screen):
         self._apply_size(event.size.width, event.size.height)
 
     def _apply_size(self, width: int, height: int) -> None:
+        self._medium = width >= WIDE_MIN_SIZE[0] and height >= WIDE_MIN_SIZE[1] and (
+            width < ROOMY_SIZE[0] or height < ROOMY_SIZE[1])
         self.compact = width < WIDE_MIN_SIZE[0] or height < WIDE_MIN_SIZE[1]
-        self.set_class(not self.compact and (width < ROOMY_SIZE[0] or height < ROOMY_SIZE[1]), "-medium")
+        self._set_layout_classes()
         footer = self.query_one(Footer)
         footer.compact = width < ROOMY_SIZE[0]  # one space between keys: every key fits 120 columns
         if isinstance(footer, KeyFooter):
             footer.rows = 1 if width >= WIDE_MIN_SIZE[0] else 2  # every key stays on screen
 
+    def _set_layout_classes(self) -> None:
+        """-compact, -medium and the one -show-<tab>, then the screen restyled once: each class change of the
+        screen restyles every widget on it, so changing them one by one did that up to seven times."""
+        before = set(self.classes)
+        self.set_class(self.compact, "-compact", update=False)
+        self.set_class(self._medium, "-medium", update=False)
+        for name, _ in PANEL_TABS:
+            self.set_class(self.shown_tab == name, f"-show-{name}", update=False)
+        if set(self.classes) != before:
+            self.update_node_styles()
+
     def watch_compact(self, compact: bool) -> None:
-        self.set_class(compact, "-compact")
         self.watch_shown_tab(self.shown_tab)
 
     def watch_shown_tab(self, shown: str) -> None:
-        for name, _ in PANEL_TABS:
-            self.set_class(shown == name, f"-show-{name}")
+        self._set_layout_classes()
         if shown == "chat" and self.is_mounted:
             # back on the chat the prompt has the keys again, not the tab bar that was clicked
             self.call_after_refresh(self.focus_chat)
