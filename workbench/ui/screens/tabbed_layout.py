@@ -35,7 +35,23 @@ class TabbedLayoutScreen(Screen):
 
     compact: reactive[bool] = reactive(False)
     shown_tab: reactive[str] = reactive("chat")
-    _medium = False  # between the compact and the roomy sizes (the -medium class)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # The layout classes for the app's size from the start: set before the widgets mount, they are styled
+        # once; set on mount, every widget would be styled again.
+        width, height = self.app.size
+        self._medium = self._is_medium(width, height)
+        self.set_reactive(TabbedLayoutScreen.compact, self._is_compact(width, height))
+        self._set_layout_classes(update=False)
+
+    @staticmethod
+    def _is_compact(width: int, height: int) -> bool:
+        return width < WIDE_MIN_SIZE[0] or height < WIDE_MIN_SIZE[1]
+
+    @staticmethod
+    def _is_medium(width: int, height: int) -> bool:
+        return not TabbedLayoutScreen._is_compact(width, height) and (width < ROOMY_SIZE[0] or height < ROOMY_SIZE[1])
 
     @staticmethod
     def layout_tabs() -> Tabs:
@@ -65,16 +81,15 @@ class TabbedLayoutScreen(Screen):
         self._apply_size(event.size.width, event.size.height)
 
     def _apply_size(self, width: int, height: int) -> None:
-        self._medium = width >= WIDE_MIN_SIZE[0] and height >= WIDE_MIN_SIZE[1] and (
-            width < ROOMY_SIZE[0] or height < ROOMY_SIZE[1])
-        self.compact = width < WIDE_MIN_SIZE[0] or height < WIDE_MIN_SIZE[1]
+        self._medium = self._is_medium(width, height)
+        self.compact = self._is_compact(width, height)
         self._set_layout_classes()
         footer = self.query_one(Footer)
         footer.compact = width < ROOMY_SIZE[0]  # one space between keys: every key fits 120 columns
         if isinstance(footer, KeyFooter):
             footer.rows = 1 if width >= WIDE_MIN_SIZE[0] else 2  # every key stays on screen
 
-    def _set_layout_classes(self) -> None:
+    def _set_layout_classes(self, *, update: bool = True) -> None:
         """-compact, -medium and the one -show-<tab>, then the screen restyled once: each class change of the
         screen restyles every widget on it, so changing them one by one did that up to seven times."""
         before = set(self.classes)
@@ -82,7 +97,7 @@ class TabbedLayoutScreen(Screen):
         self.set_class(self._medium, "-medium", update=False)
         for name, _ in PANEL_TABS:
             self.set_class(self.shown_tab == name, f"-show-{name}", update=False)
-        if set(self.classes) != before:
+        if update and set(self.classes) != before:
             self.update_node_styles()
 
     def watch_compact(self, compact: bool) -> None:
