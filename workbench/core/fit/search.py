@@ -76,7 +76,7 @@ def largest_ctx(model: ModelInfo, preset: Preset, device: DeviceProfile) -> int:
     high = max_ctx_that_fits(model, preset, weights_bytes, preset.cache_type_k, budget) // CTX_PAD
     if high == 0 or fits(high * CTX_PAD):
         return high * CTX_PAD
-    return largest_fitting_ctx(fits, high - 1)
+    return largest_fitting_ctx(fits, high - 1, near_top=True)
 
 
 def _host_candidate(option: WeightOption, preset: Preset, device: DeviceProfile, request: FitRequest,
