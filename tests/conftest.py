@@ -144,6 +144,14 @@ LONG_FILES = (
 )
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The collector paced as the app paces it (workbench/ui/collector.py): what the imports and the
+    collection made is frozen, and the many in-process apps collect their young objects less often."""
+    from workbench.ui.collector import pace_collector
+
+    pace_collector()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {name: index for index, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: the rest stay in order

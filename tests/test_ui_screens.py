@@ -171,3 +171,22 @@ async def test_model_screen_opens_a_gguf_typed_by_its_path(tmp_path):
         await pilot.click("#use-model")
         await wait_until(pilot, lambda: pilot.app.screen is main)
         assert main.selection.model_path == tiny
+
+
+def test_the_app_runs_with_the_collector_paced(monkeypatch):
+    import gc
+
+    from workbench.ui.app import WorkbenchApp
+    from workbench.ui.collector import YOUNG_THRESHOLD, pace_collector
+
+    seen = {}
+    monkeypatch.setattr(WorkbenchApp, "run", lambda self: seen.update(young=gc.get_threshold()[0],
+                                                                      frozen=gc.get_freeze_count()))
+    gc.unfreeze()
+    gc.set_threshold(700, 10, 10)  # Python's own pace
+    try:
+        assert run_app(argparse.Namespace(model=None, preset=None, device=None, theme=None)) == 0
+    finally:
+        pace_collector()  # as the suite runs (conftest)
+    # what the imports made is frozen (some hundred thousand objects), young objects wait for 5,000
+    assert seen["young"] == YOUNG_THRESHOLD and seen["frozen"] > 50_000, seen

@@ -13,6 +13,7 @@ import sys
 
 from workbench.cli.main import build_parser
 from workbench.core.errors import WorkbenchError
+from workbench.ui.collector import pace_collector
 from workbench.ui.run import build_app
 
 MAX_MESSAGE_CHARS = 4000  # what one screen shows of an error (a traceback's last line is enough)
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     app, failure = startup_failure(argv)
     if app is not None:
+        pace_collector()
         app.run()
         return int(app.return_code or 0)
     from workbench.ui.startup_error import StartupErrorApp  # deferred: textual, only when the app cannot start

@@ -10,6 +10,7 @@ from workbench.core.config.presets import load_preset
 from workbench.core.config.rpc_endpoints import parse_rpc_option
 from workbench.core.errors import WorkbenchError
 from workbench.core.files.model_ref import BUNDLED, resolve_model
+from workbench.ui.collector import pace_collector
 from workbench.ui.remembered import SettingsKeeper, apply_remembered
 from workbench.ui.selection import DEFAULT_DEVICE, DEFAULT_PRESET, Selection
 
@@ -75,5 +76,6 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 def run_app(args: argparse.Namespace) -> int:
     app = build_app(args)
+    pace_collector()
     app.run()
     return int(app.return_code or 0)
