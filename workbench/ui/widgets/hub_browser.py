@@ -20,7 +20,7 @@ from workbench.core.hub.files import list_gguf_files
 from workbench.core.hub.preview import preview_fit
 from workbench.core.hub.search import RepoHit, curated_models, search_gguf_repos
 from workbench.core.ledger.types import DOES_NOT_FIT, FITS
-from workbench.core.units import eta_text, rate_text, size_text
+from workbench.core.units import MIB, eta_text, rate_text, size_text
 from workbench.ui.download_jobs import DownloadJob, current_job, start_job
 from workbench.ui.messages import (
     BestFitFound,
@@ -327,7 +327,6 @@ def _preview_text(preview, colours: dict[str, str], weights: str = "keep") -> Te
     """
     header, ledger = preview.header, preview.ledger
     model = header.model
-    mib = 1024 * 1024
     verdict_colour = {FITS: "text-success", DOES_NOT_FIT: "text-error"}.get(ledger.verdict, "text-warning")
     verdict_style = f"bold {colours[verdict_colour]}"
     if header.quant_confirmed:
@@ -346,9 +345,9 @@ def _preview_text(preview, colours: dict[str, str], weights: str = "keep") -> Te
     lines.append(f"{preview.preset} on {preview.device}: ")
     lines.append(ledger.verdict.upper(), style=verdict_style)
     lines.append(f"\n{ledger.reason}\n")
-    lines.append(f"weights {ledger.weights_bytes / mib:,.0f} MiB + KV {ledger.kv_bytes / mib:,.0f} MiB (ctx {ledger.ctx_size:,}) + "
-                 f"compute {ledger.compute_bytes / mib:,.0f} MiB + overhead {ledger.overhead_bytes / mib:,.0f} MiB = "
-                 f"{ledger.total_bytes / mib:,.0f} of {ledger.budget_bytes / mib:,.0f} MiB\n")
+    lines.append(f"weights {ledger.weights_bytes / MIB:,.0f} MiB + KV {ledger.kv_bytes / MIB:,.0f} MiB (ctx {ledger.ctx_size:,}) + "
+                 f"compute {ledger.compute_bytes / MIB:,.0f} MiB + overhead {ledger.overhead_bytes / MIB:,.0f} MiB = "
+                 f"{ledger.total_bytes / MIB:,.0f} of {ledger.budget_bytes / MIB:,.0f} MiB\n")
     if preview.largest_ctx:
         lines.append(f"largest context that fits: {preview.largest_ctx:,}")
     else:
