@@ -154,8 +154,8 @@ def _fits_budget(model: ModelInfo, preset: Preset, weights_bytes: int, n_ctx: in
     probe = Preset(name=preset.name, ctx_size=n_ctx, batch_size=preset.batch_size, ubatch_size=preset.ubatch_size,
                    cache_type_k=type_k, cache_type_v=type_v, flash_attn=flash_attn, swa_full=preset.swa_full,
                    parallel=preset.parallel)
-    without_compute = (weights_bytes + preset_kv_bytes(model, probe, n_ctx) + predicted_rs_bytes(model, preset_n_seq(probe))
-                       + predicted_overhead_bytes(model))
+    without_compute = (weights_bytes + preset_kv_bytes(model, probe, n_ctx)
+                       + predicted_rs_bytes(model, preset_n_seq(probe)) + predicted_overhead_bytes(model))
     if without_compute > budget:  # the compute buffer only adds: no graph to lay out
         return False
     return without_compute + predicted_compute_bytes(model, probe, n_ctx) <= budget

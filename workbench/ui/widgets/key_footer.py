@@ -31,10 +31,12 @@ class KeyFooter(Footer):
 
     def shown_keys(self) -> tuple:
         """What the keys show: each shown binding's key, label, action, state and tooltip, in order."""
+        palette = self.app.COMMAND_PALETTE_BINDING  # a key of its own at the end, shown or not
         return tuple(
             (binding.key, self.app.get_key_display(binding), binding.description, binding.action, enabled,
              tooltip, binding.group)
-            for (_, binding, enabled, tooltip) in self.screen.active_bindings.values() if binding.show)
+            for key, (_, binding, enabled, tooltip) in self.screen.active_bindings.items()
+            if binding.show or key == palette)
 
     def bindings_changed(self, screen) -> None:
         self._bindings_ready = True
