@@ -202,7 +202,7 @@ def _run(depth: int, decode_s: float, prefill_s: float, n_prompt: int = 256) -> 
 
 
 def test_probe_solve_recovers_known_rates(tmp_path: Path):
-    from workbench.core.bench.device_probe import ProbeRun
+    from workbench.core.bench.device_probe import DEEP_CELLS, FLAT_CELLS, ProbeRun
     from workbench.core.bench.probe_models import (
         CACHED_MODEL,
         FIXED_COST_MODELS,
@@ -215,44 +215,54 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
     def costs(model):
         return model_costs(read_gguf(write_probe_model(tmp_path / f"{model.name}.gguf", model)))
 
-    # Runs made from chosen truths: 50 us a token, 5 us a layer, Q8_0 at 20 GB/s from memory and 40 GB/s
-    # from the 32 MB cache, attention at 20 GFLOP/s plus, once weights and KV outgrow the cache, the KV
-    # at 8 GB/s; prefill 2 us a token, 1 us a layer, 100 GFLOP/s, attention 4 ns per (head, query, cell).
+    # Runs made from chosen truths: 50 us a token and 0.2 us an op of its graph (or, for a graph the
+    # solve is not told, 5 us a layer), Q8_0 at 20 GB/s from memory and 40 GB/s from the 32 MB cache,
+    # attention at 20 GFLOP/s over the cells llama.cpp attends (256 at depth 0, 1280 at DEPTH) plus,
+    # once weights and KV outgrow the cache, the KV at 8 GB/s; prefill 2 us a token and 0.5 ns an
+    # elementwise element (or 1 us a layer), 100 GFLOP/s, attention 4 ns per (head, query, cell).
     row_s = 0.0  # the third case below sets a cost per weight row
+    per_layer = False  # the last case: graphs unknown, fixed costs per layer
 
-    def decode(c, position, gbs):
-        kv = c.kv_bytes(position)
-        return (50e-6 + c.n_layer * 5e-6 + c.decode_bytes_total / gbs + c.attn_flops(position) / 20e9
-                + (kv / 8e9 if c.decode_bytes_total + kv > 32e6 else 0) + c.decode_rows * row_s)
+    def decode(c, cells, gbs):
+        kv = c.kv_bytes(cells)
+        fixed = c.n_layer * 5e-6 if per_layer else c.graph_nodes * 0.2e-6
+        from_memory = c.decode_bytes_total > 32e6
+        return (50e-6 + fixed + c.decode_bytes_total / gbs + c.attn_flops(cells) / 20e9
+                + (kv / 8e9 if c.decode_bytes_total + kv > 32e6 else 0) + (c.decode_rows * row_s if from_memory else 0))
 
     def prefill(c, depth, n=256):
         cells = depth + n
-        return (n * (2e-6 + c.n_layer * 1e-6) + sum(f for _, f in c.prefill_flops) * n / 100e9
+        fixed = c.n_layer * 1e-6 if per_layer else c.prefill_elements * 0.5e-9
+        return (n * (2e-6 + fixed) + sum(f for _, f in c.prefill_flops) * n / 100e9
                 + c.layer_positions(cells) * c.n_head * n * 4e-9
                 + sum(b for _, b in c.output_bytes) / 20e9)
 
     small, deep = (costs(m) for m in FIXED_COST_MODELS)
     wide, cached = costs(RATE_MODELS[0]), costs(CACHED_MODEL)
-    read, rows = costs(read_models(32.0, 160.0)[0]), costs(rows_model(32.0, 160.0))
+    # 300 MB of RAM: read models of 37.5 MB, more than the 32 MB cache holds
+    read, rows = costs(read_models(32.0, 300.0)[0]), costs(rows_model(32.0, 300.0))
+    assert min(read.decode_bytes_total, rows.decode_bytes_total) > 32e6
+    assert deep.graph_nodes > small.graph_nodes > 0 and deep.prefill_elements > small.prefill_elements > 0
 
     def runs():  # every probe run, from the truths above
-        fixed = [ProbeRun(small, _run(0, decode(small, 1, 40e9), prefill(small, 0))),
-                 ProbeRun(deep, _run(0, decode(deep, 1, 40e9), prefill(deep, 0)),
-                          _run(DEPTH, decode(deep, DEPTH + 1, 40e9), prefill(deep, DEPTH)))]
-        wide_run = ProbeRun(wide, _run(0, decode(wide, 1, 20e9), prefill(wide, 0)),
-                            _run(DEPTH, decode(wide, DEPTH + 1, 20e9), prefill(wide, DEPTH)))
-        cached_run = ProbeRun(cached, _run(0, decode(cached, 1, 40e9), prefill(cached, 0)))
-        decode_only = [ProbeRun(c, _run(0, decode(c, 1, 15e9), prefill(c, 0, 8), n_prompt=8)) for c in (read, rows)]
+        fixed = [ProbeRun(small, _run(0, decode(small, FLAT_CELLS, 40e9), prefill(small, 0))),
+                 ProbeRun(deep, _run(0, decode(deep, FLAT_CELLS, 40e9), prefill(deep, 0)),
+                          _run(DEPTH, decode(deep, DEEP_CELLS, 40e9), prefill(deep, DEPTH)))]
+        wide_run = ProbeRun(wide, _run(0, decode(wide, FLAT_CELLS, 20e9), prefill(wide, 0)),
+                            _run(DEPTH, decode(wide, DEEP_CELLS, 20e9), prefill(wide, DEPTH)))
+        cached_run = ProbeRun(cached, _run(0, decode(cached, FLAT_CELLS, 40e9), prefill(cached, 0)))
+        decode_only = [ProbeRun(c, _run(0, decode(c, FLAT_CELLS, 15e9), prefill(c, 0, 8), n_prompt=8))
+                       for c in (read, rows)]
         return fixed, [("Q8_0", wide_run)], cached_run, decode_only
 
     fixed, wide_runs, cached_run, (read_run, rows_run) = runs()
     rates = _solve(1, fixed, wide_runs, cached_run, 32.0)
-    assert rates.token_us == pytest.approx(50, rel=0.02) and rates.layer_us == pytest.approx(5, rel=0.02)
+    assert rates.token_us == pytest.approx(50, rel=0.02) and rates.node_us == pytest.approx(0.2, rel=0.02)
     assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(20, rel=0.02)
     assert dict(rates.cached_read_gbs)["Q8_0"] == pytest.approx(40, rel=0.02) and rates.cache_mb == 32.0
     assert rates.attn_gflops == pytest.approx(20, rel=0.02) and rates.kv_read_gbs == pytest.approx(8, rel=0.02)
     assert rates.prefill_token_us == pytest.approx(2, rel=0.02)
-    assert rates.prefill_layer_us == pytest.approx(1, rel=0.02)
+    assert rates.prefill_element_ns == pytest.approx(0.5, rel=0.02)
     assert dict(rates.prefill_gflops)["Q8_0"] == pytest.approx(100, rel=0.02)
     assert [ns for _, ns in rates.prefill_attn_points] == pytest.approx([4.0, 4.0], rel=0.02)
     # A read model the cache cannot hold, read at 15 GB/s: its rate is memory's, the wide model's prefill stays.
@@ -260,8 +270,8 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
     assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(15, rel=0.02)
     assert dict(rates.prefill_gflops)["Q8_0"] == pytest.approx(100, rel=0.02)
     assert rates.row_ns == 0  # no rows model: no row cost
-    # At 2 threads every decode also costs 3 ns a weight row: the rows model (short rows) and the read
-    # model tell it from the read rate, and the fixed costs stay.
+    # At 2 threads every decode from memory also costs 3 ns a weight row: the rows model (short rows) and
+    # the read model tell it from the read rate, and the fixed costs and the cached rate stay.
     assert rows.decode_rows / rows.decode_bytes_total > 3 * read.decode_rows / read.decode_bytes_total
     row_s = 3e-9
     fixed, wide_runs, cached_run, (read_run, rows_run) = runs()
@@ -269,8 +279,17 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
     rates = _solve(2, fixed, wide_runs, cached_run, 32.0, [("Q8_0", read_run)], rows_run)
     assert rates.row_ns == pytest.approx(3, rel=0.02)
     assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(15, rel=0.02)
-    assert rates.token_us == pytest.approx(50, rel=0.02) and rates.layer_us == pytest.approx(5, rel=0.02)
+    assert rates.token_us == pytest.approx(50, rel=0.02) and rates.node_us == pytest.approx(0.2, rel=0.02)
     assert dict(rates.cached_read_gbs)["Q8_0"] == pytest.approx(40, rel=0.02)
+    # Probe models whose graphs are not known: the fixed costs are per layer, as before graphs were counted.
+    row_s, per_layer = 0.0, True
+    small, deep = (replace(c, graph_nodes=0, prefill_elements=0) for c in (small, deep))
+    fixed, wide_runs, cached_run, _ = runs()
+    rates = _solve(1, fixed, wide_runs, cached_run, 32.0)
+    assert (rates.node_us, rates.prefill_element_ns) == (0, 0)
+    assert rates.token_us == pytest.approx(50, rel=0.02) and rates.layer_us == pytest.approx(5, rel=0.02)
+    assert rates.prefill_token_us == pytest.approx(2, rel=0.02) and rates.prefill_layer_us == pytest.approx(1, rel=0.02)
+    assert dict(rates.prefill_gflops)["Q8_0"] == pytest.approx(100, rel=0.02)
 
 
 def test_read_models_outgrow_the_cache_within_the_ram():

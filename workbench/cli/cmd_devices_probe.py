@@ -61,9 +61,10 @@ def run_probe(args: argparse.Namespace) -> int:
     path = write_probed_profile(probe, detect_host(), name, user_devices_dir())
     if as_json:
         write_json({"profile": name, "path": str(path), "seconds": round(probe.seconds, 1), "method": probe.method,
-                    "rates": [{"threads": r.threads, "token_us": r.token_us, "layer_us": r.layer_us,
+                    "rates": [{"threads": r.threads, "token_us": r.token_us, "layer_us": r.layer_us, "node_us": r.node_us,
                                "read_gbs": dict(r.read_gbs), "kv_read_gbs": r.kv_read_gbs,
                                "prefill_token_us": r.prefill_token_us, "prefill_layer_us": r.prefill_layer_us,
+                               "prefill_element_ns": r.prefill_element_ns,
                                "prefill_gflops": dict(r.prefill_gflops),
                                "attn_gflops": r.attn_gflops, "prefill_attn_points": r.prefill_attn_points,
                                "cached_read_gbs": dict(r.cached_read_gbs), "cache_mb": r.cache_mb,
@@ -75,7 +76,7 @@ def run_probe(args: argparse.Namespace) -> int:
         flops = ", ".join(f"{kind} {g:.0f}" for kind, g in rates.prefill_gflops)
         sys.stdout.write(f"{rates.threads} threads: decode {rates.token_us:.0f} us/token + {rates.layer_us:.1f} us/layer"
                          f"{f' + {rates.row_ns:.2f} ns/weight row' if rates.row_ns else ''}, read GB/s {read}; "
-                         f"prefill GFLOP/s {flops}\n")
+                         f"prefill GFLOP/s {flops} + {rates.prefill_element_ns:.3f} ns/elementwise element\n")
     sys.stdout.write(f"measured in {probe.seconds:.0f} s; wrote {path}\n"
                      f"predict with it: workbench ledger MODEL --device {name}"
                      + (" (or --device host: the host takes this machine's probed figures)" if not args.name else "")

@@ -30,7 +30,12 @@ from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
 from workbench.core.engine.client import EngineClient
 from workbench.core.engine.measured import RatesMeasured
 from workbench.core.gguf.reader import read_gguf
-from workbench.core.ledger.speed import prefill_attention_seconds
+from workbench.core.ledger.speed import (
+    attended_cells,
+    decode_token_seconds,
+    prefill_attention_seconds,
+    prefill_token_seconds,
+)
 from workbench.core.ledger.speed_costs import ModelCosts, model_costs
 
 DEPTH = 1024  # the attention terms: the same model at this depth and at 0
@@ -41,6 +46,8 @@ REPEATS = 2  # timed prompts per run (the faster counts)
 READ_PROMPT = 8  # the read models time decode only: a short prompt keeps their runs short
 QUIET_WAIT_S = 0.5  # before a probe run is measured again: short, the probe keeps to about a minute
 WARM_UP_TOKENS = 16  # an untimed run after each load: the first decodes after a load ran 1.5x slower here
+# The cells the median decode of a run attends over, at depth 0 and at DEPTH (padded as llama.cpp pads them).
+FLAT_CELLS, DEEP_CELLS = attended_cells(N_GEN // 2 + 1), attended_cells(DEPTH + N_GEN // 2 + 1)
 
 
 @dataclass(frozen=True)
@@ -126,8 +133,8 @@ def _attention(deep: tuple[ProbeRun, ProbeRun], cache_mb: float) -> tuple[float,
     rows, points = [], []
     for run in deep:
         costs, flat, at_depth = run.costs, run.flat, run.deep
-        rows.append((costs.attn_flops(DEPTH + 1) - costs.attn_flops(1),
-                     costs.kv_bytes(DEPTH + 1) - costs.kv_bytes(1),
+        rows.append((costs.attn_flops(DEEP_CELLS) - costs.attn_flops(FLAT_CELLS),
+                     costs.kv_bytes(DEEP_CELLS) - costs.kv_bytes(FLAT_CELLS),
                      at_depth.decode_seconds_per_token - flat.decode_seconds_per_token))
         # Without flash attention every query meets every cell of the view: depth + n of them.
         n = flat.n_prompt
@@ -135,8 +142,8 @@ def _attention(deep: tuple[ProbeRun, ProbeRun], cache_mb: float) -> tuple[float,
         extra = at_depth.prefill_seconds - flat.prefill_seconds
         if extra > 0 and head_cells > 0:
             points.append((round(costs.score_mb(n, DEPTH + n), 3), round(extra / head_cells * 1e9, 4)))
-    small_cached = small.costs.decode_bytes_total + small.costs.kv_bytes(DEPTH + 1) <= cache_mb * 1e6
-    wide_cached = wide.costs.decode_bytes_total + wide.costs.kv_bytes(DEPTH + 1) <= cache_mb * 1e6
+    small_cached = small.costs.decode_bytes_total + small.costs.kv_bytes(DEEP_CELLS) <= cache_mb * 1e6
+    wide_cached = wide.costs.decode_bytes_total + wide.costs.kv_bytes(DEEP_CELLS) <= cache_mb * 1e6
     if small_cached and not wide_cached:
         (flops_s, _, extra_s), (flops_w, bytes_w, extra_w) = rows
         per_flop = max(0.0, extra_s / flops_s)
@@ -157,7 +164,9 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
     weight row and Q8_0's read rate are the two unknowns of those two models' decodes: threads take a
     mat-vec's 64-row chunks from one shared counter. One thread takes them uncontended, and its fit
     here swung from 0 to 20 ns between runs while a 262,144-row output decoded faster per byte than the
-    read model, so one thread's row cost is 0."""
+    read model, so one thread's row cost is 0. The row cost is fitted on, and charged to, weights
+    streamed from memory only: charged to the cache-resident probe, it left that model a read rate of
+    74 GB/s at 2 threads, and olmoe's tiny file then decoded 1.3-1.6x faster than predicted."""
     decode_flop, per_byte, points = _attention((fixed[-1], wide[0][1]), cache_mb)
 
     def decode_attention(costs: ModelCosts, position: float) -> float:
@@ -173,27 +182,37 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
     q8_read = dict(reads).get("Q8_0")
     for _ in range(4):  # each pass refines that rate; the fixed costs settle within 0.1% by the fourth
         (small, deep) = fixed
-        dec = [r.flat.decode_seconds_per_token - decode_attention(r.costs, 1)
-               - r.costs.decode_bytes_total * read_s_per_byte - r.costs.decode_rows * row_s for r in fixed]
+        def row_cost(costs: ModelCosts) -> float:  # rows cost apart from their bytes when streamed from memory
+            return costs.decode_rows * row_s if costs.decode_bytes_total > cache_mb * 1e6 else 0.0
+
+        dec = [r.flat.decode_seconds_per_token - decode_attention(r.costs, FLAT_CELLS)
+               - r.costs.decode_bytes_total * read_s_per_byte - row_cost(r.costs) for r in fixed]
         pre = [(r.flat.prefill_seconds - prefill_attention(r.costs, r.flat.n_prompt)
                 - sum(f for _, f in r.costs.prefill_flops) * r.flat.n_prompt * flop_s
                 - sum(b for _, b in r.costs.output_bytes) * read_s_per_byte) / r.flat.n_prompt for r in fixed]
         layers = deep.costs.n_layer - small.costs.n_layer
         layer_s = max(0.0, (dec[1] - dec[0]) / layers)
-        token_s = max(0.0, dec[0] - small.costs.n_layer * layer_s)
+        # The same difference per op of the graph: a layer of more ops (norms, routers) costs more.
+        nodes = deep.costs.graph_nodes - small.costs.graph_nodes
+        node_s = max(0.0, (dec[1] - dec[0]) / nodes) if nodes > 0 and small.costs.graph_nodes else 0.0
+        token_s = max(0.0, dec[0] - (small.costs.graph_nodes * node_s if node_s else small.costs.n_layer * layer_s))
         p_layer_s = max(0.0, (pre[1] - pre[0]) / layers)
-        p_token_s = max(0.0, pre[0] - small.costs.n_layer * p_layer_s)
+        # The same difference per elementwise element: a wider or busier layer costs more than the probe's.
+        elements = deep.costs.prefill_elements - small.costs.prefill_elements
+        p_element_s = max(0.0, (pre[1] - pre[0]) / elements) if elements > 0 and small.costs.prefill_elements else 0.0
+        p_token_s = max(0.0, pre[0] - (small.costs.prefill_elements * p_element_s if p_element_s
+                                       else small.costs.n_layer * p_layer_s))
 
         def unfixed(run: ProbeRun) -> float:
-            return (run.flat.decode_seconds_per_token - token_s - run.costs.n_layer * layer_s
-                    - decode_attention(run.costs, 1))
+            return (run.flat.decode_seconds_per_token - decode_attention(run.costs, FLAT_CELLS)
+                    - decode_token_seconds(run.costs, token_s * 1e6, layer_s * 1e6, node_s * 1e6))
 
         if rows is not None and q8_read is not None and threads > 1:
             _, row_s = _pair(q8_read.costs.decode_bytes_total, q8_read.costs.decode_rows, unfixed(q8_read),
                              rows.costs.decode_bytes_total, rows.costs.decode_rows, unfixed(rows))
 
         def spent(run: ProbeRun) -> float:
-            return unfixed(run) - run.costs.decode_rows * row_s
+            return unfixed(run) - row_cost(run.costs)
 
         read: dict[str, float] = {}
         gflops: dict[str, float] = {}
@@ -204,8 +223,8 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
             read[kind] = own / (left if left > 0 else run.flat.decode_seconds_per_token) / 1e9
         for kind, run in wide:
             n = run.flat.n_prompt
-            p_left = (run.flat.prefill_seconds - n * (p_token_s + run.costs.n_layer * p_layer_s)
-                      - prefill_attention(run.costs, n))
+            p_left = (run.flat.prefill_seconds - prefill_attention(run.costs, n)
+                      - n * prefill_token_seconds(run.costs, p_token_s * 1e6, p_layer_s * 1e6, p_element_s * 1e9))
             p_left -= sum(b for _, b in run.costs.output_bytes) / (read["Q8_0"] * 1e9)
             flops = dict(run.costs.prefill_flops).get(kind, 0) * n
             gflops[kind] = flops / (p_left if p_left > 0 else run.flat.prefill_seconds) / 1e9
@@ -215,10 +234,11 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
             cached_gbs = cached.costs.decode_bytes_total / (left if left > 0 else cached.flat.decode_seconds_per_token) / 1e9
         read_s_per_byte = 1 / ((cached_gbs or read["Q8_0"]) * 1e9)
         flop_s = 1 / (gflops["Q8_0"] * 1e9)
-    return ThreadRates(threads=threads, token_us=token_s * 1e6, layer_us=layer_s * 1e6,
+    return ThreadRates(threads=threads, token_us=token_s * 1e6, layer_us=layer_s * 1e6, node_us=node_s * 1e6,
                        read_gbs=tuple((k, round(v, 3)) for k, v in read.items()),
                        kv_read_gbs=_positive(round(1 / per_byte / 1e9, 3)) if per_byte else None,
                        prefill_token_us=p_token_s * 1e6, prefill_layer_us=p_layer_s * 1e6,
+                       prefill_element_ns=p_element_s * 1e9,
                        prefill_gflops=tuple((k, round(v, 3)) for k, v in gflops.items()),
                        attn_gflops=_positive(round(1 / decode_flop / 1e9, 3)) if decode_flop else None,
                        prefill_attn_points=points,
@@ -322,11 +342,13 @@ def probe_model_names() -> tuple[ProbeModel, ...]:
 
 def _rates_table(rates: ThreadRates) -> dict:
     table: dict = {"token_us": round(rates.token_us, 2), "layer_us": round(rates.layer_us, 3),
+                   "node_us": round(rates.node_us, 4),
                    "row_ns": round(rates.row_ns, 4), "read_gbs": dict(rates.read_gbs)}
     if rates.kv_read_gbs:
         table["kv_read_gbs"] = round(rates.kv_read_gbs, 3)
     table.update({"prefill_token_us": round(rates.prefill_token_us, 3),
-                  "prefill_layer_us": round(rates.prefill_layer_us, 3), "prefill_gflops": dict(rates.prefill_gflops)})
+                  "prefill_layer_us": round(rates.prefill_layer_us, 3),
+                  "prefill_element_ns": round(rates.prefill_element_ns, 5), "prefill_gflops": dict(rates.prefill_gflops)})
     if rates.attn_gflops:
         table["attn_gflops"] = round(rates.attn_gflops, 3)
     if rates.prefill_attn_points:

@@ -20,10 +20,15 @@ class ProbeModel:
     n_embd: int
     n_ff: int
     weight_type: str
+    kv_heads: int = 0  # 0: as many as query heads
 
     @property
     def n_head(self) -> int:
         return max(1, self.n_embd // HEAD_DIM)
+
+    @property
+    def n_head_kv(self) -> int:
+        return self.kv_heads or self.n_head
 
 
 # Two tiny models that differ only in depth: their difference is the cost of a layer, the rest
@@ -39,7 +44,10 @@ RATE_MODELS = tuple(ProbeModel(f"probe-rate-{kind.lower()}", 8, 512, 2048, kind)
 READ_CACHE_MULTIPLE = 4
 READ_FLOOR_MB, READ_CAP_MB, READ_UNKNOWN_CACHE_MB = 64.0, 1024.0, 256.0
 READ_RAM_SHARE = 1 / 8
-_LAYER_WEIGHTS = 4 * 512 * 512 + 3 * 512 * 2048
+# They attend with one KV head, as grouped-query models do: the few KV bytes a token reads keep their
+# decode a measure of the weights (with a KV head per query head the KV of 256 cells was a fifth of it).
+READ_KV_HEADS = 1
+_LAYER_WEIGHTS = 2 * 512 * 512 + 2 * 512 * READ_KV_HEADS * 64 + 3 * 512 * 2048
 
 
 def read_model_mb(cache_mb: float, ram_mb: float) -> float:
@@ -56,7 +64,7 @@ def read_models(cache_mb: float, ram_mb: float) -> tuple[ProbeModel, ...]:
     for kind in RATE_TYPES:
         layer_bytes = _LAYER_WEIGHTS * GGML_TYPES_BY_NAME[kind].bits_per_weight / 8
         models.append(ProbeModel(f"probe-read-{kind.lower()}", max(1, -int(-target_bytes // layer_bytes)), 512, 2048,
-                                 kind))
+                                 kind, kv_heads=READ_KV_HEADS))
     return tuple(models)
 # The rows model: Q8_0 weights of the read models' size in rows of 128 (the read models' are 512 and
 # 2048 long): with threads a mat-vec costs per row as well as per byte (they take its 64-row chunks
@@ -110,7 +118,7 @@ def write_probe_model(path: Path, model: ProbeModel, *, seed: int = 0) -> Path:
     writer.add_embedding_length(model.n_embd)
     writer.add_feed_forward_length(model.n_ff)
     writer.add_head_count(model.n_head)
-    writer.add_head_count_kv(model.n_head)
+    writer.add_head_count_kv(model.n_head_kv)
     writer.add_rope_dimension_count(HEAD_DIM)
     writer.add_context_length(4096)
     writer.add_layer_norm_rms_eps(1e-5)
@@ -119,12 +127,13 @@ def write_probe_model(path: Path, model: ProbeModel, *, seed: int = 0) -> Path:
     types = [2, 3, 3] + [6] * 256 + [1] * (N_VOCAB - 259)  # unknown, control, byte, normal
     write_llama_vocabulary(writer, tokens, types)
     kind, embd, ff = model.weight_type, model.n_embd, model.n_ff
+    kv_width = model.n_head_kv * HEAD_DIM if model.n_embd >= HEAD_DIM else embd
     _tensor(writer, "token_embd.weight", "Q8_0", (embd, N_VOCAB), rng)
     for layer in range(model.n_layer):
         prefix = f"blk.{layer}."
         _tensor(writer, prefix + "attn_norm.weight", "F32", (embd,), rng)
-        for role in ("attn_q", "attn_k", "attn_v", "attn_output"):
-            _tensor(writer, prefix + role + ".weight", kind, (embd, embd), rng)
+        for role, width in (("attn_q", embd), ("attn_k", kv_width), ("attn_v", kv_width), ("attn_output", embd)):
+            _tensor(writer, prefix + role + ".weight", kind, (embd, width), rng)
         _tensor(writer, prefix + "ffn_norm.weight", "F32", (embd,), rng)
         _tensor(writer, prefix + "ffn_gate.weight", kind, (embd, ff), rng)
         _tensor(writer, prefix + "ffn_up.weight", kind, (embd, ff), rng)

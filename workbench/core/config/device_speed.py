@@ -13,8 +13,8 @@ from workbench.core.gguf.ggml_types import GGML_TYPES_BY_NAME
 
 SPEED_KEYS = ("effective_bandwidth_gbs", "effective_gflops", "effective_backend", "speed")
 BACKENDS = ("cpu", "cuda", "vulkan")  # where the published runs behind the effective figures ran
-THREAD_KEYS = ("token_us", "layer_us", "read_gbs", "kv_read_gbs", "prefill_token_us", "prefill_layer_us",
-               "prefill_gflops", "attn_gflops", "prefill_attn_points", "cached_read_gbs",
+THREAD_KEYS = ("token_us", "layer_us", "node_us", "read_gbs", "kv_read_gbs", "prefill_token_us", "prefill_layer_us",
+               "prefill_element_ns", "prefill_gflops", "attn_gflops", "prefill_attn_points", "cached_read_gbs",
                "cache_mb", "row_ns")
 _THREAD_TABLE = re.compile(r"^t([1-9][0-9]{0,3})$")  # [speed.t4]: the rates at 4 threads
 MAX_THREAD_TABLES = 64
@@ -77,7 +77,8 @@ def _thread_rates(name: str, table: Any, source: TomlSource) -> ThreadRates:
     check_known_keys(table, THREAD_KEYS, source, "device profile", table=where_table)
     us = {key: _number(table, key, source, where_table, minimum=0, maximum=_MAX_US, example=f"{key} = 120",
                        strict_minimum=False) if key in table else 0.0
-          for key in ("token_us", "layer_us", "prefill_token_us", "prefill_layer_us", "cache_mb", "row_ns")}
+          for key in ("token_us", "layer_us", "node_us", "prefill_token_us", "prefill_layer_us", "prefill_element_ns",
+                      "cache_mb", "row_ns")}
     rates = {key: _number(table, key, source, where_table, minimum=0, maximum=maximum, example=f"{key} = 40")
              if key in table else None
              for key, maximum in (("kv_read_gbs", _MAX_GBS), ("attn_gflops", _MAX_GFLOPS))}
@@ -94,7 +95,8 @@ def _thread_rates(name: str, table: Any, source: TomlSource) -> ThreadRates:
         attn_gflops=rates["attn_gflops"], prefill_attn_points=_points(table, source, where_table),
         cached_read_gbs=_per_type(table, "cached_read_gbs", source, where_table, _MAX_GBS,
                                   "cached_read_gbs = { Q8_0 = 25 }"),
-        cache_mb=us["cache_mb"], row_ns=us["row_ns"],
+        cache_mb=us["cache_mb"], row_ns=us["row_ns"], prefill_element_ns=us["prefill_element_ns"],
+        node_us=us["node_us"],
     )
 
 

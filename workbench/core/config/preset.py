@@ -58,6 +58,12 @@ class ThreadRates:
     cached_read_gbs: tuple[tuple[str, float], ...] = ()  # decode: read rate of weights that fit the cache
     cache_mb: float = 0.0  # the last-level cache: a model reading less than this per token runs from it
     row_ns: float = 0.0  # decode: cost per weight row a token's mat-vecs compute, beyond the row's bytes
+    # prefill: cost per element a prompt token's elementwise ops write (norms, RoPE, activations, adds); where
+    # measured it replaces prefill_layer_us, so that a wider or busier layer costs more than the probe's
+    prefill_element_ns: float = 0.0
+    # decode: cost per op of a token's graph (each ends in a barrier of the threads); where measured it
+    # replaces layer_us, so that a layer of more ops costs more than the probe's
+    node_us: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from workbench.core.units import MIB
 
 PROMPT_TOKENS = 512  # llama-bench's pp512: the prompt the prefill and TTFT figures are for
 UBATCH = 512  # llama.cpp's default ubatch: the queries one graph attends with at once
+KV_PAD = 256  # llama.cpp 0c1e570 pads the KV view a token attends over to this many cells
 MEASURED_BAND = (0.85, 1.15)  # what benchmarks/speed_prediction.py holds the measured model to
 # Published figures come from models of 1-4 GB: a smaller model sits further below them (fixed
 # costs per token: RK3588 runs are 2.2x off the bound at 3.8B, 3.5x at 0.6B), a larger one a bit above.
@@ -45,6 +46,7 @@ class SpeedModel:
     method: str
     decode_factor: float = 1.0  # the bench-history correction
     prefill_factor: float = 1.0
+    kv_size: int = 0  # the KV cache's cells (the context padded as llama.cpp pads it); 0 = unknown
 
     def decode_seconds(self, position: float) -> float | None:
         """Seconds for one decoded token with `position` tokens already in the context."""
@@ -54,17 +56,21 @@ class SpeedModel:
             read = self.costs.decode_bytes_total + self.costs.kv_bytes(position)
             return read / (self.bandwidth_gbs * 1e9) / self.decode_factor
         rates = self.rates
-        seconds = (rates.token_us + self.costs.n_layer * rates.layer_us) / 1e6 + self.costs.decode_rows * rates.row_ns / 1e9
+        seconds = decode_token_seconds(self.costs, rates.token_us, rates.layer_us, rates.node_us)
         # Weights that fit the last-level cache are read from it, token after token.
         # A probed cached rate below the memory rate is the probe's fixed costs, not the cache: never slower.
-        cached = dict(rates.cached_read_gbs) if self.costs.decode_bytes_total <= rates.cache_mb * 1e6 else {}
+        in_cache = self.costs.decode_bytes_total <= rates.cache_mb * 1e6
+        cached = dict(rates.cached_read_gbs) if in_cache else {}
+        if not in_cache:  # the cost per row was fitted on weights streamed from memory (device_probe._solve)
+            seconds += self.costs.decode_rows * rates.row_ns / 1e9
         seconds += sum(n / (max(cached.get(kind, 0.0), type_rate(rates.read_gbs, kind)[0]) * 1e9)
                        for kind, n in self.costs.decode_bytes)
         # Attention computes over the cached K and V; once weights and cache outgrow the last-level
         # cache it also waits for the cache's bytes from memory.
+        cells = attended_cells(position + 1, self.kv_size)
         if rates.attn_gflops:
-            seconds += self.costs.attn_flops(position + 1) / (rates.attn_gflops * 1e9)
-        kv_bytes = self.costs.kv_bytes(position + 1)
+            seconds += self.costs.attn_flops(cells) / (rates.attn_gflops * 1e9)
+        kv_bytes = self.costs.kv_bytes(cells)
         if rates.kv_read_gbs and self.costs.decode_bytes_total + kv_bytes > rates.cache_mb * 1e6:
             seconds += kv_bytes / (rates.kv_read_gbs * 1e9)
         return seconds / self.decode_factor
@@ -81,7 +87,8 @@ class SpeedModel:
             total_flops += self.costs.attn_flops(mean_positions) * n_prompt
             return total_flops / (self.gflops * 1e9) / self.prefill_factor
         rates = self.rates
-        seconds = n_prompt * (rates.prefill_token_us + self.costs.n_layer * rates.prefill_layer_us) / 1e6
+        seconds = n_prompt * prefill_token_seconds(self.costs, rates.prefill_token_us, rates.prefill_layer_us,
+                                                   rates.prefill_element_ns)
         table = rates.prefill_gflops or rates.read_gbs
         seconds += sum(n * n_prompt / (type_rate(table, kind)[0] * 1e9) for kind, n in self.costs.prefill_flops)
         seconds += prefill_attention_seconds(self.costs, rates.prefill_attn_points, n_prompt, mean_positions)
@@ -95,6 +102,35 @@ class SpeedModel:
     def prefill_tps(self, n_prompt: int, depth: int = 0) -> float | None:
         seconds = self.prefill_seconds(n_prompt, depth)
         return n_prompt / seconds if seconds else None
+
+
+def attended_cells(used: float, kv_size: int = 0) -> float:
+    """The cells a decoded token's attention computes over when `used` cells hold tokens: llama.cpp
+    (llama_kv_cache::get_n_kv) pads the view to a multiple of KV_PAD, at least KV_PAD and at most the
+    cache, and multiplies, masks and soft-maxes every cell of it."""
+    cells = max(KV_PAD, math.ceil(used / KV_PAD) * KV_PAD)
+    return min(cells, kv_size) if kv_size > 0 else cells
+
+
+def kv_cache_size(n_ctx: int) -> int:
+    """The cells of llama.cpp's KV cache for a context of `n_ctx` (padded to KV_PAD); 0 for 0."""
+    return math.ceil(n_ctx / KV_PAD) * KV_PAD if n_ctx > 0 else 0
+
+
+def decode_token_seconds(costs: ModelCosts, token_us: float, layer_us: float, node_us: float) -> float:
+    """A decoded token's fixed cost: per token, plus per op of its graph where the probe measured that and
+    the model's graph is known, else per layer."""
+    if node_us and costs.graph_nodes:
+        return (token_us + costs.graph_nodes * node_us) / 1e6
+    return (token_us + costs.n_layer * layer_us) / 1e6
+
+
+def prefill_token_seconds(costs: ModelCosts, token_us: float, layer_us: float, element_ns: float) -> float:
+    """A prompt token's fixed cost: per token, plus its elementwise work (per element where the probe measured
+    that and the model's graph is known, else per layer)."""
+    if element_ns and costs.prefill_elements:
+        return token_us / 1e6 + costs.prefill_elements * element_ns / 1e9
+    return (token_us + costs.n_layer * layer_us) / 1e6
 
 
 def _interpolated(points: tuple[tuple[float, float], ...], x: float) -> float:
@@ -189,9 +225,14 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
         read = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.read_gbs)
         flops = ", ".join(f"{kind} {gflops:.0f}" for kind, gflops in rates.prefill_gflops)
         rows = f"{costs.decode_rows:,} weight rows x {rates.row_ns:.2f} ns + " if rates.row_ns else ""
-        basis = (f"measured: {rates.token_us:.0f} us per token + {costs.n_layer} layers x {rates.layer_us:.1f} us + "
+        elementwise = (f" + {costs.prefill_elements:,} elementwise elements x {rates.prefill_element_ns:.3f} ns a token"
+                       if rates.prefill_element_ns and costs.prefill_elements else "")
+        fixed = (f"{costs.graph_nodes:,} graph ops x {rates.node_us:.2f} us" if rates.node_us and costs.graph_nodes
+                 else f"{costs.n_layer} layers x {rates.layer_us:.1f} us")
+        basis = (f"measured: {rates.token_us:.0f} us per token + {fixed} + "
                  f"{rows}{read_mb:.1f} MiB read at {read} GB/s effective of {device.mem_bandwidth_gbs:g} GB/s; prefill "
-                 f"compute-bound at {flops or 'unmeasured'} GFLOP/s; {_threads(threads)}, {backend}{rates_note}; source: {_note(device, 'speed')}")
+                 f"compute-bound at {flops or 'unmeasured'} GFLOP/s{elementwise}; {_threads(threads)}, {backend}{rates_note}; "
+                 f"source: {_note(device, 'speed')}")
         bandwidth, gflops = 0.0, None
     elif device.effective_bandwidth_gbs and backend.lower() == device.effective_backend:
         method = "published"
@@ -220,7 +261,8 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
                   f"prefill x{prefill_factor:.2f}, {correction.source})")
     return SpeedModel(costs=costs, rates=rates, bandwidth_gbs=bandwidth, gflops=gflops,
                       flash_attn=preset.flash_attn, method=method,
-                      decode_factor=decode_factor, prefill_factor=prefill_factor), basis
+                      decode_factor=decode_factor, prefill_factor=prefill_factor,
+                      kv_size=kv_cache_size(preset.ctx_size)), basis
 
 
 def predict_speed(model: ModelInfo, preset: Preset, device: DeviceProfile, *, n_ctx: int,

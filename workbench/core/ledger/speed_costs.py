@@ -9,6 +9,7 @@ from workbench.core.config.preset_split import expert_on_cpu
 from workbench.core.gguf.ggml_types import cache_type, tensor_bytes
 from workbench.core.gguf.model_info import ModelInfo, TensorInfo
 from workbench.core.ledger.experts import expert_counts
+from workbench.core.ledger.graph_work import graph_work
 from workbench.core.ledger.kv_layers import sliding_window
 from workbench.core.ledger.mtp import block_of, in_mtp_block, mtp_layers
 from workbench.core.ledger.weights import planned_tensor_types
@@ -31,6 +32,8 @@ class ModelCosts:
     head_dims: int  # head_dim_k + head_dim_v
     expert_note: str  # "" for a dense model
     decode_rows: int = 0  # weight rows one decoded token's mat-vecs compute (the used experts' only)
+    prefill_elements: int = 0  # elements a prompt token's elementwise ops write (graph_work); 0 = unknown
+    graph_nodes: int = 0  # ops of one token's graph (graph_work); 0 = unknown
 
     @property
     def decode_bytes_total(self) -> int:
@@ -115,6 +118,7 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
         layers[key] += 1
         kv[key] += float(model.kv_heads(layer) * (model.head_dim_k * bpe_k + model.head_dim_v * bpe_v))
     note = f"{experts.used} of {experts.total} experts per token" if experts else ""
+    work = graph_work(model, type_k, type_v)
     return ModelCosts(
         n_layer=model.n_layer - mtp_layers(model),
         decode_bytes=tuple(decode.most_common()),
@@ -127,6 +131,8 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
         head_dims=model.head_dim_k + model.head_dim_v,
         expert_note=note,
         decode_rows=decode_rows,
+        prefill_elements=work.elements,
+        graph_nodes=work.nodes,
     )
 
 
