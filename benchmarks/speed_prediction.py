@@ -9,11 +9,13 @@ and 2 threads, at empty context and after 1,024 cached tokens: decode = the medi
 decodes (the target's column; the fastest token is printed beside it, as the probe measures it),
 prefill = the faster of 2 prompts of 512 tokens (pp512), through the engine's "rates" op. A row
 during which other processes took over 10% of a core (from /proc: every CPU's busy time less this
-process's and the engine's) is measured again, up to 3 times, each after waiting up to 10 s for a
-quiet moment, and the quietest is kept; the "others" column says how much of a core they took
-during the kept one, so a row measured on a busy machine shows.
+process's and the engine's), or whose median decoded token took over 1.25x its fastest (slowed for
+part of the row by what /proc does not show, such as this virtual machine's host), is measured again,
+up to 3 times, each after waiting up to 10 s for a quiet moment, and the least disturbed is kept; the
+"others" column says how much of a core they took during the kept one, so a row measured on a busy
+machine shows.
 
-The prediction comes from the device's measured figures (fixed costs per token, per layer and per
+The prediction comes from the device's measured figures (fixed costs per token, per graph op and per
 weight row, read rate and FLOP/s per weight type, attention), never from these rows: by default each
 round starts with `workbench devices probe`'s measurement on its own generated models (it writes no
 profile) and predicts from that; with --device it uses that profile's [speed] tables instead. This
@@ -35,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from arch_models import ARCH_MODELS, write_arch_gguf  # noqa: E402
 
 from workbench.core.bench.device_probe import probe_device, warm_up  # noqa: E402
+from workbench.core.bench.probe_models import written_back  # noqa: E402
 from workbench.core.bench.quiet_runs import quiet_run  # noqa: E402
 from workbench.core.config.devices import load_device  # noqa: E402
 from workbench.core.config.host import detect_host  # noqa: E402
@@ -65,7 +68,8 @@ def main() -> None:
     rounds: list[list[tuple]] = []
     with tempfile.TemporaryDirectory(prefix="speed-prediction-") as folder:
         models = [("bundled (llama)", bundled_model_path())]
-        models += [(arch, write_arch_gguf(Path(folder) / f"{arch}.gguf", ARCH_MODELS[arch])) for arch in ARCHES]
+        models += [(arch, written_back(write_arch_gguf(Path(folder) / f"{arch}.gguf", ARCH_MODELS[arch])))
+                   for arch in ARCHES]
         for number in range(1, max(1, args.rounds) + 1):
             if args.device:
                 device = load_device(args.device)

@@ -11,6 +11,8 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from workbench.core.bench.probe_models import set_block_scales
+
 # Per-layer tensor types of the default tiny model: a Q4_K_M-like mix.
 DEFAULT_LAYER_TYPES = {
     "attn_norm": "F32",
@@ -79,23 +81,16 @@ def _add_tensor(writer: gguf.GGUFWriter, name: str, type_name: str, shape: tuple
         byte_shape = numpy_shape[:-1] + (numpy_shape[-1] // block * size,)
         data = rng.integers(0, 256, size=byte_shape, dtype=np.uint8)
         if type_name in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q6_K"):
-            data = _zero_scales(data, type_name, block, size)
+            data = _zero_scales(data, type_name, block, size, rng)
         writer.add_tensor(name, data, raw_dtype=qtype)
 
 
-def _zero_scales(data: np.ndarray, type_name: str, block: int, size: int) -> np.ndarray:
-    """Random bytes with sane fp16 scales, so llama.cpp's row validation would accept them."""
+def _zero_scales(data: np.ndarray, type_name: str, block: int, size: int,
+                 rng: np.random.Generator) -> np.ndarray:
+    """Random bytes with sane fp16 scales, varied as a real file's (probe_models.set_block_scales), so
+    llama.cpp's row validation would accept them and its kernels run as on a real file."""
     blocks = data.reshape(-1, size).copy()
-    scale = np.frombuffer(np.float16(0.01).tobytes(), dtype=np.uint8)
-    if type_name == "Q6_K":
-        blocks[:, size - 2 : size] = scale
-    elif type_name == "Q4_K":
-        blocks[:, 0:2] = scale
-        blocks[:, 2:4] = scale
-    else:
-        blocks[:, 0:2] = scale
-        if type_name in ("Q4_1", "Q5_1"):
-            blocks[:, 2:4] = scale
+    set_block_scales(blocks, type_name, rng)
     return blocks.reshape(data.shape)
 
 

@@ -327,6 +327,23 @@ def test_quiet_run_measures_again_while_others_use_the_cpus(monkeypatch: pytest.
     assert run.decode_seconds_per_token == 2e-3 and others == 0.0  # the second run was quiet: no third
 
 
+def test_quiet_run_measures_again_a_run_whose_tokens_were_unsteady(monkeypatch: pytest.MonkeyPatch):
+    from workbench.core.bench import quiet_runs
+
+    monkeypatch.setattr(quiet_runs, "_cpu_ticks", lambda: (0, 0))  # no other process ever runs
+
+    def made(median_ms: float, fastest_ms: float) -> RatesMeasured:
+        return replace(_run(0, median_ms / 1e3, 1.0), decode_best_seconds_per_token=fastest_ms / 1e3)
+
+    # The median token 1.43x the fastest (slowed for part of the run), then 1.1x: the second is kept.
+    runs = iter([made(18.9, 13.2), made(14.5, 13.2), made(13.3, 13.2)])
+    run, _ = quiet_runs.quiet_run(lambda: next(runs))
+    assert run.decode_seconds_per_token == pytest.approx(14.5e-3)
+    # Every run unsteady: the steadiest of the three.
+    runs = iter([made(20, 10), made(16, 10), made(19, 10)])
+    assert quiet_runs.quiet_run(lambda: next(runs))[0].decode_seconds_per_token == pytest.approx(16e-3)
+
+
 def test_last_level_cache_is_read_from_sysfs_and_bounded(tmp_path: Path):
     from workbench.core.bench.device_probe import last_level_cache_mb
 

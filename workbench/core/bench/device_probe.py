@@ -24,7 +24,7 @@ from workbench.core.bench.probe_models import (
     rows_model,
     write_probe_model,
 )
-from workbench.core.bench.quiet_runs import QUIET_SHARE, QUIET_TRIES, quiet_run
+from workbench.core.bench.quiet_runs import QUIET_SHARE, QUIET_TRIES, STEADY_RATIO, quiet_run
 from workbench.core.config.cpu_topology import format_cpu_list
 from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
 from workbench.core.engine.client import EngineClient
@@ -42,7 +42,8 @@ DEPTH = 1024  # the attention terms: the same model at this depth and at 0
 PROMPT = 512  # prompt tokens per timed prefill: one ubatch, as llama-bench's pp512
 N_GEN = 128  # decodes per run: the median counts, as in benchmarks/speed_prediction.py
 READ_GEN = 32  # the read models' decodes: each reads 4x the last-level cache, 32 of them take seconds
-REPEATS = 2  # timed prompts per run (the faster counts)
+REPEATS = 2  # timed prompts per run (the fastest counts)
+FIXED_REPEATS = 4  # the fixed-cost models' prompts take a few ms: a burst on the machine moved two of them by 2x
 READ_PROMPT = 8  # the read models time decode only: a short prompt keeps their runs short
 QUIET_WAIT_S = 0.5  # before a probe run is measured again: short, the probe keeps to about a minute
 WARM_UP_TOKENS = 16  # an untimed run after each load: the first decodes after a load ran 1.5x slower here
@@ -69,17 +70,20 @@ class DeviceProbe:
         fixed = " and ".join(m.name for m in FIXED_COST_MODELS)
         wide = ", ".join(m.weight_type for m in RATE_MODELS)
         return (f"measured by `workbench devices probe` at {self.measured_at} with llama-cpp-python {self.llama_cpp} "
-                f"in {self.seconds:.0f} s{self.pinned} on random-weight models it wrote: fixed costs per token and per layer from "
-                f"{fixed} (2 vs 16 layers, 64 wide), prefill FLOP/s per weight type from 8 x 512 x 2048 models "
-                f"({wide}), the memory read rate per type from 512 x 2048 models of {self.read_mb:.0f} MB or more "
-                f"(at least {READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB last-level cache in sysfs) and, with "
-                f"probe-rows-q8_0 (as large, in rows of 128), the cost per weight row at 2 threads or more, the read "
-                f"rate of a model that cache holds from {CACHED_MODEL.name} (4 MB), attention from "
-                f"{FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 8 x 512 one (8 heads) at depth {DEPTH} vs 0; "
-                f"decode = the median of {N_GEN} tokens ({READ_GEN} for the read models), "
-                f"prefill = the faster of {REPEATS} x {PROMPT} tokens; "
-                f"a run during which other processes took over {QUIET_SHARE:.0%} of a core is measured again "
-                f"(up to {QUIET_TRIES} times, the quietest kept): at most {self.others_cpu:.0%} in a kept run")
+                f"in {self.seconds:.0f} s{self.pinned} on random-weight models it wrote: fixed costs per token, "
+                f"per graph op (decode) and per elementwise element (prefill) from {fixed} (2 vs 16 layers, 64 "
+                f"wide), prefill FLOP/s per weight type from 8 x 512 x 2048 models ({wide}), the memory read rate "
+                f"per type from 512 x 2048 models of one KV head and {self.read_mb:.0f} MB or more (at least "
+                f"{READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB last-level cache in sysfs) and, with "
+                f"probe-rows-q8_0 (as large, in rows of 128), the cost per weight row streamed from memory at 2 "
+                f"threads or more, the read rate of a model that cache holds from {CACHED_MODEL.name} (4 MB), "
+                f"attention from {FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 8 x 512 one (8 heads) at depth "
+                f"{DEPTH} vs 0; each written to disk before it is timed, with fp16 block scales as varied as a real "
+                f"file's; decode = the median of {N_GEN} tokens ({READ_GEN} for the read models), "
+                f"prefill = the fastest of {REPEATS} x {PROMPT} tokens ({FIXED_REPEATS} for the fixed-cost models); "
+                f"a run during which other processes took over {QUIET_SHARE:.0%} of a core, or whose median "
+                f"token took over {STEADY_RATIO:g}x its fastest, is measured again (up to {QUIET_TRIES} times, "
+                f"the least disturbed kept): others took at most {self.others_cpu:.0%} of a core in a kept run")
 
 
     @property
@@ -296,14 +300,14 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
             engine.load_blocking(path, Preset(name="probe", ctx_size=256 if decode_only else DEPTH + PROMPT + 256,
                                               threads=max(threads), cpu_cores=cpu_cores), allow_overbudget=True)
             warm_up(engine, counts)
+            repeats = 1 if decode_only else FIXED_REPEATS if model in FIXED_COST_MODELS else REPEATS
             for count in counts:
                 timed = {}
                 for depth in (0, DEPTH) if model.name in deep_models else (0,):
-                    def timed_run(depth=depth, count=count, decode_only=decode_only):
+                    def timed_run(depth=depth, count=count, decode_only=decode_only, repeats=repeats):
                         return engine.run_op("rates", threads=count, depth=depth,
                                              n_prompt=READ_PROMPT if decode_only else PROMPT,
-                                             n_gen=READ_GEN if decode_only else N_GEN,
-                                             repeats=1 if decode_only else REPEATS)
+                                             n_gen=READ_GEN if decode_only else N_GEN, repeats=repeats)
                     run, others = quiet_run(timed_run, wait_s=QUIET_WAIT_S)
                     timed[depth] = run
                     worst_other = max(worst_other, others)

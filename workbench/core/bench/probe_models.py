@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.core.gguf.ggml_types import GGML_TYPES_BY_NAME
 
 N_VOCAB = 512  # SentencePiece: <unk> <s> </s>, 256 byte tokens, filler pieces
+# The blocks' fp16 scales, log-uniform over two binades: most of a SmolLM2-135M Q4_1 tensor's 500-1,300
+# distinct scales lie within two binades (of 0.006-0.5 in all); these smaller ones keep random weights'
+# activations finite.
+SCALE_RANGE = (0.005, 0.02)
 HEAD_DIM = 64
 
 
@@ -94,16 +99,28 @@ def _tensor(writer, name: str, kind: str, shape: tuple[int, ...], rng) -> None:
     qtype = gguf.GGMLQuantizationType[kind]
     block, size = gguf.GGML_QUANT_SIZES[qtype]
     blocks = rng.integers(0, 256, size=(shape[0] // block * int(np.prod(shape[1:])), size), dtype=np.uint8)
-    # Random quants with small fp16 scales: finite activations, as in a real file.
-    scale = np.frombuffer(np.float16(0.01).tobytes(), dtype=np.uint8)
-    if kind == "Q6_K":
-        blocks[:, size - 2:] = scale
-    else:
-        blocks[:, 0:2] = scale
-        if kind in ("Q4_1", "Q4_K"):
-            blocks[:, 2:4] = scale
+    set_block_scales(blocks, kind, rng)
     byte_shape = numpy_shape[:-1] + (numpy_shape[-1] // block * size,)
     writer.add_tensor(name, blocks.reshape(byte_shape), raw_dtype=qtype)
+
+
+def set_block_scales(blocks, kind: str, rng) -> None:
+    """Give random quant blocks (one a row of `blocks`, uint8) small fp16 scales, as varied as a real file's:
+    finite activations, and the CPU kernels' fp16 lookups (ggml's x86 build reads each block's scales
+    through a 256 KB table) spread as a real file spreads them. One repeated scale kept them in L1: the
+    bundled model's Q4_1 dot products then ran 60% slower than a random model's of the same shapes."""
+    import numpy as np  # deferred: importing numpy costs start-up time
+
+    low, high = np.log(SCALE_RANGE[0]), np.log(SCALE_RANGE[1])
+    scales = np.exp(rng.uniform(low, high, len(blocks))).astype(np.float16)
+    if kind == "Q6_K":
+        blocks[:, -2:] = scales.view(np.uint8).reshape(-1, 2)
+        return
+    blocks[:, 0:2] = scales.view(np.uint8).reshape(-1, 2)
+    # The second fp16 centres the quants on zero: Q4_1 / Q5_1 add their minimum, Q4_K subtracts dmin x m.
+    centre = {"Q4_1": -8.0, "Q5_1": -16.0, "Q4_K": 1.0}.get(kind)
+    if centre is not None:
+        blocks[:, 2:4] = (centre * scales).astype(np.float16).view(np.uint8).reshape(-1, 2)
 
 
 def write_probe_model(path: Path, model: ProbeModel, *, seed: int = 0) -> Path:
@@ -144,6 +161,17 @@ def write_probe_model(path: Path, model: ProbeModel, *, seed: int = 0) -> Path:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+    return written_back(path)
+
+
+def written_back(path: Path) -> Path:
+    """`path` once the kernel has written it to disk: timed while still being written back, a model
+    written a moment before decoded 25-40% slower here for the first minute."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     return path
 
 
