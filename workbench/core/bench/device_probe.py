@@ -184,11 +184,11 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
     # The tiny models' own few weights and FLOPs, once rates for them are known.
     read_s_per_byte = flop_s = row_s = 0.0
     q8_read = dict(reads).get("Q8_0")
+    def row_cost(costs: ModelCosts) -> float:  # rows cost apart from their bytes when streamed from memory
+        return costs.decode_rows * row_s if costs.decode_bytes_total > cache_mb * 1e6 else 0.0
+
     for _ in range(4):  # each pass refines that rate; the fixed costs settle within 0.1% by the fourth
         (small, deep) = fixed
-        def row_cost(costs: ModelCosts) -> float:  # rows cost apart from their bytes when streamed from memory
-            return costs.decode_rows * row_s if costs.decode_bytes_total > cache_mb * 1e6 else 0.0
-
         dec = [r.flat.decode_seconds_per_token - decode_attention(r.costs, FLAT_CELLS)
                - r.costs.decode_bytes_total * read_s_per_byte - row_cost(r.costs) for r in fixed]
         pre = [(r.flat.prefill_seconds - prefill_attention(r.costs, r.flat.n_prompt)

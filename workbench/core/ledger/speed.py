@@ -117,12 +117,17 @@ def kv_cache_size(n_ctx: int) -> int:
     return math.ceil(n_ctx / KV_PAD) * KV_PAD if n_ctx > 0 else 0
 
 
+def layer_fixed_us(costs: ModelCosts, layer_us: float, node_us: float) -> float:
+    """A layer's fixed decode cost: its share of the graph's ops where the probe measured a cost per op and
+    the model's graph is known, else the probe's cost per layer."""
+    if node_us and costs.graph_nodes and costs.n_layer:
+        return costs.graph_nodes / costs.n_layer * node_us
+    return layer_us
+
+
 def decode_token_seconds(costs: ModelCosts, token_us: float, layer_us: float, node_us: float) -> float:
-    """A decoded token's fixed cost: per token, plus per op of its graph where the probe measured that and
-    the model's graph is known, else per layer."""
-    if node_us and costs.graph_nodes:
-        return (token_us + costs.graph_nodes * node_us) / 1e6
-    return (token_us + costs.n_layer * layer_us) / 1e6
+    """A decoded token's fixed cost: per token, plus its layers' (layer_fixed_us)."""
+    return (token_us + costs.n_layer * layer_fixed_us(costs, layer_us, node_us)) / 1e6
 
 
 def prefill_token_seconds(costs: ModelCosts, token_us: float, layer_us: float, element_ns: float) -> float:

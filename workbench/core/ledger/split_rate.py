@@ -7,7 +7,14 @@ from collections.abc import Sequence
 
 from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.gguf.model_info import ModelInfo
-from workbench.core.ledger.speed import device_threads, speed_model, type_rate
+from workbench.core.ledger.speed import (
+    attended_cells,
+    device_threads,
+    kv_cache_size,
+    layer_fixed_us,
+    speed_model,
+    type_rate,
+)
 from workbench.core.ledger.speed_costs import ModelCosts, decode_bytes_by_layer
 from workbench.core.ledger.split_types import (
     DecodeBound,
@@ -34,19 +41,21 @@ def _device_term(model: ModelInfo, preset: Preset, costs: ModelCosts, by_layer: 
             reads[kind] = reads.get(kind, 0) + n
     total = sum(reads.values())
     share = len(ledger.layers) / max(1, costs.n_layer)
-    kv = costs.kv_bytes(position + 1) * share
+    cells = attended_cells(position + 1, kv_cache_size(preset.ctx_size))
+    kv = costs.kv_bytes(cells) * share
     held = f"{len(ledger.layers)} layers{' + output' if ledger.holds_output else ''}, {total / 1e6:.1f} MB read"
     rates = speed.rates
     if rates is not None:
         runs_graph = is_host or ledger.layers or ledger.holds_output
-        seconds = ((rates.token_us if runs_graph else 0.0) + len(ledger.layers) * rates.layer_us) / 1e6
+        layer_us = layer_fixed_us(costs, rates.layer_us, rates.node_us)
+        seconds = ((rates.token_us if runs_graph else 0.0) + len(ledger.layers) * layer_us) / 1e6
         cached = dict(rates.cached_read_gbs) if total <= rates.cache_mb * 1e6 else {}
         seconds += sum(n / ((cached.get(kind) or type_rate(rates.read_gbs, kind)[0]) * 1e9) for kind, n in reads.items())
         if rates.attn_gflops:
-            seconds += costs.attn_flops(position + 1) * share / (rates.attn_gflops * 1e9)
+            seconds += costs.attn_flops(cells) * share / (rates.attn_gflops * 1e9)
         if rates.kv_read_gbs and total + kv > rates.cache_mb * 1e6:
             seconds += kv / (rates.kv_read_gbs * 1e9)
-        return seconds, (f"{held}; {rates.token_us if runs_graph else 0:.0f} us fixed + {rates.layer_us:.1f} us a layer, "
+        return seconds, (f"{held}; {rates.token_us if runs_graph else 0:.0f} us fixed + {layer_us:.1f} us a layer, "
                          f"measured rates of {profile.name} at {rates.threads} threads")
     if speed.method == "published":
         return (total + kv) / (speed.bandwidth_gbs * 1e9), (
