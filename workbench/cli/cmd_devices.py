@@ -150,7 +150,8 @@ def run_show(args: argparse.Namespace) -> int:
         ("effective_bandwidth_gbs", _number(device.effective_bandwidth_gbs, "GB/s")
          + (f" ({device.effective_backend.upper()})" if device.effective_bandwidth_gbs else "")),
         ("effective_gflops", _number(device.effective_gflops, "GFLOP/s")),
-        *(("speed", f"[speed.t{rates.threads}] decode {rates.token_us:.0f} us/token + {rates.layer_us:.1f} us/layer"
+        *(("speed", f"[speed.t{rates.threads}] decode {rates.token_us:.0f} us/token + "
+                    f"{f'{rates.node_us:.2f} us/graph op' if rates.node_us else f'{rates.layer_us:.1f} us/layer'}"
                     f"{f' + {rates.row_ns:.2f} ns/weight row' if rates.row_ns else ''}, "
                     f"read GB/s {', '.join(f'{kind} {gbs:g}' for kind, gbs in rates.read_gbs)}")
           for rates in device.thread_rates),

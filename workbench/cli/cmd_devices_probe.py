@@ -74,7 +74,8 @@ def run_probe(args: argparse.Namespace) -> int:
     for rates in probe.rates:
         read = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.read_gbs)
         flops = ", ".join(f"{kind} {g:.0f}" for kind, g in rates.prefill_gflops)
-        sys.stdout.write(f"{rates.threads} threads: decode {rates.token_us:.0f} us/token + {rates.layer_us:.1f} us/layer"
+        fixed = f"{rates.node_us:.2f} us/graph op" if rates.node_us else f"{rates.layer_us:.1f} us/layer"
+        sys.stdout.write(f"{rates.threads} threads: decode {rates.token_us:.0f} us/token + {fixed}"
                          f"{f' + {rates.row_ns:.2f} ns/weight row' if rates.row_ns else ''}, read GB/s {read}; "
                          f"prefill GFLOP/s {flops} + {rates.prefill_element_ns:.3f} ns/elementwise element\n")
     sys.stdout.write(f"measured in {probe.seconds:.0f} s; wrote {path}\n"
