@@ -91,3 +91,15 @@ def test_decode_attends_over_the_kv_view_llama_cpp_pads_to_256_cells(tmp_path: P
     assert speed.decode_seconds(300) - speed.decode_seconds(200) == pytest.approx(256 * attention_s)
     assert speed.decode_seconds(999) - speed.decode_seconds(0) == pytest.approx((1024 - 256) * attention_s)
     assert speed.decode_seconds(5000) == pytest.approx(speed.decode_seconds(999))  # never past the cache
+
+
+def test_a_hostile_header_s_widths_size_no_work_and_its_layer_count_is_bounded(tmp_path: Path):
+    info = read_gguf(write_arch_gguf(tmp_path / "gemma2.gguf", replace(ARCH_MODELS["gemma2"], n_vocab=4096)))
+    # Widths a header can claim (the ledger refuses the file elsewhere): counted as numbers, never allocated
+    # (2**40 elements of anything would not fit this machine), and the ops stay the layers' own.
+    huge = replace(info, n_embd=2**40, n_head=2**31, n_head_kv=2**31, head_dim_k=2**20, head_dim_v=2**20)
+    work = graph_work(huge)
+    assert work.nodes == 6 * LLAMA_LAYER_OPS + LLAMA_OTHER_OPS and work.elements > 2**40
+    # More layers than llama.cpp loads (LLAMA_MAX_LAYERS = 512), or none: nothing is counted.
+    assert graph_work(replace(info, n_layer=10**9)) == GraphWork(0, 0)
+    assert graph_work(replace(info, n_layer=0, n_embd=0)) == GraphWork(0, 0)
