@@ -81,17 +81,12 @@ def _add_tensor(writer: gguf.GGUFWriter, name: str, type_name: str, shape: tuple
         byte_shape = numpy_shape[:-1] + (numpy_shape[-1] // block * size,)
         data = rng.integers(0, 256, size=byte_shape, dtype=np.uint8)
         if type_name in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q6_K"):
-            data = _zero_scales(data, type_name, block, size, rng)
+            # sane fp16 scales, varied as a real file's: llama.cpp's row validation accepts them and its
+            # kernels run as on a real file
+            blocks = data.reshape(-1, size).copy()
+            set_block_scales(blocks, type_name, rng)
+            data = blocks.reshape(data.shape)
         writer.add_tensor(name, data, raw_dtype=qtype)
-
-
-def _zero_scales(data: np.ndarray, type_name: str, block: int, size: int,
-                 rng: np.random.Generator) -> np.ndarray:
-    """Random bytes with sane fp16 scales, varied as a real file's (probe_models.set_block_scales), so
-    llama.cpp's row validation would accept them and its kernels run as on a real file."""
-    blocks = data.reshape(-1, size).copy()
-    set_block_scales(blocks, type_name, rng)
-    return blocks.reshape(data.shape)
 
 
 def write_tiny_gguf(path: Path, model: TinyModel = TinyModel(), *, seed: int = 0, big_endian: bool = False) -> Path:

@@ -45,6 +45,8 @@ def test_profile_speed_tables_load(tmp_path: Path):
     ("[speed.t1]\ntoken_us = nan\nread_gbs = { Q8_0 = 10 }\n", "token_us = nan is out of range", 6),
     ("[speed.t1]\ntokens_us = 5\nread_gbs = { Q8_0 = 10 }\n", 'unknown key "tokens_us"', 6),
     ("[speed.t1]\nrow_ns = 1e12\nread_gbs = { Q8_0 = 10 }\n", "row_ns = 1000000000000.0 is out of range", 6),
+    ("[speed.t1]\nnode_us = -0.5\nread_gbs = { Q8_0 = 10 }\n", "node_us = -0.5 is out of range", 6),
+    ("[speed.t1]\nprefill_element_ns = inf\nread_gbs = { Q8_0 = 10 }\n", "prefill_element_ns = inf is out of range", 6),
     ("[speed.fast]\ntoken_us = 5\n", "[speed.fast] is not a thread count", 5),
     ("[speed.t1]\ntoken_us = 5\nread_gbs = { Q9_9 = 10 }\n", 'names "Q9_9"', 7),
     ("[speed.t1]\ntoken_us = 5\nread_gbs = { Q8_0 = 1e9 }\n", "Q8_0 = 1000000000.0 is out of range", 7),
