@@ -48,6 +48,10 @@ def test_eight_samples_share_one_prompt_evaluation_and_decode_in_one_batch(engin
     # sample would need 8 x prompt tokens, far more than this bound.
     assert eight.llama_tokens_evaluated <= prompt + generated
     assert eight.llama_tokens_evaluated < 2 * prompt
+    # Exactly: every sampled token but (at most) each sample's last was fed back, and what llama.cpp
+    # evaluated beyond them is one prompt (its counter of single-token calls, reported as max(1, n), read as 0 here).
+    assert generated - 8 <= eight.sampled_tokens_decoded <= generated
+    assert eight.prompt_evaluations == 1.0 and one.prompt_evaluations == 1.0
     # All eight decode together: one llama_decode per step, not one per sample per step.
     assert eight.max_batch_sequences == 8
     prompt_chunks = -(-prompt // PRESET.ubatch_size)

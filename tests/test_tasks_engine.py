@@ -41,9 +41,9 @@ def test_n1_and_n8_points_with_votes_and_honest_units(sweep):
         if row.power_w is None:
             assert row.joules_per_question is None and row.why_unavailable("joules_per_question")
     # the prompt is evaluated once per question whatever N: llama.cpp's own token count, less the
-    # generated tokens, is one prompt's worth (N separate runs would make it 8)
-    assert rows[8].prompt_evals_per_question < 1.5
-    assert rows[1].prompt_evals_per_question < 1.5
+    # sampled tokens fed back, is exactly one prompt's worth (N separate runs would make it 8)
+    assert rows[8].prompt_evals_per_question == 1.0
+    assert rows[1].prompt_evals_per_question == 1.0
     # 8 samples generate about 8x the tokens ...
     assert rows[8].tokens_per_question > 4 * rows[1].tokens_per_question
     # ... in far fewer llama_decode calls than tokens: each call carries one token of every live sequence

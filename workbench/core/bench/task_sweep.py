@@ -181,10 +181,7 @@ def _point(config: TaskSweepConfig, preset: Preset, setting: DvfsSetting, facts,
     count = len(outcomes)
     seconds = statistics.fmean(f.wall_s for _, f in results)
     tokens = statistics.fmean(sum(s.generated_tokens for s in f.samples) for _, f in results)
-    # llama.cpp's own count of the tokens it evaluated, less the generated ones, over the prompt's length:
-    # 1 when the prompt is evaluated once and shared, N when each sample evaluates its own
-    prompt_evals = statistics.fmean(
-        (f.llama_tokens_evaluated - sum(s.generated_tokens for s in f.samples)) / f.prompt_tokens for _, f in results)
+    prompt_evals = statistics.fmean(f.prompt_evaluations for _, f in results)
     start, end = results[0][1].started_at, results[-1][1].finished_at
     power_w, why = mean_power(watch.samples_between(start, end + 0.5), start, end)
     notes: dict[str, str] = {}

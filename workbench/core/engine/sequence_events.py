@@ -181,8 +181,15 @@ class SamplesFinished:
     decode_calls: int  # llama_decode calls, prompt chunks included (our count)
     max_batch_sequences: int
     llama_tokens_evaluated: int  # llama.cpp's n_p_eval + n_eval: every token it decoded
+    sampled_tokens_decoded: int  # sampled tokens fed back to llama_decode (our count; a sample's last is not)
     llama_eval_s: float  # llama.cpp's t_p_eval + t_eval
     prompt_s: float  # submission to the prompt's logits (engine clock)
     wall_s: float
     started_at: float
     finished_at: float
+
+    @property
+    def prompt_evaluations(self) -> float:
+        """Times llama.cpp evaluated the prompt: its own token count less the sampled tokens fed back, over
+        the prompt's length. 1 when the prompt is evaluated once and shared, N when each sample evaluates its own."""
+        return (self.llama_tokens_evaluated - self.sampled_tokens_decoded) / self.prompt_tokens

@@ -29,6 +29,11 @@ from workbench.core.engine.sequence_scheduler import SequenceScheduler
 STATUS_INTERVAL_S = 0.25
 
 
+def perf_count(count: int, ms: float) -> int:
+    """A llama_perf_context token counter as it is: llama.cpp reports max(1, count), so a 1 that took no time is 0."""
+    return int(count) if ms > 0 else 0
+
+
 def run_samples(llama: Any, template: ChatTemplate | None, request: SequenceRequest, n: int,
                 cancel_requested: Callable[[], bool]) -> SamplesFinished:
     """N samples of one prompt decoded together; the prompt is evaluated once (sequence 0)."""
@@ -70,8 +75,8 @@ def run_samples(llama: Any, template: ChatTemplate | None, request: SequenceRequ
             max_tokens=max_tokens,
             decode_calls=scheduler.decode_calls,
             max_batch_sequences=scheduler.max_batch_sequences,
-            # llama.cpp reports max(1, count) for each counter; a counter of 1 may be a 0.
-            llama_tokens_evaluated=int(perf.n_p_eval) + int(perf.n_eval),
+            llama_tokens_evaluated=perf_count(perf.n_p_eval, perf.t_p_eval_ms) + perf_count(perf.n_eval, perf.t_eval_ms),
+            sampled_tokens_decoded=scheduler.sampled_tokens_decoded,
             llama_eval_s=(perf.t_p_eval_ms + perf.t_eval_ms) / 1000.0,
             prompt_s=(scheduler.prompt_done_at or finished_at) - started_at,
             wall_s=finished_at - started_at,

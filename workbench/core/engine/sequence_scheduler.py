@@ -65,6 +65,7 @@ class SequenceScheduler:
         self.max_batch_sequences = 0
         self.tokens_in = 0
         self.tokens_out = 0
+        self.sampled_tokens_decoded = 0  # sampled tokens fed back to llama_decode
         self.prompt_done_at: float | None = None
         self.llama_seconds = 0.0  # time inside llama_decode (+ synchronize), all steps
         self._decode_steps: dict[int, tuple[int, float]] = {}  # sequences in a next-token-only step -> (steps, seconds)
@@ -166,6 +167,7 @@ class SequenceScheduler:
         self._book_decode(time.perf_counter() - started, len(entries), len(decoding))
         now = time.monotonic()
         self.decode_calls += 1
+        self.sampled_tokens_decoded += len(decoding)
         self.last_batch_tokens = len(entries)
         self.last_batch_sequences = len({id(entry[0]) for entry in entries})
         self.max_batch_sequences = max(self.max_batch_sequences, self.last_batch_sequences)
