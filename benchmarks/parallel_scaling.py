@@ -1,6 +1,7 @@
 """Parallel sampling: N samples of one prompt through the workbench, beside llama.cpp's own batched decode.
 
-For each N, in one run on the same model, threads and prompt:
+For each N, in one run on the same model, threads, prompt and attention (flash attention off, the
+preset's default, on both sides unless --flash-attn):
 
 - workbench: `EngineClient.sample_n(prompt, N)` in the engine process (the prompt evaluated
   once in sequence 0, copied to the others, all N decoded together); its wall time, the
@@ -30,12 +31,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 PROMPT = "Once upon a time, in a small lighthouse by the sea, there lived"  # raw text: the model continues it
 
 
-def workbench_side(model: Path, threads: int, ctx: int, samples: list[int], max_tokens: int, runs: int):
+def workbench_side(model: Path, threads: int, ctx: int, flash_attn: bool, samples: list[int], max_tokens: int, runs: int):
     from workbench.core.config.preset import Preset
     from workbench.core.engine.client import EngineClient
     from workbench.core.engine.events import Sampling
 
-    preset = Preset("parallel-scaling", ctx_size=ctx, batch_size=512, ubatch_size=512, threads=threads)
+    preset = Preset("parallel-scaling", ctx_size=ctx, batch_size=512, ubatch_size=512, threads=threads,
+                    flash_attn=flash_attn)
     results = {}
     with EngineClient() as client:
         client.load_blocking(model, preset, allow_overbudget=True)
@@ -64,7 +66,8 @@ def sampler_chain(seed: int):
     return chain
 
 
-def llama_side(model: Path, threads: int, ctx: int, n: int, prompt_tokens: list[int], lengths: list[int], runs: int):
+def llama_side(model: Path, threads: int, ctx: int, flash_attn: bool, n: int, prompt_tokens: list[int],
+               lengths: list[int], runs: int):
     """Seconds for: the prompt once in sequence 0, copied to n-1 sequences, then batched sampled decode."""
     import llama_cpp
 
@@ -74,6 +77,9 @@ def llama_side(model: Path, threads: int, ctx: int, n: int, prompt_tokens: list[
     cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = ctx, 512, 512
     cparams.n_threads = cparams.n_threads_batch = threads
     cparams.n_seq_max, cparams.kv_unified = max(n, 1), True
+    # as the preset says, not llama.cpp's default "auto" (on for the CPU): the same attention kernels both sides
+    cparams.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
+                               else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
     ctx_ptr = llama_cpp.llama_init_from_model(loaded, cparams)
     batch = llama_cpp.llama_batch_init(max(512, n), 0, n)
     samplers = [sampler_chain(7 + i) for i in range(n)]
@@ -124,6 +130,7 @@ def main() -> int:
     parser.add_argument("--ctx", type=int, default=2048)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--flash-attn", action="store_true", help="flash attention on, both sides")
     args = parser.parse_args()
 
     import llama_cpp
@@ -132,7 +139,7 @@ def main() -> int:
 
     model = resolve_model(args.model)
     samples = sorted({int(x) for x in args.samples.split(",")} | {1})
-    wb = workbench_side(model, args.threads, args.ctx, samples, args.max_tokens, args.runs)
+    wb = workbench_side(model, args.threads, args.ctx, args.flash_attn, samples, args.max_tokens, args.runs)
 
     # the same prompt tokens as the engine evaluated (raw prompt, BOS as the model wants)
     vocab_model = llama_cpp.Llama(str(model), vocab_only=True, verbose=False)
@@ -141,7 +148,8 @@ def main() -> int:
     if len(prompt_tokens) != wb[1].prompt_tokens:
         print(f"note: the engine evaluated {wb[1].prompt_tokens} prompt tokens, this side {len(prompt_tokens)}")
 
-    print(f"model {model.name}, {args.threads} thread(s), prompt {len(prompt_tokens)} tokens, "
+    print(f"model {model.name}, {args.threads} thread(s), flash attention {'on' if args.flash_attn else 'off'}, "
+          f"prompt {len(prompt_tokens)} tokens, "
           f"up to {args.max_tokens} tokens per sample, best of {args.runs}")
     print("| N | tokens | workbench s | llama.cpp s | workbench / llama.cpp | within ±10% | workbench / N=1 "
           "| llama.cpp / N=1 | quotient | prompt evals | decode calls |")
@@ -151,11 +159,11 @@ def main() -> int:
     for n in samples:
         finished = wb[n]
         lengths = [max(1, s.generated_tokens) for s in finished.samples]
-        ll = llama_side(model, args.threads, args.ctx, n, list(prompt_tokens), lengths, args.runs)
+        ll = llama_side(model, args.threads, args.ctx, args.flash_attn, n, list(prompt_tokens), lengths, args.runs)
         if n == 1:
             base_wb, base_ll = finished.wall_s, ll
         generated = sum(s.generated_tokens for s in finished.samples)
-        prompt_evals = (finished.llama_tokens_evaluated - generated) / finished.prompt_tokens
+        prompt_evals = finished.prompt_evaluations
         wb_ratio, ll_ratio = finished.wall_s / base_wb, ll / base_ll
         against = finished.wall_s / ll
         verdicts.append(0.9 <= against <= 1.1)
