@@ -294,6 +294,21 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
     assert dict(rates.prefill_gflops)["Q8_0"] == pytest.approx(100, rel=0.02)
 
 
+def test_fixed_cost_passes_are_combined_by_their_median():
+    from workbench.core.bench.device_probe import ProbeRun, _median_run
+
+    costs = object()  # carried through untouched
+    # three passes of probe-fixed-16, the second slowed (its tokens and its prompt) by what ran beside it
+    passes = [ProbeRun(costs, _run(0, decode, prefill), _run(1024, 2 * decode, 2 * prefill))
+              for decode, prefill in ((3.1e-4, 0.045), (4.3e-4, 0.060), (3.3e-4, 0.044))]
+    combined = _median_run(passes)
+    assert combined.costs is costs
+    assert (combined.flat.decode_seconds_per_token, combined.flat.prefill_seconds) == (3.3e-4, 0.045)
+    assert (combined.deep.decode_seconds_per_token, combined.deep.prefill_seconds) == (6.6e-4, 0.09)
+    assert combined.flat.depth == 0 and combined.deep.depth == 1024
+    assert _median_run(passes[:1]) is passes[0]
+
+
 def test_read_models_outgrow_the_cache_within_the_ram():
     from workbench.core.bench.probe_models import read_model_mb
 

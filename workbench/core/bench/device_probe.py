@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import platform
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -44,6 +46,11 @@ N_GEN = 128  # decodes per run: the median counts, as in benchmarks/speed_predic
 READ_GEN = 32  # the read models' decodes: each reads 4x the last-level cache, 32 of them take seconds
 REPEATS = 2  # timed prompts per run (the fastest counts)
 FIXED_REPEATS = 4  # the fixed-cost models' prompts take a few ms: a burst on the machine moved two of them by 2x
+# The fixed costs are the difference of the two fixed-cost models, so both are timed in alternating passes
+# (2, 16, 2, 16, ...) and each figure is the median of its passes: at 2 threads here one load of
+# probe-fixed-16 decoded at 0.31-0.43 ms a token from one run to the next, and a pass of each timed seconds
+# apart once fitted a negative cost per token (taken as 0).
+FIXED_PASSES = 3
 READ_PROMPT = 8  # the read models time decode only: a short prompt keeps their runs short
 QUIET_WAIT_S = 0.5  # before a probe run is measured again: short, the probe keeps to about a minute
 WARM_UP_TOKENS = 16  # an untimed run after each load: the first decodes after a load ran 1.5x slower here
@@ -72,7 +79,7 @@ class DeviceProbe:
         return (f"measured by `workbench devices probe` at {self.measured_at} with llama-cpp-python {self.llama_cpp} "
                 f"in {self.seconds:.0f} s{self.pinned} on random-weight models it wrote: fixed costs per token, "
                 f"per graph op (decode) and per elementwise element (prefill) from {fixed} (2 vs 16 layers, 64 "
-                f"wide), prefill FLOP/s per weight type from 8 x 512 x 2048 models ({wide}), the memory read rate "
+                f"wide; the median of {FIXED_PASSES} alternating passes), prefill FLOP/s per weight type from 8 x 512 x 2048 models ({wide}), the memory read rate "
                 f"per type from 512 x 2048 models of one KV head and {self.read_mb:.0f} MB or more (at least "
                 f"{READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB last-level cache in sysfs) and, with "
                 f"probe-rows-q8_0 (as large, in rows of 128), the cost per weight row streamed from memory at 2 "
@@ -250,6 +257,22 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
                        cache_mb=cache_mb, row_ns=row_s * 1e9)
 
 
+def _median_run(passes: Sequence[ProbeRun]) -> ProbeRun:
+    """One probe model's passes as one: each time the median of the passes' (the fastest token the fastest)."""
+    if len(passes) == 1:
+        return passes[0]
+
+    def median_of(runs: list[RatesMeasured]) -> RatesMeasured:
+        return dataclasses.replace(
+            runs[0], prefill_seconds=statistics.median(run.prefill_seconds for run in runs),
+            decode_seconds_per_token=statistics.median(run.decode_seconds_per_token for run in runs),
+            decode_best_seconds_per_token=min(run.decode_best_seconds_per_token for run in runs))
+
+    first = passes[0]
+    deep = median_of([run.deep for run in passes]) if all(run.deep for run in passes) else first.deep
+    return ProbeRun(first.costs, median_of([run.flat for run in passes]), deep)
+
+
 def last_level_cache_mb(root: str = "/") -> float:
     """The largest CPU cache sysfs lists for cpu0 (its highest level), in MB; 0 when unreadable."""
     base = Path(root) / "sys/devices/system/cpu/cpu0/cache"
@@ -281,11 +304,13 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
     rows = rows_model(cache_mb, _ram_mb())
     deep_models = {FIXED_COST_MODELS[-1].name, RATE_MODELS[0].name}
     runs: list[tuple[str, RatesMeasured]] = []
-    measured: dict[tuple[str, int], ProbeRun] = {}
+    passes: dict[tuple[str, int], list[ProbeRun]] = {}
     read_mb = worst_other = 0.0
     with tempfile.TemporaryDirectory(prefix="workbench-probe-", dir=workdir) as folder, EngineClient() as engine:
-        for model in FIXED_COST_MODELS + RATE_MODELS + (CACHED_MODEL,) + reads + (rows,):
-            path = write_probe_model(Path(folder) / f"{model.name}.gguf", model)
+        for model in FIXED_COST_MODELS * FIXED_PASSES + RATE_MODELS + (CACHED_MODEL,) + reads + (rows,):
+            path = Path(folder) / f"{model.name}.gguf"
+            if not path.exists():  # a fixed-cost model's later pass loads the file of its first
+                write_probe_model(path, model)
             costs = model_costs(read_gguf(path))
             if model is CACHED_MODEL and costs.decode_bytes_total * 2 > cache_mb * 1e6:
                 path.unlink()
@@ -315,9 +340,11 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
                     progress(f"{model.name}: {count} threads, depth {depth}: decode "
                              f"{1 / run.decode_seconds_per_token:,.0f} tok/s, prefill "
                              f"{run.n_prompt / run.prefill_seconds:,.0f} tok/s")
-                measured[(model.name, count)] = ProbeRun(costs, timed[0], timed.get(DEPTH))
+                passes.setdefault((model.name, count), []).append(ProbeRun(costs, timed[0], timed.get(DEPTH)))
             engine.unload()
-            path.unlink()  # the read models are large: one on disk at a time
+            if model not in FIXED_COST_MODELS:
+                path.unlink()  # the read models are large: one on disk at a time
+    measured = {key: _median_run(runs_of) for key, runs_of in passes.items()}
     rates = []
     for count in threads:
         wide = [(m.weight_type, measured[(m.name, count)]) for m in RATE_MODELS]
