@@ -11,7 +11,8 @@ import pytest
 from arch_models import ARCH_MODELS, write_arch_gguf
 from gguf_factory import TinyModel, write_tiny_gguf
 
-from workbench.core.bench.device_probe import DEPTH, DeviceProbe, _solve, probed_profile, write_probed_profile
+from workbench.core.bench.device_probe import DEPTH, DeviceProbe, _solve
+from workbench.core.bench.probed_profile import probed_profile, write_probed_profile
 from workbench.core.config.devices import load_device
 from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
 from workbench.core.engine.measured import RatesMeasured

@@ -8,7 +8,8 @@ import re
 import sys
 
 from workbench.cli.json_output import write_json
-from workbench.core.bench.device_probe import probe_device, write_probed_profile
+from workbench.core.bench.device_probe import probe_device
+from workbench.core.bench.probed_profile import write_probed_profile
 from workbench.core.config.cpu_topology import parse_cpu_list
 from workbench.core.config.devices import user_devices_dir
 from workbench.core.config.host import detect_host, probed_profile_name
