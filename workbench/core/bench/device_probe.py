@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-
 
 from workbench.core.bench.probe_models import (
     CACHED_MODEL,
@@ -76,9 +74,10 @@ class DeviceProbe:
         return (f"measured by `workbench devices probe` at {self.measured_at} with llama-cpp-python {self.llama_cpp} "
                 f"in {self.seconds:.0f} s{self.pinned} on random-weight models it wrote: fixed costs per token, "
                 f"per graph op (decode) and per elementwise element (prefill) from {fixed} (2 vs 16 layers, 64 "
-                f"wide; the median of {FIXED_PASSES} alternating passes), prefill FLOP/s per weight type from 8 x 512 x 2048 models ({wide}), the memory read rate "
-                f"per type from 512 x 2048 models of one KV head and {self.read_mb:.0f} MB or more (at least "
-                f"{READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB last-level cache in sysfs) and, with "
+                f"wide; the median of {FIXED_PASSES} alternating passes), prefill FLOP/s per weight type from "
+                f"8 x 512 x 2048 models ({wide}), the memory read rate per type from 512 x 2048 models of one KV "
+                f"head and {self.read_mb:.0f} MB or more (at least {READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB "
+                f"last-level cache in sysfs) and, with "
                 f"probe-rows-q8_0 (as large, in rows of 128), the cost per weight row streamed from memory at 2 "
                 f"threads or more, the read rate of a model that cache holds from {CACHED_MODEL.name} (4 MB), "
                 f"attention from {FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 8 x 512 one (8 heads) at depth "
@@ -260,7 +259,7 @@ def _median_run(passes: Sequence[ProbeRun]) -> ProbeRun:
         return passes[0]
 
     def median_of(runs: list[RatesMeasured]) -> RatesMeasured:
-        return dataclasses.replace(
+        return replace(
             runs[0], prefill_seconds=statistics.median(run.prefill_seconds for run in runs),
             decode_seconds_per_token=statistics.median(run.decode_seconds_per_token for run in runs),
             decode_best_seconds_per_token=min(run.decode_best_seconds_per_token for run in runs))
