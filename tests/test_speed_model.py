@@ -310,6 +310,22 @@ def test_fixed_cost_passes_are_combined_by_their_median():
     assert _median_run(passes[:1]) is passes[0]
 
 
+def test_fixed_cost_passes_are_spread_over_the_probe():
+    from workbench.core.bench.device_probe import _probe_order
+    from workbench.core.bench.probe_models import FIXED_COST_MODELS, read_models, rows_model
+
+    reads, rows = read_models(33.5, 24000), rows_model(33.5, 24000)
+    order = [model.name for model in _probe_order(reads, rows)]
+    small, deep = (model.name for model in FIXED_COST_MODELS)
+    starts = [i for i, name in enumerate(order) if name == small]
+    assert len(starts) == 3 and all(order[i + 1] == deep for i in starts)  # timed as a pair, three times
+    # the other models once each, and some of them between one pass and the next
+    others = [name for name in order if name not in (small, deep)]
+    assert sorted(others) == sorted({name for name in others}) and rows.name in others and reads[0].name in others
+    assert all(later - earlier > 2 for earlier, later in zip(starts, starts[1:]))
+    assert starts[0] == 0 and starts[-1] == len(order) - 2
+
+
 def test_read_models_outgrow_the_cache_within_the_ram():
     from workbench.core.bench.probe_models import read_model_mb
 

@@ -17,6 +17,7 @@ from workbench.core.bench.probe_models import (
     FIXED_COST_MODELS,
     RATE_MODELS,
     READ_CACHE_MULTIPLE,
+    ProbeModel,
     read_models,
     rows_model,
     write_probe_model,
@@ -41,11 +42,11 @@ N_GEN = 128  # decodes per run: the median counts, as in benchmarks/speed_predic
 READ_GEN = 32  # the read models' decodes: each reads 4x the last-level cache, 32 of them take seconds
 REPEATS = 2  # timed prompts per run (the fastest counts)
 FIXED_REPEATS = 4  # the fixed-cost models' prompts take a few ms: a burst on the machine moved two of them by 2x
-# The fixed costs are the difference of the two fixed-cost models, so both are timed in alternating passes
-# (2, 16, 2, 16, ...) and each figure is the median of its passes: at 2 threads here one load of
-# probe-fixed-16 decoded at 0.31-0.43 ms a token from one run to the next, and a pass of each timed seconds
-# apart once fitted a negative cost per token (taken as 0).
-FIXED_PASSES = 3
+# The fixed costs are the difference of the two fixed-cost models, so both are timed together in three
+# passes spread over the probe (_probe_order) and each figure is the median of its passes. At 2 threads
+# this virtual machine's cost per graph op moved between 0.3 and 0.8 us from one half-minute to the next
+# (a cache line passed between its two vCPUs in 60-100 ns at times, in 300-400 ns at others: where the
+# host runs them), and one pass once fitted a negative cost per token (taken as 0).
 READ_PROMPT = 8  # the read models time decode only: a short prompt keeps their runs short
 QUIET_WAIT_S = 0.5  # before a probe run is measured again: short, the probe keeps to about a minute
 WARM_UP_TOKENS = 16  # an untimed run after each load: the first decodes after a load ran 1.5x slower here
@@ -74,7 +75,7 @@ class DeviceProbe:
         return (f"measured by `workbench devices probe` at {self.measured_at} with llama-cpp-python {self.llama_cpp} "
                 f"in {self.seconds:.0f} s{self.pinned} on random-weight models it wrote: fixed costs per token, "
                 f"per graph op (decode) and per elementwise element (prefill) from {fixed} (2 vs 16 layers, 64 "
-                f"wide; the median of {FIXED_PASSES} alternating passes), prefill FLOP/s per weight type from "
+                f"wide; the median of 3 passes spread over the probe), prefill FLOP/s per weight type from "
                 f"8 x 512 x 2048 models ({wide}), the memory read rate per type from 512 x 2048 models of one KV "
                 f"head and {self.read_mb:.0f} MB or more (at least {READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB "
                 f"last-level cache in sysfs) and, with "
@@ -303,7 +304,7 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
     passes: dict[tuple[str, int], list[ProbeRun]] = {}
     read_mb = worst_other = 0.0
     with tempfile.TemporaryDirectory(prefix="workbench-probe-", dir=workdir) as folder, EngineClient() as engine:
-        for model in FIXED_COST_MODELS * FIXED_PASSES + RATE_MODELS + (CACHED_MODEL,) + reads + (rows,):
+        for model in _probe_order(reads, rows):
             path = Path(folder) / f"{model.name}.gguf"
             if not path.exists():  # a fixed-cost model's later pass loads the file of its first
                 write_probe_model(path, model)
@@ -351,6 +352,12 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
                        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        seconds=time.perf_counter() - started, cpu_cores=tuple(cpu_cores), cache_mb=cache_mb,
                        read_mb=read_mb, others_cpu=worst_other)
+
+
+def _probe_order(reads: tuple[ProbeModel, ...], rows: ProbeModel) -> tuple[ProbeModel, ...]:
+    """The models in the order they are timed: the fixed-cost pair at the start, after the rate models and at the end."""
+    return (FIXED_COST_MODELS + RATE_MODELS + (CACHED_MODEL,) + FIXED_COST_MODELS + reads + (rows,)
+            + FIXED_COST_MODELS)
 
 
 def _ram_mb() -> float:
