@@ -295,19 +295,24 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
     assert dict(rates.prefill_gflops)["Q8_0"] == pytest.approx(100, rel=0.02)
 
 
-def test_fixed_cost_passes_are_combined_by_their_median():
-    from workbench.core.bench.device_probe import ProbeRun, _median_run
+def test_the_fixed_cost_pass_of_the_median_difference_counts():
+    from workbench.core.bench.device_probe import ProbeRun, _median_pass
 
-    costs = object()  # carried through untouched
-    # three passes of probe-fixed-16, the second slowed (its tokens and its prompt) by what ran beside it
-    passes = [ProbeRun(costs, _run(0, decode, prefill), _run(1024, 2 * decode, 2 * prefill))
-              for decode, prefill in ((3.1e-4, 0.045), (4.3e-4, 0.060), (3.3e-4, 0.044))]
-    combined = _median_run(passes)
-    assert combined.costs is costs
-    assert (combined.flat.decode_seconds_per_token, combined.flat.prefill_seconds) == (3.3e-4, 0.045)
-    assert (combined.deep.decode_seconds_per_token, combined.deep.prefill_seconds) == (6.6e-4, 0.09)
-    assert combined.flat.depth == 0 and combined.deep.depth == 1024
-    assert _median_run(passes[:1]) is passes[0]
+    small_costs, deep_costs = object(), object()  # carried through untouched
+    # (small decode, small prompt, deep decode, deep prompt) of three passes; in the second the machine was
+    # slow for both models (the differences stay), in the third only for the deep one's prompt
+    passes = [(3.0e-5, 0.0050, 3.1e-4, 0.045), (4.4e-5, 0.0072, 4.6e-4, 0.060), (3.2e-5, 0.0051, 3.0e-4, 0.070)]
+    small = [ProbeRun(small_costs, _run(0, d, p)) for d, p, _, _ in passes]
+    deep = [ProbeRun(deep_costs, _run(0, d, p), _run(1024, 2 * d, 2 * p)) for _, _, d, p in passes]
+    chosen_small, chosen_deep = _median_pass(small, deep)
+    assert chosen_small.costs is small_costs and chosen_deep.costs is deep_costs
+    # decode differences 2.80e-4, 4.16e-4, 2.68e-4: the first pass's is the median, and both models come from it
+    assert (chosen_small.flat.decode_seconds_per_token, chosen_deep.flat.decode_seconds_per_token) == (3.0e-5, 3.1e-4)
+    assert chosen_deep.deep.decode_seconds_per_token == 6.2e-4
+    # prompt differences 0.0400, 0.0528, 0.0649: the second pass's is the median, slow as its two models were
+    assert (chosen_small.flat.prefill_seconds, chosen_deep.flat.prefill_seconds) == (0.0072, 0.060)
+    assert chosen_deep.deep.prefill_seconds == 0.120 and chosen_deep.deep.depth == 1024
+    assert _median_pass(small[:1], deep[:1]) == (small[0], deep[0])
 
 
 def test_fixed_cost_passes_are_spread_over_the_probe():

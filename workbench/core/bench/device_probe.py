@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -42,11 +41,11 @@ N_GEN = 128  # decodes per run: the median counts, as in benchmarks/speed_predic
 READ_GEN = 32  # the read models' decodes: each reads 4x the last-level cache, 32 of them take seconds
 REPEATS = 2  # timed prompts per run (the fastest counts)
 FIXED_REPEATS = 4  # the fixed-cost models' prompts take a few ms: a burst on the machine moved two of them by 2x
-# The fixed costs are the difference of the two fixed-cost models, so both are timed together in three
-# passes spread over the probe (_probe_order) and each figure is the median of its passes. At 2 threads
-# this virtual machine's cost per graph op moved between 0.3 and 0.8 us from one half-minute to the next
-# (a cache line passed between its two vCPUs in 60-100 ns at times, in 300-400 ns at others: where the
-# host runs them), and one pass once fitted a negative cost per token (taken as 0).
+# The fixed costs are the difference of the two fixed-cost models, so the two are timed back to back in
+# three passes spread over the probe (_probe_order) and the pass of the median difference counts
+# (_median_pass). At 2 threads this virtual machine's cost per graph op moved between 0.3 and 0.8 us from
+# one half-minute to the next (a cache line passed between its two vCPUs in 60-100 ns at times, in
+# 300-400 ns at others: where the host runs them), and one lone pass fitted a negative cost per token.
 READ_PROMPT = 8  # the read models time decode only: a short prompt keeps their runs short
 QUIET_WAIT_S = 0.5  # before a probe run is measured again: short, the probe keeps to about a minute
 WARM_UP_TOKENS = 16  # an untimed run after each load: the first decodes after a load ran 1.5x slower here
@@ -75,7 +74,7 @@ class DeviceProbe:
         return (f"measured by `workbench devices probe` at {self.measured_at} with llama-cpp-python {self.llama_cpp} "
                 f"in {self.seconds:.0f} s{self.pinned} on random-weight models it wrote: fixed costs per token, "
                 f"per graph op (decode) and per elementwise element (prefill) from {fixed} (2 vs 16 layers, 64 "
-                f"wide; the median of 3 passes spread over the probe), prefill FLOP/s per weight type from "
+                f"wide; of 3 passes spread over the probe, the one of the median difference), prefill FLOP/s per weight type from "
                 f"8 x 512 x 2048 models ({wide}), the memory read rate per type from 512 x 2048 models of one KV "
                 f"head and {self.read_mb:.0f} MB or more (at least {READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB "
                 f"last-level cache in sysfs) and, with "
@@ -254,20 +253,23 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
                        cache_mb=cache_mb, row_ns=row_s * 1e9)
 
 
-def _median_run(passes: Sequence[ProbeRun]) -> ProbeRun:
-    """One probe model's passes as one: each time the median of the passes' (the fastest token the fastest)."""
-    if len(passes) == 1:
-        return passes[0]
+def _median_pass(small: Sequence[ProbeRun], deep: Sequence[ProbeRun]) -> tuple[ProbeRun, ProbeRun]:
+    """The fixed-cost pair from its passes: decode as in the pass whose decode difference (deep less small) is
+    the median, prefill as in the pass whose prefill difference is. A pass times its two models back to back,
+    so a difference never mixes two moments of the machine."""
+    def median_pass(difference: Callable[[int], float]) -> int:
+        return sorted(range(len(small)), key=difference)[len(small) // 2]
 
-    def median_of(runs: list[RatesMeasured]) -> RatesMeasured:
-        return replace(
-            runs[0], prefill_seconds=statistics.median(run.prefill_seconds for run in runs),
-            decode_seconds_per_token=statistics.median(run.decode_seconds_per_token for run in runs),
-            decode_best_seconds_per_token=min(run.decode_best_seconds_per_token for run in runs))
+    decode = median_pass(lambda i: deep[i].flat.decode_seconds_per_token - small[i].flat.decode_seconds_per_token)
+    prefill = median_pass(lambda i: deep[i].flat.prefill_seconds - small[i].flat.prefill_seconds)
 
-    first = passes[0]
-    deep = median_of([run.deep for run in passes]) if all(run.deep for run in passes) else first.deep
-    return ProbeRun(first.costs, median_of([run.flat for run in passes]), deep)
+    def merged(runs: Sequence[ProbeRun]) -> ProbeRun:
+        chosen, prompts = runs[decode], runs[prefill]
+        at_depth = (replace(chosen.deep, prefill_seconds=prompts.deep.prefill_seconds)
+                    if chosen.deep and prompts.deep else chosen.deep)
+        return ProbeRun(chosen.costs, replace(chosen.flat, prefill_seconds=prompts.flat.prefill_seconds), at_depth)
+
+    return merged(small), merged(deep)
 
 
 def last_level_cache_mb(root: str = "/") -> float:
@@ -341,7 +343,11 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
             engine.unload()
             if model not in FIXED_COST_MODELS:
                 path.unlink()  # the read models are large: one on disk at a time
-    measured = {key: _median_run(runs_of) for key, runs_of in passes.items()}
+    measured = {key: runs_of[0] for key, runs_of in passes.items()}
+    small, deep = FIXED_COST_MODELS
+    for count in threads:
+        measured[(small.name, count)], measured[(deep.name, count)] = _median_pass(
+            passes[(small.name, count)], passes[(deep.name, count)])
     rates = []
     for count in threads:
         wide = [(m.weight_type, measured[(m.name, count)]) for m in RATE_MODELS]
