@@ -304,13 +304,14 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
     deep_models = {FIXED_COST_MODELS[-1].name, RATE_MODELS[0].name}
     runs: list[tuple[str, RatesMeasured]] = []
     passes: dict[tuple[str, int], list[ProbeRun]] = {}
+    costs_of: dict[str, ModelCosts] = {}
     read_mb = worst_other = 0.0
     with tempfile.TemporaryDirectory(prefix="workbench-probe-", dir=workdir) as folder, EngineClient() as engine:
         for model in _probe_order(reads, rows):
             path = Path(folder) / f"{model.name}.gguf"
-            if not path.exists():  # a fixed-cost model's later pass loads the file of its first
-                write_probe_model(path, model)
-            costs = model_costs(read_gguf(path))
+            if model.name not in costs_of:  # a fixed-cost model's later pass loads the file of its first
+                costs_of[model.name] = model_costs(read_gguf(write_probe_model(path, model)))
+            costs = costs_of[model.name]
             if model is CACHED_MODEL and costs.decode_bytes_total * 2 > cache_mb * 1e6:
                 path.unlink()
                 continue  # no cache that holds it twice over: every model reads from memory here

@@ -10,7 +10,6 @@ from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.speed import (
     attended_cells,
     device_threads,
-    kv_cache_size,
     layer_fixed_us,
     speed_model,
     type_rate,
@@ -41,7 +40,7 @@ def _device_term(model: ModelInfo, preset: Preset, costs: ModelCosts, by_layer: 
             reads[kind] = reads.get(kind, 0) + n
     total = sum(reads.values())
     share = len(ledger.layers) / max(1, costs.n_layer)
-    cells = attended_cells(position + 1, kv_cache_size(preset.ctx_size))
+    cells = attended_cells(position + 1, speed.kv_size)
     kv = costs.kv_bytes(cells) * share
     held = f"{len(ledger.layers)} layers{' + output' if ledger.holds_output else ''}, {total / 1e6:.1f} MB read"
     rates = speed.rates
