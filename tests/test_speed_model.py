@@ -12,6 +12,7 @@ from arch_models import ARCH_MODELS, write_arch_gguf
 from gguf_factory import TinyModel, write_tiny_gguf
 
 from workbench.core.bench.device_probe import DEPTH, DeviceProbe, _solve
+from workbench.cli.speed_text import rates_line
 from workbench.core.bench.probed_profile import probed_profile, write_probed_profile
 from workbench.core.config.devices import load_device
 from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
@@ -48,6 +49,9 @@ def test_profile_speed_tables_load(tmp_path: Path):
     ("[speed.t1]\nrow_ns = 1e12\nread_gbs = { Q8_0 = 10 }\n", "row_ns = 1000000000000.0 is out of range", 6),
     ("[speed.t1]\nnode_us = -0.5\nread_gbs = { Q8_0 = 10 }\n", "node_us = -0.5 is out of range", 6),
     ("[speed.t1]\nprefill_element_ns = inf\nread_gbs = { Q8_0 = 10 }\n", "prefill_element_ns = inf is out of range", 6),
+    ("[speed.t1]\nnode_us_range = [0.5, 0.2]\nread_gbs = { Q8_0 = 10 }\n", "node_us_range is not a [lowest, highest]", 6),
+    ("[speed.t1]\nread_gbs_range = [1, 2, 3]\nread_gbs = { Q8_0 = 10 }\n", "read_gbs_range is not a [lowest", 6),
+    ("[speed.t1]\nread_gbs_range = [-1, 2]\nread_gbs = { Q8_0 = 10 }\n", "read_gbs_range is not a [lowest", 6),
     ("[speed.fast]\ntoken_us = 5\n", "[speed.fast] is not a thread count", 5),
     ("[speed.t1]\ntoken_us = 5\nread_gbs = { Q9_9 = 10 }\n", 'names "Q9_9"', 7),
     ("[speed.t1]\ntoken_us = 5\nread_gbs = { Q8_0 = 1e9 }\n", "Q8_0 = 1000000000.0 is out of range", 7),
@@ -147,6 +151,54 @@ def test_measured_method_adds_fixed_costs_to_the_reads(tmp_path: Path):
     assert prediction.ttft_ms == pytest.approx(1000 * 512 / prediction.prefill_tps)
 
 
+def test_the_band_widens_by_what_moved_between_the_probes_passes(tmp_path: Path):
+    info = _tiny(tmp_path)
+    rates = replace(RATES, threads=2, node_us=0.2)
+    device = DeviceProfile(name="b", ram_total_mb=4096, mem_bandwidth_gbs=20, thread_rates=(rates,))
+    preset = Preset(name="p", threads=2)
+    steady = predict_speed(info, preset, replace(device, thread_rates=(
+        replace(rates, node_us_range=(0.2, 0.2), read_gbs_range=(10.0, 10.0)),)), n_ctx=1024)
+    assert steady.band == (0.85, 1.15)
+    # The passes saw the cost per op up to 0.5 us and the read rate down to 8 GB/s, never better than the figures kept.
+    moved = replace(rates, node_us_range=(0.2, 0.5), read_gbs_range=(8.0, 10.0))
+    prediction = predict_speed(info, preset, replace(device, thread_rates=(moved,)), n_ctx=1024)
+    slowest = predict_speed(info, preset, replace(device, thread_rates=(
+        replace(rates, node_us=0.5, read_gbs=(("Q8_0", 8.0),)),)), n_ctx=1024)
+    # the low end reaches 15% below what the machine in its slowest state the probe saw would decode
+    assert prediction.band[0] * prediction.decode_tps_empty == pytest.approx(0.85 * slowest.decode_tps_empty)
+    assert prediction.band[0] < 0.85 * 0.9 and prediction.band[1] == 1.15
+    assert "passes at 2 threads: 0.20-0.50 us per graph op, Q8_0 read at 8.0-10.0 GB/s" in prediction.basis
+    assert prediction.basis.endswith(f"band x{prediction.band[0]:.2f}-x1.15")
+    # A model the cache holds: the cached read rate's range widens the band too (here by itself).
+    cached = replace(rates, cache_mb=32.0, cached_read_gbs=(("Q8_0", 40.0),))
+    in_cache = predict_speed(info, preset, replace(device, thread_rates=(
+        replace(cached, node_us_range=(0.2, 0.2), cached_read_gbs_range=(20.0, 40.0)),)), n_ctx=1024)
+    half_rate = predict_speed(info, preset, replace(device, thread_rates=(
+        replace(cached, cached_read_gbs=(("Q8_0", 20.0),)),)), n_ctx=1024)
+    assert in_cache.band[0] * in_cache.decode_tps_empty == pytest.approx(0.85 * half_rate.decode_tps_empty)
+    assert "cached at 20.0-40.0 GB/s" in in_cache.basis
+
+
+def test_probe_keeps_how_far_its_passes_moved(tmp_path: Path):
+    from workbench.core.bench.probe_passes import ProbeRun, median_run, with_ranges
+
+    costs = replace(model_costs(_tiny(tmp_path)), decode_bytes=(("Q8_0", 100_000_000),))
+    # Three passes of a Q8_0 read model: 1 ms a token beside its bytes, which were read at 20, 25 and 16 GB/s;
+    # the solve kept the pass of the median decode, 20 GB/s.
+    passes = [ProbeRun(costs, _run(0, 1e-3 + 100e6 / gbs, 0.01)) for gbs in (20e9, 25e9, 16e9)]
+    assert median_run(passes) is passes[0]
+    rates = with_ranges(replace(RATES, read_gbs=(("Q8_0", 20.0),)), [0.3, 0.25, 0.42], passes)
+    assert rates.node_us_range == (0.25, 0.42)
+    assert rates.read_gbs_range == pytest.approx((16.0, 25.0))
+    lone = with_ranges(RATES, [0.3], [])
+    assert (lone.node_us_range, lone.read_gbs_range, lone.cached_read_gbs_range) == ((0.3, 0.3), (), ())
+    # The cached model's passes: 4 MB at 40 GB/s kept, 50 and 32 GB/s in the others, 0.1 ms beside.
+    small = replace(costs, decode_bytes=(("Q8_0", 4_000_000),))
+    cached = [ProbeRun(small, _run(0, 1e-4 + 4e6 / gbs, 0.01)) for gbs in (32e9, 50e9, 40e9)]
+    rates = with_ranges(replace(RATES, cached_read_gbs=(("Q8_0", 40.0),)), [0.3], [], cached)
+    assert rates.cached_read_gbs_range == pytest.approx((32.0, 50.0)) and rates.read_gbs_range == ()
+
+
 def test_weights_the_cache_holds_are_read_at_the_cached_rate_never_below_the_memory_rate(tmp_path: Path):
     info = _tiny(tmp_path)
 
@@ -205,7 +257,8 @@ def _run(depth: int, decode_s: float, prefill_s: float, n_prompt: int = 256) -> 
 
 
 def test_probe_solve_recovers_known_rates(tmp_path: Path):
-    from workbench.core.bench.device_probe import DEEP_CELLS, FLAT_CELLS, ProbeRun
+    from workbench.core.bench.device_probe import DEEP_CELLS, FLAT_CELLS
+    from workbench.core.bench.probe_passes import ProbeRun
     from workbench.core.bench.probe_models import (
         CACHED_MODEL,
         FIXED_COST_MODELS,
@@ -296,7 +349,7 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
 
 
 def test_the_fixed_cost_pass_of_the_median_difference_counts():
-    from workbench.core.bench.device_probe import ProbeRun, _median_pass
+    from workbench.core.bench.probe_passes import ProbeRun, median_pass
 
     small_costs, deep_costs = object(), object()  # carried through untouched
     # (small decode, small prompt, deep decode, deep prompt) of three passes; in the second the machine was
@@ -304,7 +357,7 @@ def test_the_fixed_cost_pass_of_the_median_difference_counts():
     passes = [(3.0e-5, 0.0050, 3.1e-4, 0.045), (4.4e-5, 0.0072, 4.6e-4, 0.060), (3.2e-5, 0.0051, 3.0e-4, 0.070)]
     small = [ProbeRun(small_costs, _run(0, d, p)) for d, p, _, _ in passes]
     deep = [ProbeRun(deep_costs, _run(0, d, p), _run(1024, 2 * d, 2 * p)) for _, _, d, p in passes]
-    chosen_small, chosen_deep = _median_pass(small, deep)
+    chosen_small, chosen_deep = median_pass(small, deep)
     assert chosen_small.costs is small_costs and chosen_deep.costs is deep_costs
     # decode differences 2.80e-4, 4.16e-4, 2.68e-4: the first pass's is the median, and both models come from it
     assert (chosen_small.flat.decode_seconds_per_token, chosen_deep.flat.decode_seconds_per_token) == (3.0e-5, 3.1e-4)
@@ -312,23 +365,29 @@ def test_the_fixed_cost_pass_of_the_median_difference_counts():
     # prompt differences 0.0400, 0.0528, 0.0649: the second pass's is the median, slow as its two models were
     assert (chosen_small.flat.prefill_seconds, chosen_deep.flat.prefill_seconds) == (0.0072, 0.060)
     assert chosen_deep.deep.prefill_seconds == 0.120 and chosen_deep.deep.depth == 1024
-    assert _median_pass(small[:1], deep[:1]) == (small[0], deep[0])
+    assert median_pass(small[:1], deep[:1]) == (small[0], deep[0])
 
 
 def test_fixed_cost_passes_are_spread_over_the_probe():
-    from workbench.core.bench.device_probe import _probe_order
-    from workbench.core.bench.probe_models import FIXED_COST_MODELS, read_models, rows_model
+    from workbench.core.bench.probe_models import CACHED_MODEL, FIXED_COST_MODELS, read_models, rows_model
+    from workbench.core.bench.probe_passes import probe_order
 
     reads, rows = read_models(33.5, 24000), rows_model(33.5, 24000)
-    order = [model.name for model in _probe_order(reads, rows)]
+    order = [model.name for model in probe_order(reads, rows)]
     small, deep = (model.name for model in FIXED_COST_MODELS)
     starts = [i for i, name in enumerate(order) if name == small]
     assert len(starts) == 3 and all(order[i + 1] == deep for i in starts)  # timed as a pair, three times
-    # the other models once each, and some of them between one pass and the next
-    others = [name for name in order if name not in (small, deep)]
-    assert sorted(others) == sorted({name for name in others}) and rows.name in others and reads[0].name in others
     assert all(later - earlier > 2 for earlier, later in zip(starts, starts[1:]))
     assert starts[0] == 0 and starts[-1] == len(order) - 2
+    # the Q8_0 read model and the cached model three times, from before the second pass of the pair to after
+    # the rows model; the read model's middle time among the other read models; the other models once each
+    for again in (reads[0].name, CACHED_MODEL.name):
+        at = [i for i, name in enumerate(order) if name == again]
+        assert len(at) == 3 and at[0] < starts[1] and at[2] > order.index(rows.name)
+    q8 = [i for i, name in enumerate(order) if name == reads[0].name]
+    assert starts[1] < q8[1] < order.index(reads[1].name) < order.index(rows.name)
+    others = [name for name in order if name not in (small, deep, reads[0].name, CACHED_MODEL.name)]
+    assert sorted(others) == sorted(set(others)) and rows.name in others and reads[1].name in others
 
 
 def test_read_models_outgrow_the_cache_within_the_ram():
@@ -400,12 +459,15 @@ def test_last_level_cache_is_read_from_sysfs_and_bounded(tmp_path: Path):
 def test_probed_profile_loads_back(tmp_path: Path):
     host = DeviceProfile(name="host", ram_total_mb=8192, reserves_mb=(("os", 500),), mem_bandwidth_gbs=30, cores=4,
                          notes=(("ram_total_mb", "psutil"), ("power_limit_w", "not detected")))
-    rates = replace(RATES, row_ns=2.5)
+    rates = replace(RATES, row_ns=2.5, node_us_range=(0.24, 0.45), read_gbs_range=(18.8, 23.7),
+                    cached_read_gbs_range=(30.5, 35.0))
     probe = DeviceProbe(rates=(rates,), runs=(), llama_cpp="0.3.36", measured_at="2026-12-02T00:00:00+00:00",
                         seconds=20.0)
     assert probed_profile(probe, host, "my-box")["speed"]["t1"]["read_gbs"] == {"Q8_0": 10.0}
     device = load_device(str(write_probed_profile(probe, host, "my-box", tmp_path)))
     assert device.name == "my-box" and device.thread_rates == (rates,)
+    assert rates_line(device.thread_rates[0]).endswith(
+        "(between the probe's passes: 0.24-0.45 us/graph op, Q8_0 read 18.8-23.7 GB/s, cached 30.5-35.0 GB/s)")
     assert "measured by `workbench devices probe`" in dict(device.notes)["speed"]
 
 

@@ -9,6 +9,7 @@ import sys
 from workbench.cli import text_table
 from workbench.cli.cmd_devices_probe import add_probe_parser
 from workbench.cli.json_output import write_json
+from workbench.cli.speed_text import rates_line
 from workbench.cli.text_table import format_table
 from workbench.core.config.bandwidth import host_bandwidth
 from workbench.core.config.cpu_topology import host_cpu_topology
@@ -150,11 +151,7 @@ def run_show(args: argparse.Namespace) -> int:
         ("effective_bandwidth_gbs", _number(device.effective_bandwidth_gbs, "GB/s")
          + (f" ({device.effective_backend.upper()})" if device.effective_bandwidth_gbs else "")),
         ("effective_gflops", _number(device.effective_gflops, "GFLOP/s")),
-        *(("speed", f"[speed.t{rates.threads}] decode {rates.token_us:.0f} us/token + "
-                    f"{f'{rates.node_us:.2f} us/graph op' if rates.node_us else f'{rates.layer_us:.1f} us/layer'}"
-                    f"{f' + {rates.row_ns:.2f} ns/weight row' if rates.row_ns else ''}, "
-                    f"read GB/s {', '.join(f'{kind} {gbs:g}' for kind, gbs in rates.read_gbs)}")
-          for rates in device.thread_rates),
+        *(("speed", f"[speed.t{rates.threads}] {rates_line(rates)}") for rates in device.thread_rates),
     ]
     origin = device_origin(device)
     where = f": {device.source}" if origin in ("shipped", "user", "file") else ""

@@ -8,6 +8,7 @@ import re
 import sys
 
 from workbench.cli.json_output import write_json
+from workbench.cli.speed_text import rates_line
 from workbench.core.bench.device_probe import probe_device
 from workbench.core.bench.probed_profile import write_probed_profile
 from workbench.core.config.cpu_topology import parse_cpu_list
@@ -69,15 +70,14 @@ def run_probe(args: argparse.Namespace) -> int:
                                "prefill_gflops": dict(r.prefill_gflops),
                                "attn_gflops": r.attn_gflops, "prefill_attn_points": r.prefill_attn_points,
                                "cached_read_gbs": dict(r.cached_read_gbs), "cache_mb": r.cache_mb,
-                               "row_ns": r.row_ns}
+                               "row_ns": r.row_ns, "node_us_range": r.node_us_range or None,
+                               "read_gbs_range": r.read_gbs_range or None,
+                               "cached_read_gbs_range": r.cached_read_gbs_range or None}
                               for r in probe.rates]})
         return 0
     for rates in probe.rates:
-        read = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.read_gbs)
         flops = ", ".join(f"{kind} {g:.0f}" for kind, g in rates.prefill_gflops)
-        fixed = f"{rates.node_us:.2f} us/graph op" if rates.node_us else f"{rates.layer_us:.1f} us/layer"
-        sys.stdout.write(f"{rates.threads} threads: decode {rates.token_us:.0f} us/token + {fixed}"
-                         f"{f' + {rates.row_ns:.2f} ns/weight row' if rates.row_ns else ''}, read GB/s {read}; "
+        sys.stdout.write(f"{rates.threads} threads: {rates_line(rates)}; "
                          f"prefill GFLOP/s {flops} + {rates.prefill_element_ns:.3f} ns/elementwise element\n")
     sys.stdout.write(f"measured in {probe.seconds:.0f} s; wrote {path}\n"
                      f"predict with it: workbench ledger MODEL --device {name}"

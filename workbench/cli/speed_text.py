@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from workbench.core.config.preset import ThreadRates
 from workbench.core.ledger.types import SpeedPrediction
 
 UNAVAILABLE = "unavailable"
@@ -19,6 +20,19 @@ def speed_line(speed: SpeedPrediction) -> str:
     return (f"predicted ({speed.method}, {threads}, {speed.backend}): decode "
             f"{_rate(speed.decode_tps_empty)} at empty context, {_rate(speed.decode_tps_full)} at full context; "
             f"{prefill}; band x{speed.band[0]:.2f}-x{speed.band[1]:.2f}")
+
+
+def rates_line(rates: ThreadRates) -> str:
+    """A thread count's measured decode figures, and how far the probe's passes moved them."""
+    fixed = f"{rates.node_us:.2f} us/graph op" if rates.node_us else f"{rates.layer_us:.1f} us/layer"
+    rows = f" + {rates.row_ns:.2f} ns/weight row" if rates.row_ns else ""
+    read = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.read_gbs)
+    moved = [f"{low:.2f}-{high:.2f} us/graph op" for low, high in [rates.node_us_range] if rates.node_us_range]
+    moved += [f"Q8_0 read {low:.1f}-{high:.1f} GB/s" for low, high in [rates.read_gbs_range] if rates.read_gbs_range]
+    moved += [f"cached {low:.1f}-{high:.1f} GB/s" for low, high in [rates.cached_read_gbs_range]
+              if rates.cached_read_gbs_range]
+    return (f"decode {rates.token_us:.0f} us/token + {fixed}{rows}, read GB/s {read}"
+            + (f" (between the probe's passes: {', '.join(moved)})" if moved else ""))
 
 
 def short_speed(speed: SpeedPrediction | None) -> str:

@@ -21,6 +21,7 @@ from workbench.core.bench.probe_models import (
     rows_model,
     write_probe_model,
 )
+from workbench.core.bench.probe_passes import ProbeRun, median_pass, median_run, probe_order, with_ranges
 from workbench.core.bench.quiet_runs import QUIET_SHARE, QUIET_TRIES, STEADY_RATIO, quiet_run
 from workbench.core.config.cpu_topology import format_cpu_list
 from workbench.core.config.preset import Preset, ThreadRates
@@ -42,10 +43,12 @@ READ_GEN = 32  # the read models' decodes: each reads 4x the last-level cache, 3
 REPEATS = 2  # timed prompts per run (the fastest counts)
 FIXED_REPEATS = 4  # the fixed-cost models' prompts take a few ms: a burst on the machine moved two of them by 2x
 # The fixed costs are the difference of the two fixed-cost models, so the two are timed back to back in
-# three passes spread over the probe (_probe_order) and the pass of the median difference counts
-# (_median_pass). At 2 threads this virtual machine's cost per graph op moved between 0.3 and 0.8 us from
-# one half-minute to the next (a cache line passed between its two vCPUs in 60-100 ns at times, in
-# 300-400 ns at others: where the host runs them), and one lone pass fitted a negative cost per token.
+# three passes spread over the probe (probe_order) and the pass of the median difference counts
+# (median_pass). At 2 threads this virtual machine's cost per graph op moved between 0.24 and 0.45 us, and
+# its Q8_0 read rate between 19 and 24 GB/s, from a few seconds to the next (a cache line passed between
+# its two vCPUs in 60-100 ns at times, in 300-400 ns at others: where the host runs them), and one lone
+# pass fitted a negative cost per token. The Q8_0 read model and the cached one are timed three times as
+# well; how far the passes moved is kept (with_ranges) and widens the prediction's band (speed.measured_band).
 READ_PROMPT = 8  # the read models time decode only: a short prompt keeps their runs short
 QUIET_WAIT_S = 0.5  # before a probe run is measured again: short, the probe keeps to about a minute
 WARM_UP_TOKENS = 16  # an untimed run after each load: the first decodes after a load ran 1.5x slower here
@@ -77,16 +80,17 @@ class DeviceProbe:
                 f"wide; of 3 passes spread over the probe, the one of the median difference), prefill FLOP/s per weight type from "
                 f"8 x 512 x 2048 models ({wide}), the memory read rate per type from 512 x 2048 models of one KV "
                 f"head and {self.read_mb:.0f} MB or more (at least {READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB "
-                f"last-level cache in sysfs) and, with "
+                f"last-level cache in sysfs; Q8_0's of 3 passes, the median one) and, with "
                 f"probe-rows-q8_0 (as large, in rows of 128), the cost per weight row streamed from memory at 2 "
-                f"threads or more, the read rate of a model that cache holds from {CACHED_MODEL.name} (4 MB), "
+                f"threads or more, the read rate of a model that cache holds from {CACHED_MODEL.name} (4 MB; of 3 passes, the median one), "
                 f"attention from {FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 8 x 512 one (8 heads) at depth "
                 f"{DEPTH} vs 0; each written to disk before it is timed, with fp16 block scales as varied as a real "
                 f"file's; decode = the median of {N_GEN} tokens ({READ_GEN} for the read models), "
                 f"prefill = the fastest of {REPEATS} x {PROMPT} tokens ({FIXED_REPEATS} for the fixed-cost models); "
                 f"a run during which other processes took over {QUIET_SHARE:.0%} of a core, or whose median "
                 f"token took over {STEADY_RATIO:g}x its fastest, is measured again (up to {QUIET_TRIES} times, "
-                f"the least disturbed kept): others took at most {self.others_cpu:.0%} of a core in a kept run")
+                f"the least disturbed kept): others took at most {self.others_cpu:.0%} of a core in a kept run; "
+                f"the lowest and highest cost per op and read rates over the passes widen the band")
 
 
     @property
@@ -116,15 +120,6 @@ def _pair(a1: float, b1: float, d1: float, a2: float, b2: float, d2: float) -> t
     if x < 0:
         return 0.0, max(0.0, (b1 * d1 + b2 * d2) / (b1 * b1 + b2 * b2))
     return max(0.0, (a1 * d1 + a2 * d2) / (a1 * a1 + a2 * a2)), 0.0
-
-
-@dataclass(frozen=True)
-class ProbeRun:
-    """One probe model's costs and its runs at one thread count: at depth 0 and, for some, at DEPTH."""
-
-    costs: ModelCosts
-    flat: RatesMeasured
-    deep: RatesMeasured | None = None
 
 
 def _attention(deep: tuple[ProbeRun, ProbeRun], cache_mb: float) -> tuple[float, float, tuple[tuple[float, float], ...]]:
@@ -253,25 +248,6 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
                        cache_mb=cache_mb, row_ns=row_s * 1e9)
 
 
-def _median_pass(small: Sequence[ProbeRun], deep: Sequence[ProbeRun]) -> tuple[ProbeRun, ProbeRun]:
-    """The fixed-cost pair from its passes: decode as in the pass whose decode difference (deep less small) is
-    the median, prefill as in the pass whose prefill difference is. A pass times its two models back to back,
-    so a difference never mixes two moments of the machine."""
-    def median_pass(difference: Callable[[int], float]) -> int:
-        return sorted(range(len(small)), key=difference)[len(small) // 2]
-
-    decode = median_pass(lambda i: deep[i].flat.decode_seconds_per_token - small[i].flat.decode_seconds_per_token)
-    prefill = median_pass(lambda i: deep[i].flat.prefill_seconds - small[i].flat.prefill_seconds)
-
-    def merged(runs: Sequence[ProbeRun]) -> ProbeRun:
-        chosen, prompts = runs[decode], runs[prefill]
-        at_depth = (replace(chosen.deep, prefill_seconds=prompts.deep.prefill_seconds)
-                    if chosen.deep and prompts.deep else chosen.deep)
-        return ProbeRun(chosen.costs, replace(chosen.flat, prefill_seconds=prompts.flat.prefill_seconds), at_depth)
-
-    return merged(small), merged(deep)
-
-
 def last_level_cache_mb(root: str = "/") -> float:
     """The largest CPU cache sysfs lists for cpu0 (its highest level), in MB; 0 when unreadable."""
     base = Path(root) / "sys/devices/system/cpu/cpu0/cache"
@@ -306,10 +282,12 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
     passes: dict[tuple[str, int], list[ProbeRun]] = {}
     costs_of: dict[str, ModelCosts] = {}
     read_mb = worst_other = 0.0
+    order = probe_order(reads, rows)
+    last_pass = {model.name: i for i, model in enumerate(order)}
     with tempfile.TemporaryDirectory(prefix="workbench-probe-", dir=workdir) as folder, EngineClient() as engine:
-        for model in _probe_order(reads, rows):
+        for position, model in enumerate(order):
             path = Path(folder) / f"{model.name}.gguf"
-            if model.name not in costs_of:  # a fixed-cost model's later pass loads the file of its first
+            if model.name not in costs_of:  # a model's later pass loads the file of its first
                 costs_of[model.name] = model_costs(read_gguf(write_probe_model(path, model)))
             costs = costs_of[model.name]
             if model is CACHED_MODEL and costs.decode_bytes_total * 2 > cache_mb * 1e6:
@@ -342,29 +320,29 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
                              f"{run.n_prompt / run.prefill_seconds:,.0f} tok/s")
                 passes.setdefault((model.name, count), []).append(ProbeRun(costs, timed[0], timed.get(DEPTH)))
             engine.unload()
-            if model not in FIXED_COST_MODELS:
-                path.unlink()  # the read models are large: one on disk at a time
-    measured = {key: runs_of[0] for key, runs_of in passes.items()}
+            if position == last_pass[model.name]:
+                path.unlink()  # the read models are large: at most two on disk at a time
+    measured = {key: median_run(runs_of) for key, runs_of in passes.items()}
     small, deep = FIXED_COST_MODELS
     for count in threads:
-        measured[(small.name, count)], measured[(deep.name, count)] = _median_pass(
+        measured[(small.name, count)], measured[(deep.name, count)] = median_pass(
             passes[(small.name, count)], passes[(deep.name, count)])
     rates = []
     for count in threads:
         wide = [(m.weight_type, measured[(m.name, count)]) for m in RATE_MODELS]
-        rates.append(_solve(count, [measured[(m.name, count)] for m in FIXED_COST_MODELS], wide,
-                            measured.get((CACHED_MODEL.name, count)), cache_mb,
-                            [(m.weight_type, measured[(m.name, count)]) for m in reads], measured.get((rows.name, count))))
+
+        def solved(fixed: Sequence[ProbeRun], count: int = count, wide: list = wide) -> ThreadRates:
+            return _solve(count, fixed, wide, measured.get((CACHED_MODEL.name, count)), cache_mb,
+                          [(m.weight_type, measured[(m.name, count)]) for m in reads], measured.get((rows.name, count)))
+
+        fixed_passes = list(zip(passes[(small.name, count)], passes[(deep.name, count)]))
+        rates.append(with_ranges(solved([measured[(m.name, count)] for m in FIXED_COST_MODELS]),
+                                  [solved(pair).node_us for pair in fixed_passes], passes[(reads[0].name, count)],
+                                  passes.get((CACHED_MODEL.name, count), ())))
     return DeviceProbe(rates=tuple(rates), runs=tuple(runs), llama_cpp=str(llama_cpp.__version__),
                        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        seconds=time.perf_counter() - started, cpu_cores=tuple(cpu_cores), cache_mb=cache_mb,
                        read_mb=read_mb, others_cpu=worst_other)
-
-
-def _probe_order(reads: tuple[ProbeModel, ...], rows: ProbeModel) -> tuple[ProbeModel, ...]:
-    """The models in the order they are timed: the fixed-cost pair at the start, after the rate models and at the end."""
-    return (FIXED_COST_MODELS + RATE_MODELS + (CACHED_MODEL,) + FIXED_COST_MODELS + reads + (rows,)
-            + FIXED_COST_MODELS)
 
 
 def _ram_mb() -> float:

@@ -15,6 +15,9 @@ def _rates_table(rates: ThreadRates) -> dict:
     table: dict = {"token_us": round(rates.token_us, 2), "layer_us": round(rates.layer_us, 3),
                    "node_us": round(rates.node_us, 4),
                    "row_ns": round(rates.row_ns, 4), "read_gbs": dict(rates.read_gbs)}
+    for key in ("node_us_range", "read_gbs_range", "cached_read_gbs_range"):
+        if getattr(rates, key):
+            table[key] = [round(x, 4) for x in getattr(rates, key)]
     if rates.kv_read_gbs:
         table["kv_read_gbs"] = round(rates.kv_read_gbs, 3)
     table.update({"prefill_token_us": round(rates.prefill_token_us, 3),

@@ -15,7 +15,8 @@ SPEED_KEYS = ("effective_bandwidth_gbs", "effective_gflops", "effective_backend"
 BACKENDS = ("cpu", "cuda", "vulkan")  # where the published runs behind the effective figures ran
 THREAD_KEYS = ("token_us", "layer_us", "node_us", "read_gbs", "kv_read_gbs", "prefill_token_us", "prefill_layer_us",
                "prefill_element_ns", "prefill_gflops", "attn_gflops", "prefill_attn_points", "cached_read_gbs",
-               "cache_mb", "row_ns")
+               "cache_mb", "row_ns", "node_us_range", "read_gbs_range",
+               "cached_read_gbs_range")
 _THREAD_TABLE = re.compile(r"^t([1-9][0-9]{0,3})$")  # [speed.t4]: the rates at 4 threads
 MAX_THREAD_TABLES = 64
 # Bounds: a fixed cost above a second per token, or a rate beyond any memory system or chip made,
@@ -70,6 +71,20 @@ def _points(table: dict[str, Any], source: TomlSource, where_table: str) -> tupl
     return tuple(sorted((float(mb), float(ns)) for mb, ns in value))
 
 
+def _range(table: dict[str, Any], key: str, source: TomlSource, where_table: str, maximum: float,
+           example: str) -> tuple[float, float] | tuple[()]:
+    """`key = [lowest, highest]`: two numbers from 0 to `maximum`, the first not above the second."""
+    if key not in table:
+        return ()
+    value = table[key]
+    if not (isinstance(value, list) and len(value) == 2 and all(
+            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= maximum
+            for x in value) and value[0] <= value[1]):
+        raise PresetError(f"{key} is not a [lowest, highest] pair of numbers from 0 to {maximum:g}",
+                          where=source.where(key, where_table), fix=f"Write it like {example}")
+    return float(value[0]), float(value[1])
+
+
 def _thread_rates(name: str, table: Any, source: TomlSource) -> ThreadRates:
     where_table = f"speed.{name}"
     if not isinstance(table, dict):
@@ -97,6 +112,10 @@ def _thread_rates(name: str, table: Any, source: TomlSource) -> ThreadRates:
                                   "cached_read_gbs = { Q8_0 = 25 }"),
         cache_mb=us["cache_mb"], row_ns=us["row_ns"], prefill_element_ns=us["prefill_element_ns"],
         node_us=us["node_us"],
+        node_us_range=_range(table, "node_us_range", source, where_table, _MAX_US, "node_us_range = [0.24, 0.45]"),
+        read_gbs_range=_range(table, "read_gbs_range", source, where_table, _MAX_GBS, "read_gbs_range = [18.8, 23.7]"),
+        cached_read_gbs_range=_range(table, "cached_read_gbs_range", source, where_table, _MAX_GBS,
+                                     "cached_read_gbs_range = [25.0, 34.9]"),
     )
 
 

@@ -64,6 +64,11 @@ class ThreadRates:
     # decode: cost per op of a token's graph (each ends in a barrier of the threads); where measured it
     # replaces layer_us, so that a layer of more ops costs more than the probe's
     node_us: float = 0.0
+    # decode: the lowest and highest node_us, Q8_0 read rate and cached Q8_0 read rate among the probe's
+    # passes (what the machine moved them by while it measured); () = one pass. They widen the band.
+    node_us_range: tuple[float, float] = ()
+    read_gbs_range: tuple[float, float] = ()
+    cached_read_gbs_range: tuple[float, float] = ()
 
 
 @dataclass(frozen=True)

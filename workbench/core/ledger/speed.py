@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
 from workbench.core.config.presets import resolve_threads
@@ -102,6 +102,35 @@ class SpeedModel:
     def prefill_tps(self, n_prompt: int, depth: int = 0) -> float | None:
         seconds = self.prefill_seconds(n_prompt, depth)
         return n_prompt / seconds if seconds else None
+
+
+def measured_band(speed: SpeedModel) -> tuple[tuple[float, float], str]:
+    """MEASURED_BAND, widened by what the probe saw move between its passes at this thread count: decode with
+    the highest cost per op and the lowest read rates sets the low end, the reverse the high end."""
+    rates = speed.rates
+    if rates is None or not (rates.node_us_range or rates.read_gbs_range or rates.cached_read_gbs_range):
+        return MEASURED_BAND, ""
+    read, cached = type_rate(rates.read_gbs, "Q8_0")[0], dict(rates.cached_read_gbs).get("Q8_0", 0.0)
+    node_range = rates.node_us_range or (rates.node_us, rates.node_us)
+    read_range = rates.read_gbs_range or (read, read)
+    cached_range = rates.cached_read_gbs_range or (cached, cached)
+
+    def decode_seconds(end: int) -> float | None:
+        """Decode with every figure at the slow (0) or fast (1) end of its range."""
+        node_us = node_range[1 - end]
+        scale, cached_scale = read_range[end] / read, cached_range[end] / cached if cached else 1.0
+        moved = replace(rates, node_us=node_us, read_gbs=tuple((k, gbs * scale) for k, gbs in rates.read_gbs),
+                        cached_read_gbs=tuple((k, gbs * cached_scale) for k, gbs in rates.cached_read_gbs))
+        return replace(speed, rates=moved).decode_seconds(0)
+
+    seconds, slow, fast = speed.decode_seconds(0), decode_seconds(0), decode_seconds(1)
+    if not (seconds and slow and fast):
+        return MEASURED_BAND, ""
+    band = (MEASURED_BAND[0] * min(1.0, seconds / slow), MEASURED_BAND[1] * max(1.0, seconds / fast))
+    cached_text = f", cached at {cached_range[0]:.1f}-{cached_range[1]:.1f} GB/s" if rates.cached_read_gbs_range else ""
+    return band, (f"; band x{MEASURED_BAND[0]:.2f}-x{MEASURED_BAND[1]:.2f} widened by what moved between the probe's "
+                  f"passes at {_threads(rates.threads)}: {node_range[0]:.2f}-{node_range[1]:.2f} us per graph op, "
+                  f"Q8_0 read at {read_range[0]:.1f}-{read_range[1]:.1f} GB/s{cached_text}")
 
 
 def attended_cells(used: float, kv_size: int = 0) -> float:
@@ -276,14 +305,15 @@ def predict_speed(model: ModelInfo, preset: Preset, device: DeviceProfile, *, n_
     threads = threads or device_threads(preset, device)
     speed, basis = speed_model(model, preset, device, threads=threads,
                                correction=correction)
-    band = {"measured": MEASURED_BAND, "published": PUBLISHED_BAND}.get(speed.method, BOUND_BAND)
+    band, widened = measured_band(speed) if speed.method == "measured" else (
+        PUBLISHED_BAND if speed.method == "published" else BOUND_BAND, "")
     prefill_seconds = speed.prefill_seconds(PROMPT_TOKENS)
     return SpeedPrediction(
         decode_tps_empty=speed.decode_tps(0),
         decode_tps_full=speed.decode_tps(max(0, n_ctx - 1)),
         prefill_tps=speed.prefill_tps(PROMPT_TOKENS),
         ttft_ms=prefill_seconds * 1000 if prefill_seconds else None,
-        basis=basis + f"; band x{band[0]:.2f}-x{band[1]:.2f}",
+        basis=basis + widened + f"; band x{band[0]:.2f}-x{band[1]:.2f}",
         band=band,
         method=speed.method,
         threads=threads,

@@ -1,0 +1,74 @@
+"""The probe's models timed more than once: which pass counts, what order they are timed in, and how far the passes moved."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from workbench.core.bench.probe_models import CACHED_MODEL, FIXED_COST_MODELS, RATE_MODELS, ProbeModel
+from workbench.core.config.preset import ThreadRates
+from workbench.core.engine.measured import RatesMeasured
+from workbench.core.ledger.speed_costs import ModelCosts
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    """One probe model's costs and its runs at one thread count: at depth 0 and, for some, at DEPTH."""
+
+    costs: ModelCosts
+    flat: RatesMeasured
+    deep: RatesMeasured | None = None
+
+
+def median_pass(small: Sequence[ProbeRun], deep: Sequence[ProbeRun]) -> tuple[ProbeRun, ProbeRun]:
+    """The fixed-cost pair from its passes: decode as in the pass whose decode difference (deep less small) is
+    the median, prefill as in the pass whose prefill difference is. A pass times its two models back to back,
+    so a difference never mixes two moments of the machine."""
+    def middle(difference: Callable[[int], float]) -> int:
+        return sorted(range(len(small)), key=difference)[len(small) // 2]
+
+    decode = middle(lambda i: deep[i].flat.decode_seconds_per_token - small[i].flat.decode_seconds_per_token)
+    prefill = middle(lambda i: deep[i].flat.prefill_seconds - small[i].flat.prefill_seconds)
+
+    def merged(runs: Sequence[ProbeRun]) -> ProbeRun:
+        chosen, prompts = runs[decode], runs[prefill]
+        at_depth = (replace(chosen.deep, prefill_seconds=prompts.deep.prefill_seconds)
+                    if chosen.deep and prompts.deep else chosen.deep)
+        return ProbeRun(chosen.costs, replace(chosen.flat, prefill_seconds=prompts.flat.prefill_seconds), at_depth)
+
+    return merged(small), merged(deep)
+
+
+def median_run(runs: Sequence[ProbeRun]) -> ProbeRun:
+    """Of a model's passes, the one of the median decode: the solve reads its figures from it."""
+    return sorted(runs, key=lambda run: run.flat.decode_seconds_per_token)[len(runs) // 2]
+
+
+def _rate_range(rate: float | None, runs: Sequence[ProbeRun]) -> tuple[float, float] | tuple[()]:
+    """The lowest and highest Q8_0 read rate over `runs`, the passes of one model whose median_run the solve
+    read `rate` from: each pass's decode less what the solve put beside the model's Q8_0 bytes."""
+    if not rate or not runs:
+        return ()
+    middle = median_run(runs)
+    own = dict(middle.costs.decode_bytes).get("Q8_0", 0)
+    beside = middle.flat.decode_seconds_per_token - own / (rate * 1e9)
+    moved = [own / (run.flat.decode_seconds_per_token - beside) / 1e9 for run in runs
+             if run.flat.decode_seconds_per_token > beside]
+    return (min(moved), max(moved)) if moved else ()
+
+
+def with_ranges(rates: ThreadRates, node_us: Sequence[float], q8_reads: Sequence[ProbeRun],
+                cached: Sequence[ProbeRun] = ()) -> ThreadRates:
+    """`rates` with how far its passes moved: the cost per op over the fixed-cost pair's, the Q8_0 read rate
+    over the Q8_0 read model's and the cached read rate over the cached model's."""
+    return replace(rates, node_us_range=(min(node_us), max(node_us)) if node_us else (),
+                   read_gbs_range=_rate_range(dict(rates.read_gbs).get("Q8_0"), q8_reads),
+                   cached_read_gbs_range=_rate_range(dict(rates.cached_read_gbs).get("Q8_0"), cached))
+
+
+def probe_order(reads: tuple[ProbeModel, ...], rows: ProbeModel) -> tuple[ProbeModel, ...]:
+    """The models in the order they are timed: the fixed-cost pair at the start, after the rate models and at
+    the end; the Q8_0 read model and the cached model from before the second pass of the pair to after the
+    rows model."""
+    return (FIXED_COST_MODELS + reads[:1] + (CACHED_MODEL,) + RATE_MODELS + (CACHED_MODEL,) + FIXED_COST_MODELS
+            + reads + (rows,) + reads[:1] + (CACHED_MODEL,) + FIXED_COST_MODELS)
