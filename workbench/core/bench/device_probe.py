@@ -7,7 +7,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -16,7 +16,6 @@ from workbench.core.bench.probe_models import (
     FIXED_COST_MODELS,
     RATE_MODELS,
     READ_CACHE_MULTIPLE,
-    ProbeModel,
     read_models,
     rows_model,
     write_probe_model,

@@ -15,8 +15,7 @@ SPEED_KEYS = ("effective_bandwidth_gbs", "effective_gflops", "effective_backend"
 BACKENDS = ("cpu", "cuda", "vulkan")  # where the published runs behind the effective figures ran
 THREAD_KEYS = ("token_us", "layer_us", "node_us", "read_gbs", "kv_read_gbs", "prefill_token_us", "prefill_layer_us",
                "prefill_element_ns", "prefill_gflops", "attn_gflops", "prefill_attn_points", "cached_read_gbs",
-               "cache_mb", "row_ns", "node_us_range", "read_gbs_range",
-               "cached_read_gbs_range")
+               "cache_mb", "row_ns", "node_us_range", "read_gbs_range", "cached_read_gbs_range")
 _THREAD_TABLE = re.compile(r"^t([1-9][0-9]{0,3})$")  # [speed.t4]: the rates at 4 threads
 MAX_THREAD_TABLES = 64
 # Bounds: a fixed cost above a second per token, or a rate beyond any memory system or chip made,

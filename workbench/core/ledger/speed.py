@@ -118,7 +118,7 @@ def measured_band(speed: SpeedModel) -> tuple[tuple[float, float], str]:
     def decode_seconds(end: int) -> float | None:
         """Decode with every figure at the slow (0) or fast (1) end of its range."""
         node_us = node_range[1 - end]
-        scale, cached_scale = read_range[end] / read, cached_range[end] / cached if cached else 1.0
+        scale, cached_scale = read_range[end] / read, (cached_range[end] / cached if cached else 1.0)
         moved = replace(rates, node_us=node_us, read_gbs=tuple((k, gbs * scale) for k, gbs in rates.read_gbs),
                         cached_read_gbs=tuple((k, gbs * cached_scale) for k, gbs in rates.cached_read_gbs))
         return replace(speed, rates=moved).decode_seconds(0)
