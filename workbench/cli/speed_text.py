@@ -27,10 +27,9 @@ def rates_line(rates: ThreadRates) -> str:
     fixed = f"{rates.node_us:.2f} us/graph op" if rates.node_us else f"{rates.layer_us:.1f} us/layer"
     rows = f" + {rates.row_ns:.2f} ns/weight row" if rates.row_ns else ""
     read = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.read_gbs)
-    moved = [f"{low:.2f}-{high:.2f} us/graph op" for low, high in [rates.node_us_range] if rates.node_us_range]
-    moved += [f"Q8_0 read {low:.1f}-{high:.1f} GB/s" for low, high in [rates.read_gbs_range] if rates.read_gbs_range]
-    moved += [f"cached {low:.1f}-{high:.1f} GB/s" for low, high in [rates.cached_read_gbs_range]
-              if rates.cached_read_gbs_range]
+    moved = [f"{label}{span[0]:{digits}}-{span[1]:{digits}}{unit}" for label, span, digits, unit in (
+        ("", rates.node_us_range, ".2f", " us/graph op"), ("Q8_0 read ", rates.read_gbs_range, ".1f", " GB/s"),
+        ("cached ", rates.cached_read_gbs_range, ".1f", " GB/s")) if span]
     return (f"decode {rates.token_us:.0f} us/token + {fixed}{rows}, read GB/s {read}"
             + (f" (between the probe's passes: {', '.join(moved)})" if moved else ""))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
@@ -57,14 +58,10 @@ class SpeedModel:
             return read / (self.bandwidth_gbs * 1e9) / self.decode_factor
         rates = self.rates
         seconds = decode_token_seconds(self.costs, rates.token_us, rates.layer_us, rates.node_us)
-        # Weights that fit the last-level cache are read from it, token after token.
-        # A probed cached rate below the memory rate is the probe's fixed costs, not the cache: never slower.
-        in_cache = self.costs.decode_bytes_total <= rates.cache_mb * 1e6
-        cached = dict(rates.cached_read_gbs) if in_cache else {}
-        if not in_cache:  # the cost per row was fitted on weights streamed from memory (device_probe._solve)
+        if self.costs.decode_bytes_total > rates.cache_mb * 1e6:
+            # the cost per row was fitted on weights streamed from memory (device_probe._solve)
             seconds += self.costs.decode_rows * rates.row_ns / 1e9
-        seconds += sum(n / (max(cached.get(kind, 0.0), type_rate(rates.read_gbs, kind)[0]) * 1e9)
-                       for kind, n in self.costs.decode_bytes)
+        seconds += weights_read_seconds(rates, self.costs.decode_bytes)
         # Attention computes over the cached K and V; once weights and cache outgrow the last-level
         # cache it also waits for the cache's bytes from memory.
         cells = attended_cells(position + 1, self.kv_size)
@@ -102,6 +99,14 @@ class SpeedModel:
     def prefill_tps(self, n_prompt: int, depth: int = 0) -> float | None:
         seconds = self.prefill_seconds(n_prompt, depth)
         return n_prompt / seconds if seconds else None
+
+
+def weights_read_seconds(rates: ThreadRates, reads: Sequence[tuple[str, int]]) -> float:
+    """Seconds to read these weight bytes (by type) once: weights that fit the last-level cache are read
+    from it, token after token. A probed cached rate below the memory rate is the probe's fixed costs,
+    not the cache: never slower."""
+    cached = dict(rates.cached_read_gbs) if sum(n for _, n in reads) <= rates.cache_mb * 1e6 else {}
+    return sum(n / (max(cached.get(kind, 0.0), type_rate(rates.read_gbs, kind)[0]) * 1e9) for kind, n in reads)
 
 
 def measured_band(speed: SpeedModel) -> tuple[tuple[float, float], str]:

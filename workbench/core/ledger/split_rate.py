@@ -12,7 +12,7 @@ from workbench.core.ledger.speed import (
     device_threads,
     layer_fixed_us,
     speed_model,
-    type_rate,
+    weights_read_seconds,
 )
 from workbench.core.ledger.speed_costs import ModelCosts, decode_bytes_by_layer
 from workbench.core.ledger.split_types import (
@@ -48,8 +48,7 @@ def _device_term(model: ModelInfo, preset: Preset, costs: ModelCosts, by_layer: 
         runs_graph = is_host or ledger.layers or ledger.holds_output
         layer_us = layer_fixed_us(costs, rates.layer_us, rates.node_us)
         seconds = ((rates.token_us if runs_graph else 0.0) + len(ledger.layers) * layer_us) / 1e6
-        cached = dict(rates.cached_read_gbs) if total <= rates.cache_mb * 1e6 else {}
-        seconds += sum(n / ((cached.get(kind) or type_rate(rates.read_gbs, kind)[0]) * 1e9) for kind, n in reads.items())
+        seconds += weights_read_seconds(rates, tuple(reads.items()))
         if rates.attn_gflops:
             seconds += costs.attn_flops(cells) * share / (rates.attn_gflops * 1e9)
         if rates.kv_read_gbs and total + kv > rates.cache_mb * 1e6:
