@@ -126,6 +126,7 @@ async def test_speed_panel_shows_the_prediction_beside_the_measured_rates():
         panel.view = SpeedView(bound_tps=500.0, prediction=dataclasses.replace(measured, method="bound"))
         await pilot.pause()
         assert "predicted: bound only" in rendered(panel.query_one("#speed-turns"))
+        assert "`workbench devices probe` measures this machine" in " ".join(rendered(panel.query_one("#speed-turns")).split())
 
 
 async def test_thermal_panel_values_sparklines_and_missing_sensors():

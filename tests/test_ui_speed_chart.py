@@ -60,13 +60,13 @@ def test_a_rate_is_drawn_at_the_height_its_axis_gives_it(rows):
 
 def test_a_bound_within_reach_is_on_the_scale_and_drawn_as_a_line():
     lines = draw_rate_chart([[(0.5, 40.0), (1.0, 42.0)]], 55.0, 40, 10, COLOURS).plain.split("\n")
-    assert "bound 55" in lines[0] and "above" not in lines[0]
+    assert "bound 55" in lines[0] and "above" not in lines[0] and "predicted" not in lines[0]
     assert axis(lines)[0][1] >= 55
     assert any("╌" in line for line in lines)
 
 
 async def chart_after_an_answer(size):
-    app = make_app(device="jetson-orin-nano-8gb", token_batch_interval_s=0)
+    app = make_app(device="raspberry-pi-5-8gb", token_batch_interval_s=0)  # published CPU figures: a prediction
     pilot_context = app.run_test(size=size)
     pilot = await pilot_context.__aenter__()
     screen = pilot.app.main_screen
@@ -95,6 +95,10 @@ async def test_the_chart_has_real_height_at_every_size(size, least_rows):
         (top_row, top_value), (zero_row, _) = ticks[0], ticks[-1]
         expected = 40.0 / top_value * (zero_row - top_row)
         assert abs(bar_height(lines, 5) - expected) <= 1 / 16 + 1e-9
+        # the prediction stands in the chart's title, in sight where the lines below the chart have no room
+        prediction = chart.parent.view.prediction
+        assert prediction.method == "published"
+        assert re.search(rf"predicted {prediction.decode_tps_empty:,.0f}( on raspberry-pi-5-8gb)?, bound \d", lines[0])
     finally:
         await context.__aexit__(None, None, None)
 
@@ -118,3 +122,16 @@ def test_ticks_of_a_fractional_step_keep_their_decimals():
     lines = draw_rate_chart([[(0.5, 14.0), (1.0, 13.0)]], 0.0, 40, 16, COLOURS).plain.split("\n")
     values = [value for _, value in axis(lines)]
     assert values == [15.0, 12.5, 10.0, 7.5, 5.0, 2.5, 0.0]  # 14 tok/s under six even steps of 2.5
+
+
+def test_the_title_keeps_both_numbers_and_drops_words_as_the_chart_narrows():
+    def title(width):
+        return draw_rate_chart([[(0.5, 40.0)]], 550.0, width, 8, COLOURS, predicted=101.4,
+                               board="raspberry-pi-5-8gb").plain.split("\n")[0].rstrip()
+
+    assert title(120) == ("decode tok/s, this answer — predicted 101 on raspberry-pi-5-8gb, "
+                          "bound 550 (above the chart)")
+    assert title(80) == "decode tok/s — predicted 101 on raspberry-pi-5-8gb, bound 550 (above the chart)"
+    assert title(60) == "decode tok/s — predicted 101, bound 550 (above the chart)"
+    assert title(44) == "decode tok/s — predicted 101, bound 550"
+    assert title(20) == "decode tok/s — predi"  # nothing fits: the shortest, cropped

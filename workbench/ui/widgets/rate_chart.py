@@ -63,17 +63,30 @@ def column_values(points: list[tuple[float, float]], columns: int, x_max: float)
     return values
 
 
+def chart_title(shown: str, predicted: float, board: str, bound: float, bound_in_scale: bool, width: int) -> str:
+    """The most of "decode tok/s, <shown> — predicted <rate> on <board>, bound <rate> (above the chart)" that
+    fits `width`: the answers shown go first, then the board's name, then where the bound is; the numbers stay."""
+    predicted_texts = [f"predicted {predicted:,.0f}" + (f" on {board}" if board else ""), f"predicted {predicted:,.0f}"]
+    bound_texts = [f"bound {bound:,.0f}" + ("" if bound_in_scale else " (above the chart)"), f"bound {bound:,.0f}"]
+    titles = []
+    for with_shown, with_board, with_where in ((1, 1, 1), (0, 1, 1), (0, 0, 1), (0, 0, 0)):
+        marks = ([predicted_texts[1 - with_board]] if predicted > 0 else []) + (
+            [bound_texts[1 - with_where]] if bound > 0 else [])
+        titles.append("decode tok/s" + (f", {shown}" if with_shown else "") + (" — " + ", ".join(marks) if marks else ""))
+    return next((title for title in titles if len(title) <= width), titles[-1][:width])
+
+
 def draw_rate_chart(series: list[list[tuple[float, float]]], bound: float, width: int, height: int,
-                    colours: ChartColours) -> Text:
-    """`series`: per answer, (seconds since its first token, tok/s); the last is the latest. Fills width x height."""
+                    colours: ChartColours, predicted: float = 0.0, board: str = "") -> Text:
+    """`series`: per answer, (seconds since its first token, tok/s); the last is the latest. Fills width x height.
+    The title carries the predicted rate (`board`'s, where one is simulated): the panel's lines below the chart
+    may have no room."""
     drawn = [points for points in series if points]
     peak = max((rate for points in drawn for _, rate in points), default=0.0)
     bound_in_scale = bound > 0 and (peak == 0 or bound <= BOUND_SHOWN_UP_TO * peak)
     high = max(peak, bound if bound_in_scale else 0.0) or 10.0
     shown = f"last {len(series)} answers" if len(series) > 1 else "this answer"
-    title = f"decode tok/s, {shown}"
-    if bound > 0:
-        title += f" — bound {bound:,.0f}" + ("" if bound_in_scale else " (above the chart)")
+    title = chart_title(shown, predicted, board, bound, bound_in_scale, width)
     with_title = height >= 5
     room = max(1, height - 1 - (1 if with_title else 0))  # the last line is the time axis
     # rows that split into few even steps (13 rows: one; 14: two) leave a row or two blank above the scale
@@ -92,7 +105,7 @@ def draw_rate_chart(series: list[list[tuple[float, float]]], bound: float, width
     bound_row = rows - 1 - min(rows - 1, int(bound / top * rows)) if bound_in_scale else -1
     out = Text(no_wrap=True, overflow="crop")
     if with_title:
-        out.append(title[:width].ljust(width) + "\n", style=text_style)
+        out.append(title.ljust(width) + "\n", style=text_style)
     for _ in range(room - rows):
         out.append(" " * label_width + "│" + " " * columns + "\n", style=text_style)
     for row in range(rows):

@@ -58,7 +58,9 @@ def predicted_line(prediction: SpeedPrediction | None, board: str = "") -> str:
     if prediction is None:
         return f"{where}: no ledger yet"
     if prediction.method == "bound":
-        return f"{where}: bound only (no measured or published figures)"
+        why = ("its profile has no published figures" if board
+               else "no measured or published figures: `workbench devices probe` measures this machine")
+        return f"{where}: bound only ({why})"
     decode = number_or_na(prediction.decode_tps_empty or 0.0)
     prefill = number_or_na(prediction.prefill_tps or 0.0)
     return (f"{where}: decode {decode}, prefill {prefill} tok/s ({prediction.method}, "
@@ -191,7 +193,10 @@ class SpeedPanel(Vertical):
         colours = ChartColours(latest=decode.hex, earlier=decode.blend(surface, 0.55).hex,
                                bound=Color.parse(theme_colour(self.app, "chart-bound")).hex,
                                text=Color.parse(self.app.theme_variables.get("foreground", "#ffffff")).hex)
-        chart.show(draw_rate_chart(self.series, self.bound_tps, width, height, colours), (width, height))
+        prediction = self.view.prediction
+        predicted = (prediction.decode_tps_empty or 0.0) if prediction and prediction.method != "bound" else 0.0
+        chart.show(draw_rate_chart(self.series, self.bound_tps, width, height, colours, predicted, self.view.board),
+                   (width, height))
 
     def _turn_table(self) -> Group | Text:
         if not self.turns:
