@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.core.ledger.graph_alloc import Tensor
-from workbench.core.ledger.graph_build import F16, F32, I32, I64, Graph
+from workbench.core.ledger.graph_build import F16, I32, I64, Graph
 from workbench.core.ledger.graph_layers import (
     Inputs,
     Route,
