@@ -218,6 +218,37 @@ def test_weights_the_cache_holds_are_read_at_the_cached_rate_never_below_the_mem
     assert decode_s(4.0) == pytest.approx(120e-6 + costs.decode_bytes_total / 10e9)
 
 
+def test_weights_over_half_the_cache_are_predicted_from_memory_with_the_cache_as_the_band_s_high_end(tmp_path: Path):
+    info = _tiny(tmp_path)
+    costs = model_costs(info)
+    total, rows = costs.decode_bytes_total, costs.decode_rows
+    assert rows > 0
+    rates = replace(RATES, threads=2, row_ns=5.0, cached_read_gbs=(("Q8_0", 40.0),))
+
+    def predicted(cache_mb: float):
+        device = DeviceProfile(name="b", ram_total_mb=4096, mem_bandwidth_gbs=20,
+                               thread_rates=(replace(rates, cache_mb=cache_mb),))
+        return predict_speed(info, Preset(name="p", threads=2), device, n_ctx=256)
+
+    q8 = dict(costs.decode_bytes)["Q8_0"]
+    fixed_s = 120e-6  # 100 us a token + 2 layers x 10 us
+    from_cache_s = fixed_s + q8 / 40e9 + (total - q8) / 10e9
+    from_memory_s = fixed_s + rows * 5e-9 + total / 10e9
+    # A cache of three times the weights holds them: the cached rate, no cost per row, the band as measured.
+    roomy = predicted(3 * total / 1e6)
+    assert 1 / roomy.decode_tps_empty == pytest.approx(from_cache_s) and roomy.band == (0.85, 1.15)
+    assert "last-level cache (under 50% of it) at Q8_0 40.0 GB/s" in roomy.basis and "weight rows" not in roomy.basis
+    # Weights that fill two thirds of the cache: predicted from memory; read from the cache is the high end.
+    tight = predicted(1.5 * total / 1e6)
+    assert 1 / tight.decode_tps_empty == pytest.approx(from_memory_s)
+    assert tight.band[1] == pytest.approx(1.15 * from_memory_s / from_cache_s) and tight.band[0] == 0.85
+    assert f"{rows:,} weight rows x 5.00 ns" in tight.basis
+    assert "widened by the weights" in tight.basis and "predicted from memory: they fill over 50% of it" in tight.basis
+    # Weights the cache cannot hold: memory, and the band as measured.
+    small = predicted(0.5 * total / 1e6)
+    assert 1 / small.decode_tps_empty == pytest.approx(from_memory_s) and small.band == (0.85, 1.15)
+
+
 def test_other_thread_count_uses_the_nearest_below_and_says_so(tmp_path: Path):
     device = DeviceProfile(name="b", ram_total_mb=4096, thread_rates=(RATES, replace(RATES, threads=4)))
     _, basis = speed_model(_tiny(tmp_path), Preset(name="p", threads=3), device)

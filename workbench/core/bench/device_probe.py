@@ -29,6 +29,7 @@ from workbench.core.engine.measured import RatesMeasured
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.speed import (
     attended_cells,
+    cache_holds,
     decode_token_seconds,
     prefill_attention_seconds,
     prefill_token_seconds,
@@ -143,8 +144,8 @@ def _attention(deep: tuple[ProbeRun, ProbeRun], cache_mb: float) -> tuple[float,
         extra = at_depth.prefill_seconds - flat.prefill_seconds
         if extra > 0 and head_cells > 0:
             points.append((round(costs.score_mb(n, DEPTH + n), 3), round(extra / head_cells * 1e9, 4)))
-    small_cached = small.costs.decode_bytes_total + small.costs.kv_bytes(DEEP_CELLS) <= cache_mb * 1e6
-    wide_cached = wide.costs.decode_bytes_total + wide.costs.kv_bytes(DEEP_CELLS) <= cache_mb * 1e6
+    small_cached = cache_holds(cache_mb, small.costs.decode_bytes_total + small.costs.kv_bytes(DEEP_CELLS))
+    wide_cached = cache_holds(cache_mb, wide.costs.decode_bytes_total + wide.costs.kv_bytes(DEEP_CELLS))
     if small_cached and not wide_cached:
         (flops_s, _, extra_s), (flops_w, bytes_w, extra_w) = rows
         per_flop = max(0.0, extra_s / flops_s)
@@ -172,7 +173,7 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
 
     def decode_attention(costs: ModelCosts, position: float) -> float:
         kv_bytes = costs.kv_bytes(position)
-        from_memory = costs.decode_bytes_total + kv_bytes > cache_mb * 1e6
+        from_memory = not cache_holds(cache_mb, costs.decode_bytes_total + kv_bytes)
         return costs.attn_flops(position) * decode_flop + (kv_bytes * per_byte if from_memory else 0.0)
 
     def prefill_attention(costs: ModelCosts, n: int) -> float:
@@ -182,7 +183,7 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
     read_s_per_byte = flop_s = row_s = 0.0
     q8_read = dict(reads).get("Q8_0")
     def row_cost(costs: ModelCosts) -> float:  # rows cost apart from their bytes when streamed from memory
-        return costs.decode_rows * row_s if costs.decode_bytes_total > cache_mb * 1e6 else 0.0
+        return 0.0 if cache_holds(cache_mb, costs.decode_bytes_total) else costs.decode_rows * row_s
 
     for _ in range(4):  # each pass refines that rate; the fixed costs settle within 0.1% by the fourth
         (small, deep) = fixed
@@ -289,9 +290,9 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
             if model.name not in costs_of:  # a model's later pass loads the file of its first
                 costs_of[model.name] = model_costs(read_gguf(write_probe_model(path, model)))
             costs = costs_of[model.name]
-            if model is CACHED_MODEL and costs.decode_bytes_total * 2 > cache_mb * 1e6:
+            if model is CACHED_MODEL and not cache_holds(cache_mb, costs.decode_bytes_total):
                 path.unlink()
-                continue  # no cache that holds it twice over: every model reads from memory here
+                continue  # no cache that holds it (speed.cache_holds): every model reads from memory here
             decode_only = model in reads or model is rows
             if model in reads:
                 read_mb = min(read_mb or math.inf, costs.decode_bytes_total / 1e6)

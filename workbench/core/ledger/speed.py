@@ -18,6 +18,12 @@ PROMPT_TOKENS = 512  # llama-bench's pp512: the prompt the prefill and TTFT figu
 UBATCH = 512  # llama.cpp's default ubatch: the queries one graph attends with at once
 KV_PAD = 256  # llama.cpp 0c1e570 pads the KV view a token attends over to this many cells
 MEASURED_BAND = (0.85, 1.15)  # what benchmarks/speed_prediction.py holds the measured model to
+# The share of the last-level cache a model's weights can count on keeping there from token to token: the
+# cache also holds the KV, the activations and whatever else runs (in a VM, other tenants). Here (32 MiB
+# L3, 2 threads) tiny models of 7 and 12 MB decoded at the cached read rate, one of 19.5 MB at the memory
+# rate, 2x slower than the cached rate predicted. Weights between this share and the whole cache are
+# predicted from memory; the cached rate is the band's high end.
+CACHE_SHARE = 0.5
 # Published figures come from models of 1-4 GB: a smaller model sits further below them (fixed
 # costs per token: RK3588 runs are 2.2x off the bound at 3.8B, 3.5x at 0.6B), a larger one a bit above.
 PUBLISHED_BAND = (0.4, 1.3)
@@ -49,8 +55,9 @@ class SpeedModel:
     prefill_factor: float = 1.0
     kv_size: int = 0  # the KV cache's cells (the context padded as llama.cpp pads it); 0 = unknown
 
-    def decode_seconds(self, position: float) -> float | None:
-        """Seconds for one decoded token with `position` tokens already in the context."""
+    def decode_seconds(self, position: float, from_cache: bool | None = None) -> float | None:
+        """Seconds for one decoded token with `position` tokens already in the context; `from_cache` True
+        or False reads the weights and KV from the last-level cache or from memory, None as they fit it."""
         if self.rates is None:
             if self.bandwidth_gbs <= 0 or self.costs.decode_bytes_total <= 0:
                 return None
@@ -58,17 +65,19 @@ class SpeedModel:
             return read / (self.bandwidth_gbs * 1e9) / self.decode_factor
         rates = self.rates
         seconds = decode_token_seconds(self.costs, rates.token_us, rates.layer_us, rates.node_us)
-        if self.costs.decode_bytes_total > rates.cache_mb * 1e6:
+        cached = cache_holds(rates.cache_mb, self.costs.decode_bytes_total) if from_cache is None else from_cache
+        if not cached:
             # the cost per row was fitted on weights streamed from memory (device_probe._solve)
             seconds += self.costs.decode_rows * rates.row_ns / 1e9
-        seconds += weights_read_seconds(rates, self.costs.decode_bytes)
+        seconds += weights_read_seconds(rates, self.costs.decode_bytes, cached)
         # Attention computes over the cached K and V; once weights and cache outgrow the last-level
         # cache it also waits for the cache's bytes from memory.
         cells = attended_cells(position + 1, self.kv_size)
         if rates.attn_gflops:
             seconds += self.costs.attn_flops(cells) / (rates.attn_gflops * 1e9)
         kv_bytes = self.costs.kv_bytes(cells)
-        if rates.kv_read_gbs and self.costs.decode_bytes_total + kv_bytes > rates.cache_mb * 1e6:
+        kv_cached = cache_holds(rates.cache_mb, self.costs.decode_bytes_total + kv_bytes) if from_cache is None else from_cache
+        if rates.kv_read_gbs and not kv_cached:
             seconds += kv_bytes / (rates.kv_read_gbs * 1e9)
         return seconds / self.decode_factor
 
@@ -101,41 +110,59 @@ class SpeedModel:
         return n_prompt / seconds if seconds else None
 
 
-def weights_read_seconds(rates: ThreadRates, reads: Sequence[tuple[str, int]]) -> float:
-    """Seconds to read these weight bytes (by type) once: weights that fit the last-level cache are read
-    from it, token after token. A probed cached rate below the memory rate is the probe's fixed costs,
-    not the cache: never slower."""
-    cached = dict(rates.cached_read_gbs) if sum(n for _, n in reads) <= rates.cache_mb * 1e6 else {}
+def cache_holds(cache_mb: float, n_bytes: float) -> bool:
+    """Whether bytes read every token stay in a last-level cache of `cache_mb` between tokens (CACHE_SHARE of it)."""
+    return n_bytes <= CACHE_SHARE * cache_mb * 1e6
+
+
+def weights_read_seconds(rates: ThreadRates, reads: Sequence[tuple[str, int]], from_cache: bool | None = None) -> float:
+    """Seconds to read these weight bytes (by type) once: weights the cache holds (cache_holds, or as
+    `from_cache` says) are read from it, token after token. A probed cached rate below the memory rate is the
+    probe's fixed costs, not the cache: never slower."""
+    held = cache_holds(rates.cache_mb, sum(n for _, n in reads)) if from_cache is None else from_cache
+    cached = dict(rates.cached_read_gbs) if held else {}
     return sum(n / (max(cached.get(kind, 0.0), type_rate(rates.read_gbs, kind)[0]) * 1e9) for kind, n in reads)
 
 
 def measured_band(speed: SpeedModel) -> tuple[tuple[float, float], str]:
-    """MEASURED_BAND, widened by what the probe saw move between its passes at this thread count: decode with
-    the highest cost per op and the lowest read rates sets the low end, the reverse the high end."""
+    """MEASURED_BAND, widened by what the probe saw move between its passes at this thread count (decode with
+    the highest cost per op and the lowest read rates sets the low end, the reverse the high end) and, for
+    weights over the cache's share that the whole cache could hold, by them read from it (the high end)."""
     rates = speed.rates
-    if rates is None or not (rates.node_us_range or rates.read_gbs_range or rates.cached_read_gbs_range):
+    seconds = speed.decode_seconds(0) if rates is not None else None
+    if rates is None or not seconds:
         return MEASURED_BAND, ""
-    read, cached = type_rate(rates.read_gbs, "Q8_0")[0], dict(rates.cached_read_gbs).get("Q8_0", 0.0)
-    node_range = rates.node_us_range or (rates.node_us, rates.node_us)
-    read_range = rates.read_gbs_range or (read, read)
-    cached_range = rates.cached_read_gbs_range or (cached, cached)
+    slow = fast = seconds
+    widened = []
+    if rates.node_us_range or rates.read_gbs_range or rates.cached_read_gbs_range:
+        read, cached = type_rate(rates.read_gbs, "Q8_0")[0], dict(rates.cached_read_gbs).get("Q8_0", 0.0)
+        node_range = rates.node_us_range or (rates.node_us, rates.node_us)
+        read_range = rates.read_gbs_range or (read, read)
+        cached_range = rates.cached_read_gbs_range or (cached, cached)
 
-    def decode_seconds(end: int) -> float | None:
-        """Decode with every figure at the slow (0) or fast (1) end of its range."""
-        node_us = node_range[1 - end]
-        scale, cached_scale = read_range[end] / read, (cached_range[end] / cached if cached else 1.0)
-        moved = replace(rates, node_us=node_us, read_gbs=tuple((k, gbs * scale) for k, gbs in rates.read_gbs),
-                        cached_read_gbs=tuple((k, gbs * cached_scale) for k, gbs in rates.cached_read_gbs))
-        return replace(speed, rates=moved).decode_seconds(0)
+        def decode_seconds(end: int) -> float | None:
+            """Decode with every figure at the slow (0) or fast (1) end of its range."""
+            node_us = node_range[1 - end]
+            scale, cached_scale = read_range[end] / read, (cached_range[end] / cached if cached else 1.0)
+            moved = replace(rates, node_us=node_us, read_gbs=tuple((k, gbs * scale) for k, gbs in rates.read_gbs),
+                            cached_read_gbs=tuple((k, gbs * cached_scale) for k, gbs in rates.cached_read_gbs))
+            return replace(speed, rates=moved).decode_seconds(0)
 
-    seconds, slow, fast = speed.decode_seconds(0), decode_seconds(0), decode_seconds(1)
-    if not (seconds and slow and fast):
+        slow, fast = decode_seconds(0) or seconds, decode_seconds(1) or seconds
+        cached_text = (f", cached at {cached_range[0]:.1f}-{cached_range[1]:.1f} GB/s"
+                       if rates.cached_read_gbs_range else "")
+        widened.append(f"what moved between the probe's passes at {_threads(rates.threads)}: {node_range[0]:.2f}-"
+                       f"{node_range[1]:.2f} us per graph op, Q8_0 read at {read_range[0]:.1f}-{read_range[1]:.1f} "
+                       f"GB/s{cached_text}")
+    weights = speed.costs.decode_bytes_total
+    if not cache_holds(rates.cache_mb, weights) and weights <= rates.cache_mb * 1e6:
+        fast = min(fast, speed.decode_seconds(0, from_cache=True) or fast)
+        widened.append(f"the weights, {weights / 1e6:.1f} MB, read from the {rates.cache_mb:.1f} MB last-level cache "
+                       f"(predicted from memory: they fill over {CACHE_SHARE:.0%} of it)")
+    if not widened:
         return MEASURED_BAND, ""
     band = (MEASURED_BAND[0] * min(1.0, seconds / slow), MEASURED_BAND[1] * max(1.0, seconds / fast))
-    cached_text = f", cached at {cached_range[0]:.1f}-{cached_range[1]:.1f} GB/s" if rates.cached_read_gbs_range else ""
-    return band, (f"; band x{MEASURED_BAND[0]:.2f}-x{MEASURED_BAND[1]:.2f} widened by what moved between the probe's "
-                  f"passes at {_threads(rates.threads)}: {node_range[0]:.2f}-{node_range[1]:.2f} us per graph op, "
-                  f"Q8_0 read at {read_range[0]:.1f}-{read_range[1]:.1f} GB/s{cached_text}")
+    return band, f"; band x{MEASURED_BAND[0]:.2f}-x{MEASURED_BAND[1]:.2f} widened by " + " and by ".join(widened)
 
 
 def attended_cells(used: float, kv_size: int = 0) -> float:
@@ -263,13 +290,18 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
         method = "measured"
         read = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.read_gbs)
         flops = ", ".join(f"{kind} {gflops:.0f}" for kind, gflops in rates.prefill_gflops)
-        rows = f"{costs.decode_rows:,} weight rows x {rates.row_ns:.2f} ns + " if rates.row_ns else ""
+        held = cache_holds(rates.cache_mb, costs.decode_bytes_total)
+        rows = f"{costs.decode_rows:,} weight rows x {rates.row_ns:.2f} ns + " if rates.row_ns and not held else ""
+        cached = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.cached_read_gbs)
+        where = (f"from the {rates.cache_mb:.1f} MB last-level cache (under {CACHE_SHARE:.0%} of it) at {cached} GB/s, "
+                 f"other types " if held and cached else "")
         elementwise = (f" + {costs.prefill_elements:,} elementwise elements x {rates.prefill_element_ns:.3f} ns a token"
                        if rates.prefill_element_ns and costs.prefill_elements else "")
         fixed = (f"{costs.graph_nodes:,} graph ops x {rates.node_us:.2f} us" if rates.node_us and costs.graph_nodes
                  else f"{costs.n_layer} layers x {rates.layer_us:.1f} us")
         basis = (f"measured: {rates.token_us:.0f} us per token + {fixed} + "
-                 f"{rows}{read_mb:.1f} MiB read at {read} GB/s effective of {device.mem_bandwidth_gbs:g} GB/s; prefill "
+                 f"{rows}{read_mb:.1f} MiB read {where}at {read} GB/s effective of "
+                 f"{device.mem_bandwidth_gbs:g} GB/s; prefill "
                  f"compute-bound at {flops or 'unmeasured'} GFLOP/s{elementwise}; {_threads(threads)}, {backend}{rates_note}; "
                  f"source: {_note(device, 'speed')}")
         bandwidth, gflops = 0.0, None

@@ -9,6 +9,7 @@ from workbench.core.config.preset import DeviceProfile, Preset
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.speed import (
     attended_cells,
+    cache_holds,
     device_threads,
     layer_fixed_us,
     speed_model,
@@ -51,7 +52,7 @@ def _device_term(model: ModelInfo, preset: Preset, costs: ModelCosts, by_layer: 
         seconds += weights_read_seconds(rates, tuple(reads.items()))
         if rates.attn_gflops:
             seconds += costs.attn_flops(cells) * share / (rates.attn_gflops * 1e9)
-        if rates.kv_read_gbs and total + kv > rates.cache_mb * 1e6:
+        if rates.kv_read_gbs and not cache_holds(rates.cache_mb, total + kv):
             seconds += kv / (rates.kv_read_gbs * 1e9)
         return seconds, (f"{held}; {rates.token_us if runs_graph else 0:.0f} us fixed + {layer_us:.1f} us a layer, "
                          f"measured rates of {profile.name} at {rates.threads} threads")
