@@ -58,7 +58,7 @@ def predicted_line(prediction: SpeedPrediction | None, board: str = "") -> str:
     if prediction is None:
         return f"{where}: no ledger yet"
     if prediction.method == "bound":
-        why = ("its profile has no published figures" if board
+        why = (f"no published figures for {prediction.backend} on it" if board
                else "no measured or published figures: `workbench devices probe` measures this machine")
         return f"{where}: bound only ({why})"
     decode = number_or_na(prediction.decode_tps_empty or 0.0)
