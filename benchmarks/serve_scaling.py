@@ -7,7 +7,10 @@ In one run, on the same model, preset and threads:
   were decoding (after the latest first token, up to the earliest last one) / that span.
 - bare llama.cpp's batched decode of the same sequences: a llama_decode loop in this process, as
   llama.cpp's batched-bench does it (a prompt per sequence, then one batch of N tokens per step,
-  no sampling), on a context made like the server's. The clients' aggregate / this is the
+  no sampling), on a context made like the server's. Its prompt is the server's: the clients'
+  message through the model's chat template (workbench's ChatTemplate, as the server renders it),
+  checked against the prompt tokens the server reports in each answer's usage, so both attend over
+  the same cells. The clients' aggregate / this is the
   target (>= 0.9): what the server, its scheduler and HTTP cost against llama.cpp alone. It runs
   seconds apart from the server, so a neighbour on this 2-core machine moves it between rounds.
 - beside it, not instead: llama.cpp's time inside the server, over the same seconds. The
@@ -68,18 +71,38 @@ def _make_quiet():
 _QUIET = None
 
 
-def reference_tps(model_path: str, n_seq: int, steps: int, threads: int, ctx: int, slots: int) -> float:
-    """llama.cpp decoding n_seq sequences together for `steps` steps: tokens / llama.cpp's eval time.
+def _silence_llama() -> None:
+    import llama_cpp
+
+    global _QUIET
+    _QUIET = _QUIET or _make_quiet()  # kept referenced: llama.cpp calls it later
+    llama_cpp.llama_log_set(_QUIET, None)
+
+
+def served_prompt(model_path: str) -> list[int]:
+    """The prompt tokens the server decodes for the clients' message: the model's chat template, as the
+    server's engine renders and tokenizes it."""
+    import llama_cpp
+
+    from workbench.core.engine.chat_template import ChatTemplate
+    from workbench.core.engine.events import ChatMessage
+
+    _silence_llama()
+    vocab = llama_cpp.Llama(model_path, vocab_only=True, verbose=False)
+    return ChatTemplate(vocab, "", Path(model_path).name).tokenize([ChatMessage("user", PROMPT)])
+
+
+def reference_tps(model_path: str, prompt: list[int], n_seq: int, steps: int, threads: int, ctx: int,
+                  slots: int) -> float:
+    """llama.cpp decoding n_seq sequences of `prompt` together for `steps` steps: tokens / llama.cpp's eval time.
 
     Its context is the server's: the same cells, `slots` sequences in one unified cache, and the
     preset's flash attention (off); only the number of sequences decoding differs.
     """
     import llama_cpp
 
-    global _QUIET
-    _QUIET = _QUIET or _make_quiet()  # kept referenced: llama.cpp calls it later
     llama_cpp.llama_backend_init()
-    llama_cpp.llama_log_set(_QUIET, None)
+    _silence_llama()
     model_params = llama_cpp.llama_model_default_params()
     model = llama_cpp.llama_model_load_from_file(model_path.encode(), model_params)
     params = llama_cpp.llama_context_default_params()
@@ -90,10 +113,7 @@ def reference_tps(model_path: str, n_seq: int, steps: int, threads: int, ctx: in
     params.no_perf = False  # llama.cpp's default context keeps no timings
     ctx_p = llama_cpp.llama_init_from_model(model, params)
     try:
-        vocab = llama_cpp.llama_model_get_vocab(model)
-        text = PROMPT.encode()
-        tokens = (llama_cpp.llama_token * 256)()
-        n_prompt = llama_cpp.llama_tokenize(vocab, text, len(text), tokens, 256, True, True)
+        tokens, n_prompt = prompt, len(prompt)
         batch = llama_cpp.llama_batch_init(512, 0, 1)
         try:
             def decode(entries):
@@ -139,15 +159,15 @@ def client_run(url: str, tokens: int, results: list, barrier: threading.Barrier)
     barrier.wait()
     sent = time.monotonic()
     stamps = []
-    usage = None
+    usage = prompt_tokens = None
     stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": PROMPT}], max_tokens=tokens,
                                             temperature=0.8, stream=True, stream_options={"include_usage": True})
     for chunk in stream:
         if chunk.usage is not None:
-            usage = chunk.usage.completion_tokens
+            usage, prompt_tokens = chunk.usage.completion_tokens, chunk.usage.prompt_tokens
         if chunk.choices and chunk.choices[0].delta.content:
             stamps.append(time.monotonic())
-    results.append((sent, stamps, usage or len(stamps)))
+    results.append((sent, stamps, usage or len(stamps), prompt_tokens))
 
 
 def decode_steps(url: str, sequences: int) -> tuple[float, float]:
@@ -174,7 +194,7 @@ def wait_for_booked_steps(url: str, sequences: int, before: tuple[float, float],
         time.sleep(0.05)
 
 
-def server_level(url: str, clients: int, tokens: int) -> tuple[float, float, float]:
+def server_level(url: str, clients: int, tokens: int, prompt: list[int]) -> tuple[float, float, float]:
     """(aggregate decode tok/s, slowest TTFT, llama.cpp's tok/s in the server's N-sequence steps)."""
     before = decode_steps(url, clients)
     results: list = []
@@ -184,7 +204,11 @@ def server_level(url: str, clients: int, tokens: int) -> tuple[float, float, flo
         thread.start()
     for thread in threads:
         thread.join()
-    answered = [(sent, stamps) for sent, stamps, _n in results if len(stamps) > 1]
+    served = {prompt_tokens for *_rest, prompt_tokens in results}
+    if served != {len(prompt)}:
+        raise SystemExit(f"the server decoded prompts of {sorted(served, key=str)} tokens, the bare loop's has "
+                         f"{len(prompt)}: not the same sequences")
+    answered = [(sent, stamps) for sent, stamps, _n, _p in results if len(stamps) > 1]
     if len(answered) < clients:
         raise SystemExit(f"{clients - len(answered)} of {clients} clients got fewer than 2 tokens: no rate to measure")
     start = max(stamps[0] for _sent, stamps in answered)  # from here all `clients` decode together ...
@@ -210,6 +234,7 @@ def main() -> int:
     model_path = str(resolve_model(args.model))
     slots = max(levels)
     ctx = 256 * slots  # every slot holds the prompt and the answer
+    prompt = served_prompt(model_path)
     with tempfile.TemporaryDirectory() as folder:
         preset_path = Path(folder) / "serve-scaling.toml"
         preset_path.write_text(PRESET.format(ctx=ctx, threads=args.threads))
@@ -219,14 +244,15 @@ def main() -> int:
             for _ in range(args.rounds):
                 measured = {}
                 for level in levels:
-                    served = server_level(url, level, args.tokens)
-                    measured[level] = (*served, reference_tps(model_path, level, args.tokens, args.threads, ctx, slots))
+                    served = server_level(url, level, args.tokens, prompt)
+                    measured[level] = (*served, reference_tps(model_path, prompt, level, args.tokens, args.threads,
+                                                              ctx, slots))
                 rounds.append(measured)
         finally:
             process.send_signal(signal.SIGINT)
             process.wait(60)
-    print(f"model {Path(model_path).name}, {args.threads} thread(s), {args.tokens} tokens per answer, "
-          f"{args.rounds} rounds (medians)")
+    print(f"model {Path(model_path).name}, {args.threads} thread(s), a prompt of {len(prompt)} tokens (the server's, "
+          f"as each answer's usage reported) and {args.tokens} tokens per answer, {args.rounds} rounds (medians)")
     print(f"{'clients':>8} {'server tok/s':>13} {'bare llama.cpp':>15} {'ratio':>6}  (target >= 0.9)  "
           f"{'llama.cpp in the server':>24} {'server/inside':>14} {'inside/bare':>12}")
     verdicts = []
