@@ -126,7 +126,8 @@ async def test_speed_panel_shows_the_prediction_beside_the_measured_rates():
         panel.view = SpeedView(bound_tps=500.0, prediction=dataclasses.replace(measured, method="bound"))
         await pilot.pause()
         assert "predicted: bound only" in rendered(panel.query_one("#speed-turns"))
-        assert "`workbench devices probe` measures this machine" in " ".join(rendered(panel.query_one("#speed-turns")).split())
+        text = " ".join(rendered(panel.query_one("#speed-turns")).split())
+        assert "`workbench devices probe` measures this machine" in text
         # a simulated board's bound-only prediction: probing this machine would not help; what the board lacks
         panel.view = SpeedView(bound_tps=500.0, prediction=dataclasses.replace(measured, method="bound"),
                                board="jetson-orin-nano-8gb", host="this machine")

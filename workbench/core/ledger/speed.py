@@ -76,8 +76,8 @@ class SpeedModel:
         if rates.attn_gflops:
             seconds += self.costs.attn_flops(cells) / (rates.attn_gflops * 1e9)
         kv_bytes = self.costs.kv_bytes(cells)
-        kv_cached = cache_holds(rates.cache_mb, self.costs.decode_bytes_total + kv_bytes) if from_cache is None else from_cache
-        if rates.kv_read_gbs and not kv_cached:
+        kv_held = cache_holds(rates.cache_mb, self.costs.decode_bytes_total + kv_bytes)
+        if rates.kv_read_gbs and not (kv_held if from_cache is None else from_cache):
             seconds += kv_bytes / (rates.kv_read_gbs * 1e9)
         return seconds / self.decode_factor
 

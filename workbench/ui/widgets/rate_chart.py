@@ -72,7 +72,8 @@ def chart_title(shown: str, predicted: float, board: str, bound: float, bound_in
     for with_shown, with_board, with_where in ((1, 1, 1), (0, 1, 1), (0, 0, 1), (0, 0, 0)):
         marks = ([predicted_texts[1 - with_board]] if predicted > 0 else []) + (
             [bound_texts[1 - with_where]] if bound > 0 else [])
-        titles.append("decode tok/s" + (f", {shown}" if with_shown else "") + (" — " + ", ".join(marks) if marks else ""))
+        head = "decode tok/s" + (f", {shown}" if with_shown else "")
+        titles.append(head + (" — " + ", ".join(marks) if marks else ""))
     return next((title for title in titles if len(title) <= width), titles[-1][:width])
 
 
