@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from workbench.cli.split_output import devices_text, split_json
 from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.speed import speed_model
+from workbench.core.ledger.speed_costs import decode_rows_by_layer, model_costs
 from workbench.core.ledger.split import predict_split
 from workbench.core.ledger.split_types import SplitDevice
 from workbench.core.rpc.nodes import is_local
@@ -43,6 +45,23 @@ def test_no_devices_is_the_single_device_speed_model(tmp_path: Path):
     assert split.rate_empty.tokens_per_s == pytest.approx(speed.decode_tps(0), rel=1e-9)
     assert split.rate_full.tokens_per_s == pytest.approx(speed.decode_tps(split.ctx_size - 1), rel=1e-9)
     assert split.rate_empty.tokens_per_s < split.decode_empty.tokens_per_s  # fixed costs put it under the bound
+    # At two threads, weights streamed from memory (a 0.1 MB cache) cost per weight row too: the same there.
+    streamed = replace(RATES, threads=2, row_ns=20.0, cache_mb=0.1)
+    host = replace(HOST, thread_rates=(streamed,))
+    preset = Preset(name="p", threads=2, ctx_size=512)
+    split = predict_split(model, preset, (), host_budget_bytes=8 << 30, host_bandwidth_bytes_per_s=40e9,
+                          host_profile=host)
+    speed, _ = speed_model(model, preset, host, threads=2)
+    assert speed.costs.decode_rows > 0 and speed.costs.decode_bytes_total > 0.1e6
+    assert split.rate_empty.tokens_per_s == pytest.approx(speed.decode_tps(0), rel=1e-9)
+
+
+def test_rows_by_layer_add_up_to_the_rows_a_token_computes(tmp_path: Path):
+    tied = read_gguf(write_tiny_gguf(tmp_path / "tied.gguf", TinyModel(n_vocab=4096, output_type=None)))
+    for model in (_model(tmp_path), tied):
+        rows = decode_rows_by_layer(model)
+        assert sum(rows.values()) == model_costs(model).decode_rows
+        assert rows.get(-2, 0) == 0  # the token embedding's get_rows computes no mat-vec row
 
 
 def test_a_node_holding_every_layer_adds_its_fixed_cost_and_the_link(tmp_path: Path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from workbench.core.config.preset_split import expert_on_cpu
@@ -73,8 +74,8 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
     """Bytes and FLOPs per token as llama.cpp's graph spends them.
 
     Decode reads every weight once per token, except the token embedding (get_rows reads one
-    row of it, unless the same table is also the output layer) and the unused routed experts
-    (used/total of them). A prompt multiplies every layer weight with every prompt token
+    row of it; where the same table is also the output layer, that reads all of it as well) and
+    the unused routed experts (used/total of them). A prompt multiplies every layer weight with every prompt token
     (2 FLOPs per weight), the routed experts used/total of the time; the output layer runs for
     the last token only (llama.cpp computes logits where the batch asks for them).
     """
@@ -82,29 +83,18 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
     used_share = (experts.used, experts.total) if experts else (1, 1)
     tied = not any(t.name == "output.weight" for t in model.tensors)
     decode: Counter[str] = Counter()
+    decode_rows = 0
+    for _layer, kind, n_bytes, rows in _layer_reads(model, weights, 0):
+        decode[kind] += n_bytes
+        decode_rows += rows
     flops: Counter[str] = Counter()
     output: Counter[str] = Counter()
-    decode_rows = 0
     for tensor, kind, n_bytes in _planned(model, weights):
-        rows = tensor.shape[1] if len(tensor.shape) > 1 else 0  # a matrix's rows: ggml's ne[1]
-        if tensor.name == "token_embd.weight":
-            decode[kind] += n_bytes if tied else -(-n_bytes // max(rows, 1))
-            if tied:
-                output[kind] += n_bytes
-                decode_rows += rows
-            continue
-        if tensor.name == "output.weight":
-            decode[kind] += n_bytes
+        if tensor.name == "output.weight" or (tied and tensor.name == "token_embd.weight"):
             output[kind] += n_bytes
-            decode_rows += rows
-            continue
-        share = used_share if _ROUTED in tensor.name else (1, 1)
-        decode[kind] += n_bytes * share[0] // share[1]
-        if len(tensor.shape) > 1:
+        elif tensor.name != "token_embd.weight" and len(tensor.shape) > 1:
+            share = used_share if _ROUTED in tensor.name else (1, 1)
             flops[kind] += 2 * tensor.n_elements * share[0] // share[1]
-            # A routed-expert tensor stacks its experts on ne[2]: a token multiplies the used ones.
-            matrices = share[0] if _ROUTED in tensor.name else (tensor.n_elements // max(tensor.shape[0] * rows, 1))
-            decode_rows += rows * matrices
     window = sliding_window(model)
     per_layer = 2 * model.n_head * (model.head_dim_k + model.head_dim_v)
     bpe_k, bpe_v = cache_type(type_k).bytes_per_element, cache_type(type_v).bytes_per_element
@@ -136,25 +126,42 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
     )
 
 
+def _layer_reads(model: ModelInfo, weights: str, n_cpu_moe: int) -> Iterator[tuple[int, str, int, int]]:
+    """(layer, type, bytes, mat-vec rows) of what one decoded token reads, tensor by tensor, keyed as
+    decode_bytes_by_layer keys them; rows as model_costs counts them."""
+    experts = expert_counts(model, weights)
+    used, total = (experts.used, experts.total) if experts else (1, 1)
+    tied = not any(t.name == "output.weight" for t in model.tensors)
+    for tensor, kind, n_bytes in _planned(model, weights):
+        rows = tensor.shape[1] if len(tensor.shape) > 1 else 0  # a matrix's rows: ggml's ne[1]
+        if tensor.name == "token_embd.weight":
+            yield -2, kind, -(-n_bytes // max(rows, 1)), 0  # get_rows: one row, no mat-vec
+            if tied:  # the same table is the output layer's weight: all of it is read there
+                yield -1, kind, n_bytes, rows
+            continue
+        block = block_of(tensor.name)
+        layer = -1 if block is None else block
+        routed = _ROUTED in tensor.name
+        if n_cpu_moe and expert_on_cpu(tensor.name, n_cpu_moe):
+            layer = -2
+        # A routed-expert tensor stacks its experts on ne[2]: a token multiplies the used ones.
+        matrices = (used if routed else tensor.n_elements // max(tensor.shape[0] * rows, 1)) if rows else 0
+        yield layer, kind, n_bytes * used // total if routed else n_bytes, rows * matrices
+
+
 def decode_bytes_by_layer(model: ModelInfo, weights: str = "keep", n_cpu_moe: int = 0) -> dict[int, dict[str, int]]:
     """Weight bytes one decoded token reads, by repeating layer (blk.N) and type; -1 holds the output
     layer and the other tensors outside the layers, -2 what the host reads wherever the layers are: the
     token embedding's one row and, with n_cpu_moe (--n-cpu-moe), the routed experts of layers < n_cpu_moe."""
-    experts = expert_counts(model, weights)
-    used, total = (experts.used, experts.total) if experts else (1, 1)
-    tied = not any(t.name == "output.weight" for t in model.tensors)
     out: dict[int, Counter[str]] = {}
-    for tensor, kind, n_bytes in _planned(model, weights):
-        if tensor.name == "token_embd.weight":
-            rows = tensor.shape[-1] if len(tensor.shape) > 1 and tensor.shape[-1] > 0 else 1
-            out.setdefault(-2, Counter())[kind] += -(-n_bytes // rows)
-            if tied:  # the same table is the output layer's weight: all of it is read there
-                out.setdefault(-1, Counter())[kind] += n_bytes
-            continue
-        block = block_of(tensor.name)
-        layer = -1 if block is None else block
-        share = n_bytes * used // total if _ROUTED in tensor.name else n_bytes
-        if n_cpu_moe and expert_on_cpu(tensor.name, n_cpu_moe):
-            layer = -2
-        out.setdefault(layer, Counter())[kind] += share
+    for layer, kind, n_bytes, _rows in _layer_reads(model, weights, n_cpu_moe):
+        out.setdefault(layer, Counter())[kind] += n_bytes
     return {layer: dict(counts) for layer, counts in out.items()}
+
+
+def decode_rows_by_layer(model: ModelInfo, weights: str = "keep", n_cpu_moe: int = 0) -> dict[int, int]:
+    """Weight rows one decoded token's mat-vecs compute, keyed as decode_bytes_by_layer."""
+    out: Counter[int] = Counter()
+    for layer, _kind, _bytes, rows in _layer_reads(model, weights, n_cpu_moe):
+        out[layer] += rows
+    return dict(out)

@@ -15,7 +15,7 @@ from workbench.core.ledger.speed import (
     speed_model,
     weights_read_seconds,
 )
-from workbench.core.ledger.speed_costs import ModelCosts, decode_bytes_by_layer
+from workbench.core.ledger.speed_costs import ModelCosts, decode_bytes_by_layer, decode_rows_by_layer
 from workbench.core.ledger.split_types import (
     DecodeBound,
     DecodeTerm,
@@ -31,12 +31,15 @@ RPC_COMMANDS_PER_TOKEN = "about 6 SET_TENSOR + 1 GRAPH_RECOMPUTE + 1 GET_TENSOR 
 
 
 def _device_term(model: ModelInfo, preset: Preset, costs: ModelCosts, by_layer: dict[int, dict[str, int]],
-                 ledger: DeviceLedger, profile: DeviceProfile, is_host: bool, position: float) -> tuple[float | None, str]:
-    """Seconds this device spends on one token (None: no speed figures), and the words for its basis."""
+                 rows_by_layer: dict[int, int], ledger: DeviceLedger, profile: DeviceProfile, is_host: bool,
+                 position: float) -> tuple[float | None, str]:
+    """Seconds this device spends on one token (None: no speed figures), and the words for its basis: the
+    speed model's terms (SpeedModel.decode_seconds) for the layers it holds."""
     threads = device_threads(preset, profile)
     speed, _ = speed_model(model, dataclasses.replace(preset, gpu_layers=0), profile, threads=threads)
     reads: dict[str, int] = {}
-    for key in list(ledger.layers) + ([-1] if ledger.holds_output else []) + ([-2] if is_host else []):
+    keys = list(ledger.layers) + ([-1] if ledger.holds_output else []) + ([-2] if is_host else [])
+    for key in keys:
         for kind, n in by_layer.get(key, {}).items():
             reads[kind] = reads.get(kind, 0) + n
     total = sum(reads.values())
@@ -49,6 +52,8 @@ def _device_term(model: ModelInfo, preset: Preset, costs: ModelCosts, by_layer: 
         runs_graph = is_host or ledger.layers or ledger.holds_output
         layer_us = layer_fixed_us(costs, rates.layer_us, rates.node_us)
         seconds = ((rates.token_us if runs_graph else 0.0) + len(ledger.layers) * layer_us) / 1e6
+        if not cache_holds(rates.cache_mb, total):  # as the speed model charges rows streamed from memory
+            seconds += sum(rows_by_layer.get(key, 0) for key in keys) * rates.row_ns / 1e9
         seconds += weights_read_seconds(rates, tuple(reads.items()))
         if rates.attn_gflops:
             seconds += costs.attn_flops(cells) * share / (rates.attn_gflops * 1e9)
@@ -68,6 +73,7 @@ def split_rate(model: ModelInfo, preset: Preset, ledgers: Sequence[DeviceLedger]
     backend at the host's; a remote node at its profile's), plus the bound's link and round-trip terms."""
     costs = speed_model(model, dataclasses.replace(preset, gpu_layers=0), host, threads=device_threads(preset, host))[0].costs
     by_layer = decode_bytes_by_layer(model, preset.weights, preset.n_cpu_moe)
+    rows_by_layer = decode_rows_by_layer(model, preset.weights, preset.n_cpu_moe)
     terms, missing, words = [], [], []
     for index, ledger in enumerate(ledgers):
         device = devices[index - 1] if index else None
@@ -78,7 +84,8 @@ def split_rate(model: ModelInfo, preset: Preset, ledgers: Sequence[DeviceLedger]
         if profile is None:
             missing.append(f"{ledger.name} speed figures (give the node a profile: --rpc host:port@profile)")
             continue
-        seconds, said = _device_term(model, preset, costs, by_layer, ledger, profile, device is None, position)
+        seconds, said = _device_term(model, preset, costs, by_layer, rows_by_layer, ledger, profile, device is None,
+                                     position)
         words.append(f"{ledger.name}: {said}")
         if seconds is None:
             missing.append(f"{ledger.name} speed figures ({profile.name} has none: run `workbench devices probe` there)")
