@@ -75,9 +75,10 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
 
     Decode reads every weight once per token, except the token embedding (get_rows reads one
     row of it; where the same table is also the output layer, that reads all of it as well) and
-    the unused routed experts (used/total of them). A prompt multiplies every layer weight with every prompt token
-    (2 FLOPs per weight), the routed experts used/total of the time; the output layer runs for
-    the last token only (llama.cpp computes logits where the batch asks for them).
+    the unused routed experts (used/total of them). A prompt multiplies every layer weight with
+    every prompt token (2 FLOPs per weight), the routed experts used/total of the time; the
+    output layer runs for the last token only (llama.cpp computes logits where the batch asks
+    for them).
     """
     experts = expert_counts(model, weights)
     used_share = (experts.used, experts.total) if experts else (1, 1)
@@ -128,7 +129,7 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
 
 def _layer_reads(model: ModelInfo, weights: str, n_cpu_moe: int) -> Iterator[tuple[int, str, int, int]]:
     """(layer, type, bytes, mat-vec rows) of what one decoded token reads, tensor by tensor, keyed as
-    decode_bytes_by_layer keys them; rows as model_costs counts them."""
+    decode_bytes_by_layer keys them; a routed-expert tensor's bytes and rows are its used experts'."""
     experts = expert_counts(model, weights)
     used, total = (experts.used, experts.total) if experts else (1, 1)
     tied = not any(t.name == "output.weight" for t in model.tensors)
