@@ -20,9 +20,10 @@ KV_PAD = 256  # llama.cpp 0c1e570 pads the KV view a token attends over to this 
 MEASURED_BAND = (0.85, 1.15)  # what benchmarks/speed_prediction.py holds the measured model to
 # The share of the last-level cache a model's weights can count on keeping there from token to token: the
 # cache also holds the KV, the activations and whatever else runs (in a VM, other tenants). Here (32 MiB
-# L3, 2 threads) tiny models of 7 and 12 MB decoded at the cached read rate, one of 19.5 MB at the memory
-# rate, 2x slower than the cached rate predicted. Weights between this share and the whole cache are
-# predicted from memory; the cached rate is the band's high end.
+# L3) tiny models of 6 to 15 MB decoded within 15% of the cached prediction; one of 19.5 MB at 1 thread
+# near the memory prediction (1.12x it, 0.78x the cached one), at 2 threads at 1.0-1.5 ms a token between
+# the two (0.76 ms from the cache, 2.0 ms from memory). Weights between this share and the whole cache
+# are predicted from memory, the slower side; the cached rate is the band's high end.
 CACHE_SHARE = 0.5
 # Published figures come from models of 1-4 GB: a smaller model sits further below them (fixed
 # costs per token: RK3588 runs are 2.2x off the bound at 3.8B, 3.5x at 0.6B), a larger one a bit above.
