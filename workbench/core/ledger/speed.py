@@ -20,7 +20,8 @@ KV_PAD = 256  # llama.cpp 0c1e570 pads the KV view a token attends over to this 
 MEASURED_BAND = (0.85, 1.15)  # what benchmarks/speed_prediction.py holds the measured model to
 # The share of the last-level cache a model's weights can count on keeping there from token to token: the
 # cache also holds the KV, the activations and whatever else runs (in a VM, other tenants). Here (32 MiB
-# L3) tiny models of 6 to 15 MB decoded within 15% of the cached prediction; one of 19.5 MB at 1 thread
+# L3) tiny models of 6 to 15 MB decoded at 0.68-1.14x the cached prediction (5 of 6 figures within 15%,
+# at 1 and 2 threads); one of 19.5 MB at 1 thread
 # near the memory prediction (1.12x it, 0.78x the cached one), at 2 threads at 1.0-1.5 ms a token between
 # the two (0.76 ms from the cache, 2.0 ms from memory). Weights between this share and the whole cache
 # are predicted from memory, the slower side; the cached rate is the band's high end.
