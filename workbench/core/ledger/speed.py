@@ -21,10 +21,10 @@ MEASURED_BAND = (0.85, 1.15)  # what benchmarks/speed_prediction.py holds the me
 # The share of the last-level cache a model's weights can count on keeping there from token to token: the
 # cache also holds the KV, the activations and whatever else runs (in a VM, other tenants). Here (32 MiB
 # L3) tiny models of 6 to 15 MB decoded at 0.68-1.14x the cached prediction (5 of 6 figures within 15%,
-# at 1 and 2 threads); one of 19.5 MB at 1 thread
-# near the memory prediction (1.12x it, 0.78x the cached one), at 2 threads at 1.0-1.5 ms a token between
-# the two (0.76 ms from the cache, 2.0 ms from memory). Weights between this share and the whole cache
-# are predicted from memory, the slower side; the cached rate is the band's high end.
+# at 1 and 2 threads); one of 19.5 MB at 1 thread near the memory prediction (1.12x it, 0.78x the cached
+# one), at 2 threads at 1.0-1.5 ms a token between the two (0.76 ms from the cache, 2.0 ms from memory).
+# Weights between this share and the whole cache are predicted from memory, the slower side; the cached
+# rate is the band's high end.
 CACHE_SHARE = 0.5
 # Published figures come from models of 1-4 GB: a smaller model sits further below them (fixed
 # costs per token: RK3588 runs are 2.2x off the bound at 3.8B, 3.5x at 0.6B), a larger one a bit above.
