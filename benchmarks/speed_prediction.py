@@ -24,8 +24,9 @@ probe-then-rows and each column is the median over the rounds; "spread" is the l
 measured/predicted ratio of a row's rounds. Target (issue 20): every row within +-15%.
 
 Beside it, not instead: "band" is the band the workbench shows with the prediction (the +-15% widened by
-how far the cost per graph op and the Q8_0 read rate moved between the probe's passes, speed.measured_band;
-the median of the rounds' ends), and "in" says whether the decode and the prefill ratio fall inside it.
+how far the cost per graph op and the read rates moved between the probe's passes and, for weights between
+half and all of the last-level cache, up to their cached rate: speed.measured_band; the median of the
+rounds' ends), and "in" says whether the decode and the prefill ratio fall inside it.
 """
 
 from __future__ import annotations
