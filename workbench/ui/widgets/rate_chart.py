@@ -66,14 +66,16 @@ def column_values(points: list[tuple[float, float]], columns: int, x_max: float)
 def chart_title(shown: str, predicted: float, board: str, bound: float, bound_in_scale: bool, width: int) -> str:
     """The most of "decode tok/s, <shown> — predicted <rate> on <board>, bound <rate> (above the chart)" that
     fits `width`: the answers shown go first, then the board's name, then where the bound is; the numbers stay."""
-    predicted_texts = [f"predicted {predicted:,.0f}" + (f" on {board}" if board else ""), f"predicted {predicted:,.0f}"]
-    bound_texts = [f"bound {bound:,.0f}" + ("" if bound_in_scale else " (above the chart)"), f"bound {bound:,.0f}"]
+    rate_only = f"predicted {predicted:,.0f}" if predicted > 0 else ""
+    with_board = rate_only + (f" on {board}" if board and rate_only else "")
+    bound_only = f"bound {bound:,.0f}" if bound > 0 else ""
+    with_where = bound_only + (" (above the chart)" if bound_only and not bound_in_scale else "")
     titles = []
-    for with_shown, with_board, with_where in ((1, 1, 1), (0, 1, 1), (0, 0, 1), (0, 0, 0)):
-        marks = ([predicted_texts[1 - with_board]] if predicted > 0 else []) + (
-            [bound_texts[1 - with_where]] if bound > 0 else [])
-        head = "decode tok/s" + (f", {shown}" if with_shown else "")
-        titles.append(head + (" — " + ", ".join(marks) if marks else ""))
+    for head, prediction, limit in ((f"decode tok/s, {shown}", with_board, with_where),
+                                    ("decode tok/s", with_board, with_where), ("decode tok/s", rate_only, with_where),
+                                    ("decode tok/s", rate_only, bound_only)):
+        marks = ", ".join(filter(None, (prediction, limit)))
+        titles.append(head + (f" — {marks}" if marks else ""))
     return next((title for title in titles if len(title) <= width), titles[-1][:width])
 
 
