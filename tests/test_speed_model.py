@@ -412,15 +412,18 @@ def test_fixed_cost_passes_are_spread_over_the_probe():
     assert len(starts) == 3 and all(order[i + 1] == deep for i in starts)  # timed as a pair, three times
     assert all(later - earlier > 2 for earlier, later in zip(starts, starts[1:]))
     assert starts[0] == 0 and starts[-1] == len(order) - 2
-    # the Q8_0 read model and the cached model three times, from before the second pass of the pair to after
-    # the rows model; the read model's middle time among the other read models; the other models once each
-    for again in (reads[0].name, CACHED_MODEL.name):
+    # the Q8_0 read model, the rows model and the cached model three times, from before the second pass of the
+    # pair to its last; each rows pass right beside a Q8_0 read pass; the read model's middle pass among the
+    # other read models; the other models once each
+    for again in (reads[0].name, rows.name, CACHED_MODEL.name):
         at = [i for i, name in enumerate(order) if name == again]
-        assert len(at) == 3 and at[0] < starts[1] and at[2] > order.index(rows.name)
+        assert len(at) == 3 and at[0] < starts[1] and at[2] < starts[2]
     q8 = [i for i, name in enumerate(order) if name == reads[0].name]
-    assert starts[1] < q8[1] < order.index(reads[1].name) < order.index(rows.name)
-    others = [name for name in order if name not in (small, deep, reads[0].name, CACHED_MODEL.name)]
-    assert sorted(others) == sorted(set(others)) and rows.name in others and reads[1].name in others
+    beside = [i for i, name in enumerate(order) if name == rows.name]
+    assert all(abs(r - q) == 1 for r, q in zip(beside, q8))
+    assert starts[1] < q8[1] < order.index(reads[1].name) < order.index(reads[-1].name) < q8[2]
+    others = [name for name in order if name not in (small, deep, reads[0].name, rows.name, CACHED_MODEL.name)]
+    assert sorted(others) == sorted(set(others)) and reads[1].name in others
 
 
 def test_read_models_outgrow_the_cache_within_the_ram():

@@ -47,8 +47,9 @@ FIXED_REPEATS = 4  # the fixed-cost models' prompts take a few ms: a burst on th
 # (median_pass). At 2 threads this virtual machine's cost per graph op moved between 0.24 and 0.45 us, and
 # its Q8_0 read rate between 19 and 24 GB/s, from a few seconds to the next (a cache line passed between
 # its two vCPUs in 60-100 ns at times, in 300-400 ns at others: where the host runs them), and one lone
-# pass fitted a negative cost per token. The Q8_0 read model and the cached one are timed three times as
-# well; how far the passes moved is kept (with_ranges) and widens the prediction's band (speed.measured_band).
+# pass fitted a negative cost per token. The Q8_0 read model, the rows model and the cached one are timed
+# three times as well (the rows model's lone timings at 2 threads here ranged from 10.0 to 17.1 ms); how
+# far the passes moved is kept (with_ranges) and widens the prediction's band (speed.measured_band).
 READ_PROMPT = 8  # the read models time decode only: a short prompt keeps their runs short
 QUIET_WAIT_S = 0.5  # before a probe run is measured again: short, the probe keeps to about a minute
 WARM_UP_TOKENS = 16  # an untimed run after each load: the first decodes after a load ran 1.5x slower here
@@ -81,8 +82,9 @@ class DeviceProbe:
                 f"8 x 512 x 2048 models ({wide}), the memory read rate per type from 512 x 2048 models of one KV "
                 f"head and {self.read_mb:.0f} MB or more (at least {READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB "
                 f"last-level cache in sysfs; Q8_0's of 3 passes, the median one) and, with "
-                f"probe-rows-q8_0 (as large, in rows of 128), the cost per weight row streamed from memory at 2 "
-                f"threads or more, the read rate of a model that cache holds from {CACHED_MODEL.name} (4 MB; of 3 passes, the median one), "
+                f"probe-rows-q8_0 (as large, one layer of rows of 128; of 3 passes, each beside a Q8_0 read pass, "
+                f"the median one), the cost per weight row streamed from memory at 2 threads or more, the read rate "
+                f"of a model that cache holds from {CACHED_MODEL.name} (4 MB; of 3 passes, the median one), "
                 f"attention from {FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 8 x 512 one (8 heads) at depth "
                 f"{DEPTH} vs 0; each written to disk before it is timed, with fp16 block scales as varied as a real "
                 f"file's; decode = the median of {N_GEN} tokens ({READ_GEN} for the read models), "
@@ -321,7 +323,7 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
                 passes.setdefault((model.name, count), []).append(ProbeRun(costs, timed[0], timed.get(DEPTH)))
             engine.unload()
             if position == last_pass[model.name]:
-                path.unlink()  # the read models are large: at most two on disk at a time
+                path.unlink()  # the read models are large: at most three on disk at a time
     measured = {key: median_run(runs_of) for key, runs_of in passes.items()}
     small, deep = FIXED_COST_MODELS
     for count in threads:

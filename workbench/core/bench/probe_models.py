@@ -74,14 +74,19 @@ def read_models(cache_mb: float, ram_mb: float) -> tuple[ProbeModel, ...]:
 # The rows model: Q8_0 weights of the read models' size in rows of 128 (the read models' are 512 and
 # 2048 long): with threads a mat-vec costs per row as well as per byte (they take its 64-row chunks
 # from one shared counter; at 2 threads here a 128-wide 262,144-row output matrix decoded slower than
-# at 1), and the two models together tell the two apart.
-ROWS_EMBD, ROWS_FF = 128, 16384
+# at 1), and the two models together tell the two apart. One layer whose feed-forward holds them all:
+# the short rows sit in two tall matrices, as in a vocabulary's output matrix or a wide feed-forward,
+# and its 28 graph ops leave the fixed costs next to nothing to take from the rows. Spread over 20
+# layers of 16,384 rows instead, the same rows and bytes took 10% longer at 2 threads here (runs
+# interleaved with the one-layer model's), a cost the fit would have put on every row.
+ROWS_EMBD = 128
+ROWS_FF_MULTIPLE = 256  # whole 64-row chunks, and whole Q8_0 blocks in ffn_down's rows
 
 
 def rows_model(cache_mb: float, ram_mb: float) -> ProbeModel:
-    layer_bytes = (4 * ROWS_EMBD * ROWS_EMBD + 3 * ROWS_EMBD * ROWS_FF) * GGML_TYPES_BY_NAME["Q8_0"].bits_per_weight / 8
-    layers = max(1, -int(-read_model_mb(cache_mb, ram_mb) * 1e6 // layer_bytes))
-    return ProbeModel("probe-rows-q8_0", layers, ROWS_EMBD, ROWS_FF, "Q8_0")
+    per_ff = 3 * ROWS_EMBD * GGML_TYPES_BY_NAME["Q8_0"].bits_per_weight / 8  # up, gate and down bytes per unit of n_ff
+    units = -int(-read_model_mb(cache_mb, ram_mb) * 1e6 // (per_ff * ROWS_FF_MULTIPLE))
+    return ProbeModel("probe-rows-q8_0", 1, ROWS_EMBD, max(1, units) * ROWS_FF_MULTIPLE, "Q8_0")
 
 
 # A Q8_0 model of 4 MB: where the last-level cache holds it, decode reads it from there (small models do).

@@ -68,7 +68,8 @@ def with_ranges(rates: ThreadRates, node_us: Sequence[float], q8_reads: Sequence
 
 def probe_order(reads: tuple[ProbeModel, ...], rows: ProbeModel) -> tuple[ProbeModel, ...]:
     """The models in the order they are timed: the fixed-cost pair at the start, after the rate models and at
-    the end; the Q8_0 read model and the cached model from before the second pass of the pair to after the
-    rows model."""
-    return (FIXED_COST_MODELS + reads[:1] + (CACHED_MODEL,) + RATE_MODELS + (CACHED_MODEL,) + FIXED_COST_MODELS
-            + reads + (rows,) + reads[:1] + (CACHED_MODEL,) + FIXED_COST_MODELS)
+    the end; the Q8_0 read model, the rows model beside it, and the cached model from before the second pass
+    of the pair to the end."""
+    q8 = reads[:1]
+    return (FIXED_COST_MODELS + q8 + (rows, CACHED_MODEL) + RATE_MODELS + (CACHED_MODEL,) + FIXED_COST_MODELS
+            + (rows,) + reads + q8 + (rows, CACHED_MODEL) + FIXED_COST_MODELS)
