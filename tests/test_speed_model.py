@@ -406,7 +406,7 @@ def test_fixed_cost_passes_are_spread_over_the_probe():
     from workbench.core.bench.probe_passes import probe_order
 
     reads, rows = read_models(33.5, 24000), rows_model(33.5, 24000)
-    order = [model.name for model in probe_order(reads, rows)]
+    order = [model.name for model in probe_order(reads, rows, (1, 2))]
     small, deep = (model.name for model in FIXED_COST_MODELS)
     starts = [i for i, name in enumerate(order) if name == small]
     assert len(starts) == 3 and all(order[i + 1] == deep for i in starts)  # timed as a pair, three times
@@ -424,6 +424,8 @@ def test_fixed_cost_passes_are_spread_over_the_probe():
     assert starts[1] < q8[1] < order.index(reads[1].name) < order.index(reads[-1].name) < q8[2]
     others = [name for name in order if name not in (small, deep, reads[0].name, rows.name, CACHED_MODEL.name)]
     assert sorted(others) == sorted(set(others)) and reads[1].name in others
+    # one thread only: no rows model (its row cost is fitted at 2 threads or more), the rest in the same order
+    assert [model.name for model in probe_order(reads, rows, (1,))] == [name for name in order if name != rows.name]
 
 
 def test_read_models_outgrow_the_cache_within_the_ram():

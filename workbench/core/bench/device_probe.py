@@ -284,24 +284,25 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
     passes: dict[tuple[str, int], list[ProbeRun]] = {}
     costs_of: dict[str, ModelCosts] = {}
     read_mb = worst_other = 0.0
-    order = probe_order(reads, rows)
+    order = probe_order(reads, rows, threads)
     last_pass = {model.name: i for i, model in enumerate(order)}
+    uncached = False  # the cached model, once this machine's cache is found not to hold it
     with tempfile.TemporaryDirectory(prefix="workbench-probe-", dir=workdir) as folder, EngineClient() as engine:
         for position, model in enumerate(order):
+            if model is CACHED_MODEL and uncached:
+                continue
             path = Path(folder) / f"{model.name}.gguf"
             if model.name not in costs_of:  # a model's later pass loads the file of its first
                 costs_of[model.name] = model_costs(read_gguf(write_probe_model(path, model)))
             costs = costs_of[model.name]
             if model is CACHED_MODEL and not cache_holds(cache_mb, costs.decode_bytes_total):
+                uncached = True
                 path.unlink()
                 continue  # no cache that holds it (speed.cache_holds): every model reads from memory here
             decode_only = model in reads or model is rows
             if model in reads:
                 read_mb = min(read_mb or math.inf, costs.decode_bytes_total / 1e6)
             counts = [count for count in threads if count > 1] if model is rows else list(threads)
-            if not counts:
-                path.unlink()
-                continue  # the row cost is fitted at 2 threads or more (_solve)
             engine.load_blocking(path, Preset(name="probe", ctx_size=256 if decode_only else DEPTH + PROMPT + 256,
                                               threads=max(threads), cpu_cores=cpu_cores), allow_overbudget=True)
             warm_up(engine, counts)

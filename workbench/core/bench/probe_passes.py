@@ -66,10 +66,12 @@ def with_ranges(rates: ThreadRates, node_us: Sequence[float], q8_reads: Sequence
                    cached_read_gbs_range=_rate_range(dict(rates.cached_read_gbs).get("Q8_0"), cached))
 
 
-def probe_order(reads: tuple[ProbeModel, ...], rows: ProbeModel) -> tuple[ProbeModel, ...]:
+def probe_order(reads: tuple[ProbeModel, ...], rows: ProbeModel, threads: Sequence[int]) -> tuple[ProbeModel, ...]:
     """The models in the order they are timed: the fixed-cost pair at the start, after the rate models and at
     the end; the Q8_0 read model, the rows model beside it, and the cached model from before the second pass
-    of the pair to the end."""
+    of the pair to the end. The rows model only where a thread count is over 1: the row cost is fitted at 2
+    threads or more (device_probe._solve)."""
     q8 = reads[:1]
-    return (FIXED_COST_MODELS + q8 + (rows, CACHED_MODEL) + RATE_MODELS + (CACHED_MODEL,) + FIXED_COST_MODELS
-            + (rows,) + reads + q8 + (rows, CACHED_MODEL) + FIXED_COST_MODELS)
+    order = (FIXED_COST_MODELS + q8 + (rows, CACHED_MODEL) + RATE_MODELS + (CACHED_MODEL,) + FIXED_COST_MODELS
+             + (rows,) + reads + q8 + (rows, CACHED_MODEL) + FIXED_COST_MODELS)
+    return order if any(count > 1 for count in threads) else tuple(model for model in order if model is not rows)
