@@ -438,6 +438,16 @@ def test_read_models_outgrow_the_cache_within_the_ram():
     assert read_model_mb(0.0, 24000) == 256  # no cache in sysfs
 
 
+def test_the_rows_model_is_a_vocabulary_of_short_rows_beyond_the_cache(tmp_path: Path):
+    from workbench.core.bench.probe_models import rows_model, write_probe_model
+
+    model = rows_model(33.5, 24000)
+    costs = model_costs(read_gguf(write_probe_model(tmp_path / "rows.gguf", model)))
+    assert costs.decode_bytes_total > 2 * 33.5e6  # read from memory, not the last-level cache
+    # nearly every byte a token reads is a 128-wide row of the output matrix (136 bytes in Q8_0)
+    assert costs.decode_rows == pytest.approx(costs.decode_bytes_total / 136, rel=0.01)
+
+
 def test_read_models_are_written_at_least_that_large(tmp_path: Path):
     from workbench.core.bench.probe_models import read_models, write_probe_model
 

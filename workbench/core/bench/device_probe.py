@@ -16,6 +16,7 @@ from workbench.core.bench.probe_models import (
     FIXED_COST_MODELS,
     RATE_MODELS,
     READ_CACHE_MULTIPLE,
+    ROWS_CACHE_MULTIPLE,
     read_models,
     rows_model,
     write_probe_model,
@@ -51,6 +52,7 @@ FIXED_REPEATS = 4  # the fixed-cost models' prompts take a few ms: a burst on th
 # three times as well (the rows model's lone timings at 2 threads here ranged from 10.0 to 17.1 ms); how
 # far the passes moved is kept (with_ranges) and widens the prediction's band (speed.measured_band).
 READ_PROMPT = 8  # the read models time decode only: a short prompt keeps their runs short
+DECODE_ONLY_BATCH = 32  # their batch: llama-cpp-python keeps a batch x vocabulary array of scores
 QUIET_WAIT_S = 0.5  # before a probe run is measured again: short, the probe keeps to about a minute
 WARM_UP_TOKENS = 16  # an untimed run after each load: the first decodes after a load ran 1.5x slower here
 # The cells the median decode of a run attends over, at depth 0 and at DEPTH (padded as llama.cpp pads them).
@@ -82,8 +84,9 @@ class DeviceProbe:
                 f"8 x 512 x 2048 models ({wide}), the memory read rate per type from 512 x 2048 models of one KV "
                 f"head and {self.read_mb:.0f} MB or more (at least {READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB "
                 f"last-level cache in sysfs; Q8_0's of 3 passes, the median one) and, with "
-                f"probe-rows-q8_0 (as large, one layer of rows of 128; of 3 passes, each beside a Q8_0 read pass, "
-                f"the median one), the cost per weight row streamed from memory at 2 threads or more, the read rate "
+                f"probe-rows-q8_0 (a tied 128-wide output matrix, at least {ROWS_CACHE_MULTIPLE}x the cache; of 3 passes, "
+                f"each beside a Q8_0 read pass, the median one), the cost per weight row streamed from memory at 2 "
+                f"threads or more, the read rate "
                 f"of a model that cache holds from {CACHED_MODEL.name} (4 MB; of 3 passes, the median one), "
                 f"attention from {FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 8 x 512 one (8 heads) at depth "
                 f"{DEPTH} vs 0; each written to disk before it is timed, with fp16 block scales as varied as a real "
@@ -303,8 +306,10 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
             if model in reads:
                 read_mb = min(read_mb or math.inf, costs.decode_bytes_total / 1e6)
             counts = [count for count in threads if count > 1] if model is rows else list(threads)
+            batch = DECODE_ONLY_BATCH if decode_only else PROMPT
             engine.load_blocking(path, Preset(name="probe", ctx_size=256 if decode_only else DEPTH + PROMPT + 256,
-                                              threads=max(threads), cpu_cores=cpu_cores), allow_overbudget=True)
+                                              batch_size=batch, ubatch_size=batch, threads=max(threads),
+                                              cpu_cores=cpu_cores), allow_overbudget=True)
             warm_up(engine, counts)
             repeats = 1 if decode_only else FIXED_REPEATS if model in FIXED_COST_MODELS else REPEATS
             for count in counts:

@@ -26,6 +26,8 @@ class ProbeModel:
     n_ff: int
     weight_type: str
     kv_heads: int = 0  # 0: as many as query heads
+    n_vocab: int = N_VOCAB
+    tied: bool = False  # no output.weight: the token embedding is the output matrix as well
 
     @property
     def n_head(self) -> int:
@@ -55,9 +57,9 @@ READ_KV_HEADS = 1
 _LAYER_WEIGHTS = 2 * 512 * 512 + 2 * 512 * READ_KV_HEADS * 64 + 3 * 512 * 2048
 
 
-def read_model_mb(cache_mb: float, ram_mb: float) -> float:
-    """The size the read models are written at for this cache and RAM (MB)."""
-    target = max(READ_CACHE_MULTIPLE * cache_mb, READ_FLOOR_MB) if cache_mb > 0 else READ_UNKNOWN_CACHE_MB
+def read_model_mb(cache_mb: float, ram_mb: float, multiple: float = READ_CACHE_MULTIPLE) -> float:
+    """The size the read models (or, with its `multiple`, the rows model) are written at for this cache and RAM (MB)."""
+    target = max(multiple * cache_mb, READ_FLOOR_MB) if cache_mb > 0 else READ_UNKNOWN_CACHE_MB
     cap = min(READ_CAP_MB, ram_mb * READ_RAM_SHARE) if ram_mb > 0 else READ_CAP_MB
     return max(1.0, min(target, cap))
 
@@ -71,22 +73,27 @@ def read_models(cache_mb: float, ram_mb: float) -> tuple[ProbeModel, ...]:
         models.append(ProbeModel(f"probe-read-{kind.lower()}", max(1, -int(-target_bytes // layer_bytes)), 512, 2048,
                                  kind, kv_heads=READ_KV_HEADS))
     return tuple(models)
-# The rows model: Q8_0 weights of the read models' size in rows of 128 (the read models' are 512 and
-# 2048 long): with threads a mat-vec costs per row as well as per byte (they take its 64-row chunks
-# from one shared counter; at 2 threads here a 128-wide 262,144-row output matrix decoded slower than
-# at 1), and the two models together tell the two apart. One layer whose feed-forward holds them all:
-# the short rows sit in two tall matrices, as in a vocabulary's output matrix or a wide feed-forward,
-# and its 28 graph ops leave the fixed costs next to nothing to take from the rows. Spread over 20
-# layers of 16,384 rows instead, the same rows and bytes took 10% longer at 2 threads here (runs
-# interleaved with the one-layer model's), a cost the fit would have put on every row.
+
+
+# The rows model: Q8_0 weights in rows of 128 (the read models' are 512 and 2048 long): with threads a
+# mat-vec costs per row as well as per byte (they take its 64-row chunks from one shared counter; at 2
+# threads here a 128-wide 262,144-row output matrix decoded slower than at 1), and the two models together
+# tell the two apart. Its rows are a vocabulary's, in one tied output matrix of ROWS_CACHE_MULTIPLE x the
+# cache, as a real file's largest short-row matrix is; its one layer is tiny. Built from a feed-forward
+# instead (one layer of 128 x 328,448), a third of its bytes sat in 128 rows of 328,448: in three runs
+# each probing with both at 2 threads, gemma3's tiny file (a 262,144 x 128 output matrix) then decoded at
+# 0.87-1.33x its prediction and the bundled model at 0.74-0.82x, against 0.95-1.24x and 0.80-1.16x with
+# this model (nearer 1 in 5 of the 6 pairs).
 ROWS_EMBD = 128
-ROWS_FF_MULTIPLE = 256  # whole 64-row chunks, and whole Q8_0 blocks in ffn_down's rows
+ROWS_CACHE_MULTIPLE = 2  # a 490,000-token vocabulary here: writing it and loading it three times takes 5 s
+ROWS_VOCAB_MULTIPLE = 256  # whole 64-row chunks
 
 
 def rows_model(cache_mb: float, ram_mb: float) -> ProbeModel:
-    per_ff = 3 * ROWS_EMBD * GGML_TYPES_BY_NAME["Q8_0"].bits_per_weight / 8  # up, gate and down bytes per unit of n_ff
-    units = -int(-read_model_mb(cache_mb, ram_mb) * 1e6 // (per_ff * ROWS_FF_MULTIPLE))
-    return ProbeModel("probe-rows-q8_0", 1, ROWS_EMBD, max(1, units) * ROWS_FF_MULTIPLE, "Q8_0")
+    row_bytes = ROWS_EMBD * GGML_TYPES_BY_NAME["Q8_0"].bits_per_weight / 8
+    units = -int(-read_model_mb(cache_mb, ram_mb, ROWS_CACHE_MULTIPLE) * 1e6 // (row_bytes * ROWS_VOCAB_MULTIPLE))
+    return ProbeModel("probe-rows-q8_0", 1, ROWS_EMBD, ROWS_EMBD, "Q8_0",
+                      n_vocab=max(2, units) * ROWS_VOCAB_MULTIPLE, tied=True)
 
 
 # A Q8_0 model of 4 MB: where the last-level cache holds it, decode reads it from there (small models do).
@@ -145,12 +152,12 @@ def write_probe_model(path: Path, model: ProbeModel, *, seed: int = 0) -> Path:
     writer.add_context_length(4096)
     writer.add_layer_norm_rms_eps(1e-5)
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{byte:02X}>" for byte in range(256)]
-    tokens += [f"\u2581p{i}" for i in range(N_VOCAB - len(tokens))]
-    types = [2, 3, 3] + [6] * 256 + [1] * (N_VOCAB - 259)  # unknown, control, byte, normal
+    tokens += [f"\u2581p{i}" for i in range(model.n_vocab - len(tokens))]
+    types = [2, 3, 3] + [6] * 256 + [1] * (model.n_vocab - 259)  # unknown, control, byte, normal
     write_llama_vocabulary(writer, tokens, types)
     kind, embd, ff = model.weight_type, model.n_embd, model.n_ff
     kv_width = model.n_head_kv * HEAD_DIM if model.n_embd >= HEAD_DIM else embd
-    _tensor(writer, "token_embd.weight", "Q8_0", (embd, N_VOCAB), rng)
+    _tensor(writer, "token_embd.weight", "Q8_0", (embd, model.n_vocab), rng)
     for layer in range(model.n_layer):
         prefix = f"blk.{layer}."
         _tensor(writer, prefix + "attn_norm.weight", "F32", (embd,), rng)
@@ -161,7 +168,8 @@ def write_probe_model(path: Path, model: ProbeModel, *, seed: int = 0) -> Path:
         _tensor(writer, prefix + "ffn_up.weight", kind, (embd, ff), rng)
         _tensor(writer, prefix + "ffn_down.weight", kind, (ff, embd), rng)
     _tensor(writer, "output_norm.weight", "F32", (embd,), rng)
-    _tensor(writer, "output.weight", "Q8_0", (embd, N_VOCAB), rng)
+    if not model.tied:
+        _tensor(writer, "output.weight", "Q8_0", (embd, model.n_vocab), rng)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
