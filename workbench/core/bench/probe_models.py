@@ -85,7 +85,7 @@ def read_models(cache_mb: float, ram_mb: float) -> tuple[ProbeModel, ...]:
 # 0.87-1.33x its prediction and the bundled model at 0.74-0.82x, against 0.95-1.24x and 0.80-1.16x with
 # this model (nearer 1 in 5 of the 6 pairs).
 ROWS_EMBD = 128
-ROWS_CACHE_MULTIPLE = 2  # a 490,000-token vocabulary here: writing it and loading it three times takes 5 s
+ROWS_CACHE_MULTIPLE = 2  # a 492,800-token vocabulary here: writing it and loading it three times takes 5 s
 ROWS_VOCAB_MULTIPLE = 256  # whole 64-row chunks
 
 
