@@ -365,6 +365,8 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
     row_s = 3e-9
     fixed, wide_runs, cached_run, (read_run, rows_run) = runs()
     assert _solve(1, fixed, wide_runs, cached_run, 32.0, [("Q8_0", read_run)], rows_run).row_ns == 0  # uncontended
+    # a last-level cache that holds the rows model (one beyond the vocabulary's cap): no row cost is seen
+    assert _solve(2, fixed, wide_runs, cached_run, 1e5, [("Q8_0", read_run)], rows_run).row_ns == 0
     rates = _solve(2, fixed, wide_runs, cached_run, 32.0, [("Q8_0", read_run)], rows_run)
     assert rates.row_ns == pytest.approx(3, rel=0.02)
     assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(15, rel=0.02)
@@ -439,13 +441,16 @@ def test_read_models_outgrow_the_cache_within_the_ram():
 
 
 def test_the_rows_model_is_a_vocabulary_of_short_rows_beyond_the_cache(tmp_path: Path):
-    from workbench.core.bench.probe_models import rows_model, write_probe_model
+    from workbench.core.bench.probe_models import ROWS_VOCAB_CAP, rows_model, write_probe_model
 
     model = rows_model(16.0, 300.0)  # a 16 MB cache; 300 MB of RAM caps it at 37.5 MB, quick to write
     costs = model_costs(read_gguf(write_probe_model(tmp_path / "rows.gguf", model)))
     assert costs.decode_bytes_total > 2 * 16e6  # read from memory, not the last-level cache
     # nearly every byte a token reads is a 128-wide row of the output matrix (136 bytes in Q8_0)
     assert costs.decode_rows == pytest.approx(costs.decode_bytes_total / 136, rel=0.01)
+    # a huge cache (1.1 GB, as on a server part with stacked cache): the vocabulary stops at its cap
+    uncapped = 1024e6 / 136  # twice that cache, held to the read models' 1 GB cap, in 136-byte rows: 7.5 million
+    assert rows_model(1152.0, 1e6).n_vocab == ROWS_VOCAB_CAP < uncapped
 
 
 def test_read_models_are_written_at_least_that_large(tmp_path: Path):

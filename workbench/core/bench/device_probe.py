@@ -214,7 +214,9 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
             return (run.flat.decode_seconds_per_token - decode_attention(run.costs, FLAT_CELLS)
                     - decode_token_seconds(run.costs, token_s * 1e6, layer_s * 1e6, node_s * 1e6))
 
-        if rows is not None and q8_read is not None and threads > 1:
+        # A cache that holds the rows model (one past its vocabulary's cap) shows no row cost: it stays 0.
+        streamed = rows is not None and not cache_holds(cache_mb, rows.costs.decode_bytes_total)
+        if streamed and q8_read is not None and threads > 1:
             _, row_s = _pair(q8_read.costs.decode_bytes_total, q8_read.costs.decode_rows, unfixed(q8_read),
                              rows.costs.decode_bytes_total, rows.costs.decode_rows, unfixed(rows))
 

@@ -87,13 +87,16 @@ def read_models(cache_mb: float, ram_mb: float) -> tuple[ProbeModel, ...]:
 ROWS_EMBD = 128
 ROWS_CACHE_MULTIPLE = 2  # a 492,800-token vocabulary here: writing it and loading it three times takes 5 s
 ROWS_VOCAB_MULTIPLE = 256  # whole 64-row chunks
+# Writing a vocabulary and loading it three times takes about 1.1 s per 100,000 tokens here: past 2^20 (143 MB) the probe would
+# spend more on it than on the rest; a cache of over twice that holds the model, and no row cost is fitted.
+ROWS_VOCAB_CAP = 1 << 20
 
 
 def rows_model(cache_mb: float, ram_mb: float) -> ProbeModel:
     row_bytes = ROWS_EMBD * GGML_TYPES_BY_NAME["Q8_0"].bits_per_weight / 8
     units = -int(-read_model_mb(cache_mb, ram_mb, ROWS_CACHE_MULTIPLE) * 1e6 // (row_bytes * ROWS_VOCAB_MULTIPLE))
     return ProbeModel("probe-rows-q8_0", 1, ROWS_EMBD, ROWS_EMBD, "Q8_0",
-                      n_vocab=max(2, units) * ROWS_VOCAB_MULTIPLE, tied=True)
+                      n_vocab=min(max(2, units) * ROWS_VOCAB_MULTIPLE, ROWS_VOCAB_CAP), tied=True)
 
 
 # A Q8_0 model of 4 MB: where the last-level cache holds it, decode reads it from there (small models do).
