@@ -87,8 +87,8 @@ def read_models(cache_mb: float, ram_mb: float) -> tuple[ProbeModel, ...]:
 ROWS_EMBD = 128
 ROWS_CACHE_MULTIPLE = 2  # a 492,800-token vocabulary here: writing it and loading it three times takes 5 s
 ROWS_VOCAB_MULTIPLE = 256  # whole 64-row chunks
-# Writing a vocabulary and loading it three times takes about 1.1 s per 100,000 tokens here: past 2^20 (143 MB) the probe would
-# spend more on it than on the rest; a cache of over twice that holds the model, and no row cost is fitted.
+# Writing a vocabulary and loading it three times takes about 1.1 s per 100,000 tokens here: 2^20 tokens
+# (143 MB) take 12 s of the probe's minute. A cache of over twice that holds the model: no row cost is fitted.
 ROWS_VOCAB_CAP = 1 << 20
 
 
