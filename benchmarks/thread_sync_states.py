@@ -4,7 +4,7 @@ fixed-cost model, whose decode is nearly all per-op cost (at 2 threads, the thre
 Run: python benchmarks/thread_sync_states.py [--seconds 120] [--gap 0.5]
 
 Every --gap seconds, one run of 64 decodes at 1 thread and then one at 2 threads, each the median token;
-/proc/stat's steal time over the pair beside it (the hypervisor's own count of time it ran something else).
+/proc/stat's steal time summed over the runs (the hypervisor's own count of time it ran something else).
 Prints the quartiles of each column and how the 2-thread medians fall into bands around the fastest: on a
 virtual machine whose host moves its vCPUs, the 2-thread cost jumps between levels from one second to the
 next while the 1-thread cost stays put; a prediction made from one moment then meets a measurement from

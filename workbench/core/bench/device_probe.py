@@ -48,7 +48,7 @@ FIXED_REPEATS = 4  # the fixed-cost models' prompts take a few ms: a burst on th
 # (median_pass). At 2 threads this virtual machine's cost per graph op moved between 0.24 and 1.0 us, and
 # its Q8_0 read rate between 19 and 24 GB/s, from a few seconds to the next (a cache line passed between
 # its two vCPUs in 60-100 ns at times, in 300-400 ns at others: where the host runs them; the 2-thread
-# cost of a fixed-cost token sat at one level 50-70% of the time and about 1.35x or 2x above it the rest,
+# cost of a fixed-cost token sat at one level 48-70% of the time and about 1.35x or 2x above it the rest,
 # benchmarks/thread_sync_states.py): of three passes the median fell on a higher level in 3 of 12 probes,
 # five take about 4 s more. One lone pass fitted a negative cost per token. The Q8_0 read model, the rows
 # model and the cached one are timed three times (the rows model's lone timings at 2 threads here ranged
