@@ -44,16 +44,16 @@ READ_GEN = 32  # the read models' decodes: each reads 4x the last-level cache, 3
 REPEATS = 2  # timed prompts per run (the fastest counts)
 FIXED_REPEATS = 4  # the fixed-cost models' prompts take a few ms: a burst on the machine moved two of them by 2x
 # The fixed costs are the difference of the two fixed-cost models, so the two are timed back to back in
-# five passes spread over the probe (probe_order) and the pass of the median difference counts
+# three passes spread over the probe (probe_order) and the pass of the median difference counts
 # (median_pass). At 2 threads this virtual machine's cost per graph op moved between 0.24 and 1.0 us, and
 # its Q8_0 read rate between 19 and 24 GB/s, from a few seconds to the next (a cache line passed between
 # its two vCPUs in 60-100 ns at times, in 300-400 ns at others: where the host runs them; the 2-thread
 # cost of a fixed-cost token sat at one level 48-70% of the time and about 1.35x or 2x above it the rest,
-# benchmarks/thread_sync_states.py): of three passes the median fell on a higher level in 3 of 12 probes,
-# five take about 4 s more. One lone pass fitted a negative cost per token. The Q8_0 read model, the rows
-# model and the cached one are timed three times (the rows model's lone timings at 2 threads here ranged
-# from 10.0 to 17.1 ms); how far the passes moved is kept (with_ranges) and widens the prediction's band
-# (speed.measured_band).
+# benchmarks/thread_sync_states.py). A slow level lasts long enough to hold most passes: five passes
+# landed the median on one in 3 of 12 probes, as three did, so three it is. One lone pass fitted a
+# negative cost per token. The Q8_0 read model, the rows model and the cached one are timed three times
+# as well (the rows model's lone timings at 2 threads here ranged from 10.0 to 17.1 ms); how far the
+# passes moved is kept (with_ranges) and widens the prediction's band (speed.measured_band).
 READ_PROMPT = 8  # the read models time decode only: a short prompt keeps their runs short
 DECODE_ONLY_BATCH = 32  # their batch: llama-cpp-python keeps a batch x vocabulary array of scores
 QUIET_WAIT_S = 0.5  # before a probe run is measured again: short, the probe keeps to about a minute
@@ -83,7 +83,7 @@ class DeviceProbe:
         return (f"measured by `workbench devices probe` at {self.measured_at} with llama-cpp-python {self.llama_cpp} "
                 f"in {self.seconds:.0f} s{self.pinned} on random-weight models it wrote: fixed costs per token, "
                 f"per graph op (decode) and per elementwise element (prefill) from {fixed} (2 vs 16 layers, 64 "
-                f"wide; of 5 passes spread over the probe, the one of the median difference), prefill FLOP/s per weight type from "
+                f"wide; of 3 passes spread over the probe, the one of the median difference), prefill FLOP/s per weight type from "
                 f"8 x 512 x 2048 models ({wide}), the memory read rate per type from 512 x 2048 models of one KV "
                 f"head and {self.read_mb:.0f} MB or more (at least {READ_CACHE_MULTIPLE}x the {self.cache_mb:.1f} MB "
                 f"last-level cache in sysfs; Q8_0's of 3 passes, the median one) and, with "

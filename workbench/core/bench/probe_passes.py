@@ -67,13 +67,11 @@ def with_ranges(rates: ThreadRates, node_us: Sequence[float], q8_reads: Sequence
 
 
 def probe_order(reads: tuple[ProbeModel, ...], rows: ProbeModel, threads: Sequence[int]) -> tuple[ProbeModel, ...]:
-    """The models in the order they are timed: the fixed-cost pair five times, at the start, among the rate
-    models, after them, among the read models and at the end; the Q8_0 read model, the rows model beside it,
-    and the cached model three times, from before the second pass of the pair to before its last. The rows
-    model only where a thread count is over 1: the row cost is fitted at 2 threads or more
-    (device_probe._solve)."""
-    q8, half = reads[:1], len(RATE_MODELS) // 2
-    order = (FIXED_COST_MODELS + q8 + (rows, CACHED_MODEL) + RATE_MODELS[:half] + FIXED_COST_MODELS
-             + RATE_MODELS[half:] + (CACHED_MODEL,) + FIXED_COST_MODELS + (rows,) + reads[:2] + FIXED_COST_MODELS
-             + reads[2:] + q8 + (rows, CACHED_MODEL) + FIXED_COST_MODELS)
+    """The models in the order they are timed: the fixed-cost pair at the start, after the rate models and at
+    the end; the Q8_0 read model, the rows model beside it, and the cached model from before the second pass
+    of the pair to the end. The rows model only where a thread count is over 1: the row cost is fitted at 2
+    threads or more (device_probe._solve)."""
+    q8 = reads[:1]
+    order = (FIXED_COST_MODELS + q8 + (rows, CACHED_MODEL) + RATE_MODELS + (CACHED_MODEL,) + FIXED_COST_MODELS
+             + (rows,) + reads + q8 + (rows, CACHED_MODEL) + FIXED_COST_MODELS)
     return order if any(count > 1 for count in threads) else tuple(model for model in order if model is not rows)
