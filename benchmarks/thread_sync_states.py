@@ -14,7 +14,6 @@ another (benchmarks/speed_prediction.py's 2-thread rows).
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -74,4 +73,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

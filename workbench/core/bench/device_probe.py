@@ -49,8 +49,8 @@ FIXED_REPEATS = 4  # the fixed-cost models' prompts take a few ms: a burst on th
 # its Q8_0 read rate between 19 and 24 GB/s, from a few seconds to the next (a cache line passed between
 # its two vCPUs in 60-100 ns at times, in 300-400 ns at others: where the host runs them; the 2-thread
 # cost of a fixed-cost token sat at one level 48-70% of the time and about 1.35x or 2x above it the rest,
-# benchmarks/thread_sync_states.py). A slow level lasts long enough to hold most passes: five passes
-# landed the median on one in 3 of 12 probes, as three did, so three it is. One lone pass fitted a
+# benchmarks/thread_sync_states.py). A slow level lasts long enough to hold most of a probe's passes:
+# five passes put the median on one as often as three (3 of 12 probes each here). One lone pass fitted a
 # negative cost per token. The Q8_0 read model, the rows model and the cached one are timed three times
 # as well (the rows model's lone timings at 2 threads here ranged from 10.0 to 17.1 ms); how far the
 # passes moved is kept (with_ranges) and widens the prediction's band (speed.measured_band).
