@@ -8,7 +8,8 @@ Every --gap seconds, one run of 64 decodes at 1 thread and then one at 2 threads
 Prints the quartiles of each column and how the 2-thread medians fall into bands around the fastest: on a
 virtual machine whose host moves its vCPUs, the 2-thread cost jumps between levels from one second to the
 next while the 1-thread cost stays put; a prediction made from one moment then meets a measurement from
-another (benchmarks/speed_prediction.py's 2-thread rows).
+another (benchmarks/speed_prediction.py's 2-thread rows). Then the mean and the median token over
+successive windows of 5, 10 and 30 s: how far a figure averaged over a window of that length moves.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from workbench.core.config.preset import Preset
 from workbench.core.engine.client import EngineClient
 
 N_GEN = 64
+WINDOWS_S = (5.0, 10.0, 30.0)  # the mean and median token over successive windows of this length
 BANDS = (1.15, 1.5)  # a 2-thread median within 15% of the fastest, up to 1.5x, and beyond
 
 
@@ -71,6 +73,17 @@ def main() -> None:
     print(f"1-thread medians within {BANDS[0]:.2f}x of their fastest: "
           f"{sum(v <= min(one) * BANDS[0] for v in one) / len(one):.0%}; steal time over the samples: {steal} jiffies")
 
+    per_second = len(two) / args.seconds
+    for window_s in WINDOWS_S:
+        size = max(1, round(window_s * per_second))
+        for label, column in (("1 thread", one), ("2 threads", two)):
+            chunks = [column[i:i + size] for i in range(0, len(column) - size + 1, size)]
+            means = [sum(chunk) / size for chunk in chunks]
+            medians = [sorted(chunk)[size // 2] for chunk in chunks]
+            if means:
+                print(f"{window_s:>4.0f} s windows ({len(means)}), {label:<9}: mean {min(means):6.1f}-{max(means):6.1f}"
+                      f" ({max(means) / min(means):.2f}x), median {min(medians):6.1f}-{max(medians):6.1f}"
+                      f" ({max(medians) / min(medians):.2f}x)")
 
 if __name__ == "__main__":
     main()
