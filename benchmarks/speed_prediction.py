@@ -27,6 +27,14 @@ Beside it, not instead: "band" is the band the workbench shows with the predicti
 how far the cost per graph op and the read rates moved between the probe's passes and, for weights between
 half and all of the last-level cache, up to their cached rate: speed.measured_band; the median of the
 rounds' ends), and "in" says whether the decode and the prefill ratio fall inside it.
+
+Also beside it: the machine's state at each row against its state in the probe. A second engine holds the
+probe's 16-layer fixed-cost model (nearly all per-op cost) and decodes with it at the row's thread count just
+before and just after the row; "state" is the mean of those two median tokens over the median of the probe's
+own depth-0 runs of that model at that thread count. On this virtual machine the 2-thread cost per op moves
+between levels 1.35x and 2x apart and stays on one for seconds to a minute (benchmarks/thread_sync_states.py):
+a round whose rows ran on another level than its probe shows a state far from 1. The per-round table and the
+last line count the figures of rounds in the probe's state (within 10%) and of the others apart.
 """
 
 from __future__ import annotations
@@ -41,8 +49,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from arch_models import ARCH_MODELS, write_arch_gguf  # noqa: E402
 
-from workbench.core.bench.device_probe import probe_device, warm_up  # noqa: E402
-from workbench.core.bench.probe_models import written_back  # noqa: E402
+from workbench.core.bench.device_probe import N_GEN as PROBE_N_GEN  # noqa: E402
+from workbench.core.bench.device_probe import PROMPT as PROBE_PROMPT  # noqa: E402
+from workbench.core.bench.device_probe import DeviceProbe, probe_device, warm_up  # noqa: E402
+from workbench.core.bench.probe_models import FIXED_COST_MODELS, write_probe_model, written_back  # noqa: E402
 from workbench.core.bench.quiet_runs import quiet_run  # noqa: E402
 from workbench.core.config.devices import load_device  # noqa: E402
 from workbench.core.config.host import detect_host  # noqa: E402
@@ -58,6 +68,8 @@ N_GEN = 128
 TARGET = 0.15
 ARCHES = ("gemma3", "olmoe")
 QUIET_WAIT_S = 10.0  # before measuring a row again, wait up to this long for the other processes to calm
+GAUGE = FIXED_COST_MODELS[-1]  # the state gauge: the probe's 16-layer fixed-cost model
+SAME_STATE = 0.10  # a row's gauge within this of the probe's: the machine in the probe's state
 
 
 def main() -> None:
@@ -75,18 +87,22 @@ def main() -> None:
         models = [("bundled (llama)", bundled_model_path())]
         models += [(arch, written_back(write_arch_gguf(Path(folder) / f"{arch}.gguf", ARCH_MODELS[arch])))
                    for arch in ARCHES]
+        gauge = write_probe_model(Path(folder) / "gauge.gguf", GAUGE)
+        probe_states: list[dict[int, float]] = []
         for number in range(1, max(1, args.rounds) + 1):
             if args.device:
                 device = load_device(args.device)
                 source = dict(device.notes).get("speed", "no source given")
                 print(f"round {number}, device figures: {args.device} ({source})")
+                probe_states.append({})
             else:
                 probe = probe_device(threads, progress=lambda line: None)
                 device = dataclasses.replace(detect_host(), thread_rates=probe.rates, notes=(("speed", probe.method),))
                 print(f"round {number}, device figures: {probe.method}")
                 for rates in probe.rates:
                     print(f"  {rates}")
-            rounds.append(measure(models, threads, device, max(1, args.repeat)))
+                probe_states.append(probe_state(probe))
+            rounds.append(measure(models, threads, device, max(1, args.repeat), gauge))
     header = (f"{'model':<16} {'thr':>3} {'depth':>5}  {'decode pred':>11} {'meas':>9} {'ratio':>6} {'ok':>3} {'spread':>9}"
               f"  {'prefill pred':>12} {'meas':>9} {'ratio':>6} {'ok':>3} {'spread':>9}  {'fastest token':>13} {'ratio':>6}"
               f" {'others':>6}  {'band':>9} {'in':>7}")
@@ -116,6 +132,43 @@ def main() -> None:
           f"row; the target counts the median and pp512 columns; target: every figure within +-{TARGET:.0%}: "
           f"{within} of {2 * len(rounds[0])} are{' (met)' if within == 2 * len(rounds[0]) else ' (not met)'}")
     print(f"beside it: {in_band} of {2 * len(rounds[0])} fall inside the band the workbench shows with its prediction")
+    print_states(rounds, probe_states)
+
+
+def probe_state(probe: DeviceProbe) -> dict[int, float]:
+    """The gauge's median token in the probe, per thread count: the median of its depth-0 runs there."""
+    runs: dict[int, list[float]] = {}
+    for name, run in probe.runs:
+        if name == GAUGE.name and run.depth == 0:
+            runs.setdefault(run.threads, []).append(run.decode_seconds_per_token)
+    return {count: _median(values) for count, values in runs.items()}
+
+
+def print_states(rounds: list[list[tuple]], probe_states: list[dict[int, float]]) -> None:
+    """Per row and round: the machine's state beside the row over the probe's, and the two ratios; then the
+    figures within the target counted apart for rounds in the probe's state and the others."""
+    if not any(probe_states):
+        print("beside it: no probe in this run (--device), so no state beside the rows")
+        return
+    print(f"\nper round: state = {GAUGE.name}'s median token beside the row / in the probe (same threads); "
+          f"decode/prefill = measured / predicted")
+    counts = {True: [0, 0], False: [0, 0]}  # in the probe's state: [within the target, figures]
+    for row_rounds in zip(*rounds):
+        name, count, depth = row_rounds[0][:3]
+        cells = []
+        for row, states in zip(row_rounds, probe_states):
+            state = row[10] / states[count] if states.get(count) else None
+            ratios = (row[4] / row[3], row[6] / row[5])
+            if state is not None:
+                same = abs(state - 1) <= SAME_STATE
+                counts[same][0] += sum(abs(ratio - 1) <= TARGET for ratio in ratios)
+                counts[same][1] += len(ratios)
+            state_text = "  n/a" if state is None else f"{state:5.2f}"
+            cells.append(f"{state_text} {ratios[0]:4.2f}/{ratios[1]:4.2f}")
+        print(f"{name:<16} {count:>3} {depth:>5}  " + "   ".join(cells))
+    (same_within, same_all), (other_within, other_all) = counts[True], counts[False]
+    print(f"beside it: figures of rounds whose rows ran in the probe's state (within {SAME_STATE:.0%}): "
+          f"{same_within} of {same_all} within +-{TARGET:.0%}; of rounds in another state: {other_within} of {other_all}")
 
 
 def _median(values: list[float]) -> float:
@@ -128,9 +181,17 @@ def _spread(ratios: list[float]) -> str:
     return f"{min(ratios):.2f}-{max(ratios):.2f}"
 
 
-def measure(models, threads, device, repeat):
+def measure(models, threads, device, repeat, gauge_path):
     rows = []
-    with EngineClient() as engine:
+    with EngineClient() as engine, EngineClient() as gauge:
+        gauge.load_blocking(gauge_path, Preset(name="gauge", ctx_size=1024, batch_size=PROBE_PROMPT,
+                                               ubatch_size=PROBE_PROMPT, threads=max(threads)), allow_overbudget=True)
+        warm_up(gauge, threads)
+
+        def state(count: int) -> float:  # the gauge's median token, run as the probe runs it at depth 0
+            return gauge.run_op("rates", threads=count, depth=0, n_prompt=PROBE_PROMPT, n_gen=PROBE_N_GEN,
+                                repeats=1).decode_seconds_per_token
+
         for name, path in models:
             info = read_gguf(path)
             engine.load_blocking(path, Preset(name="bench", ctx_size=2048, threads=max(threads)),
@@ -141,6 +202,7 @@ def measure(models, threads, device, repeat):
                                             threads=count)
                 band = measured_band(speed)[0]
                 for depth in DEPTHS:
+                    before = state(count)
                     kept = [quiet_run(lambda count=count, depth=depth: engine.run_op(
                         "rates", threads=count, depth=depth, n_prompt=N_PROMPT, n_gen=N_GEN), wait_s=QUIET_WAIT_S)
                             for _ in range(repeat)]
@@ -148,8 +210,10 @@ def measure(models, threads, device, repeat):
                     decode = sorted(1 / run.decode_seconds_per_token for run in runs)[len(runs) // 2]
                     prefill = sorted(N_PROMPT / run.prefill_seconds for run in runs)[len(runs) // 2]
                     best = max(1 / run.decode_best_seconds_per_token for run in runs)
+                    beside = (before + state(count)) / 2
                     rows.append((name, count, depth, speed.decode_tps(depth + N_GEN / 2), decode,
-                                 speed.prefill_tps(N_PROMPT, depth), prefill, best, max(o for _, o in kept), band))
+                                 speed.prefill_tps(N_PROMPT, depth), prefill, best, max(o for _, o in kept), band,
+                                 beside))
             engine.unload()
     return rows
 
