@@ -254,7 +254,7 @@ def test_weights_over_half_the_cache_are_predicted_from_memory_with_the_cache_as
 def test_other_thread_count_uses_the_nearest_below_and_says_so(tmp_path: Path):
     device = DeviceProfile(name="b", ram_total_mb=4096, thread_rates=(RATES, replace(RATES, threads=4)))
     _, basis = speed_model(_tiny(tmp_path), Preset(name="p", threads=3), device)
-    assert "measured at 1 threads; the preset runs 3" in basis
+    assert "measured at 1 thread; the preset runs 3" in basis
 
 
 def test_published_and_bound_methods(tmp_path: Path):

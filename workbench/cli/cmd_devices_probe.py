@@ -13,6 +13,7 @@ from workbench.core.bench.device_probe import probe_device
 from workbench.core.bench.probed_profile import write_probed_profile
 from workbench.core.config.cpu_topology import parse_cpu_list
 from workbench.core.config.devices import user_devices_dir
+from workbench.core.units import threads_text
 from workbench.core.config.host import detect_host, probed_profile_name
 from workbench.core.errors import WorkbenchError
 
@@ -77,7 +78,7 @@ def run_probe(args: argparse.Namespace) -> int:
         return 0
     for rates in probe.rates:
         flops = ", ".join(f"{kind} {g:.0f}" for kind, g in rates.prefill_gflops)
-        sys.stdout.write(f"{rates.threads} threads: {rates_line(rates)}; "
+        sys.stdout.write(f"{threads_text(rates.threads)}: {rates_line(rates)}; "
                          f"prefill GFLOP/s {flops} + {rates.prefill_element_ns:.3f} ns/elementwise element\n")
     sys.stdout.write(f"measured in {probe.seconds:.0f} s; wrote {path}\n"
                      f"predict with it: workbench ledger MODEL --device {name}"

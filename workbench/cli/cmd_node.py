@@ -16,7 +16,7 @@ from workbench.core.rpc.node_proxy import DEFAULT_IDLE_TIMEOUT_S, NodeProxy, ope
 from workbench.core.rpc.node_server import SECURITY_WARNING, check_listen_host, default_threads
 from workbench.core.rpc.node_supervisor import SupervisedServer, node_budget_bytes
 from workbench.core.rpc.wire import probe_node
-from workbench.core.units import MIB
+from workbench.core.units import MIB, threads_text
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -80,7 +80,7 @@ def run_serve(args: argparse.Namespace) -> int:
         say(f"listening on {host}:{port}")
         # An engine host that goes silent (cable pulled) must not keep this node busy for ever.
         watch_client_connections(port, say)
-        say(f"serving {', '.join(server.devices)} with {threads} threads; one client at a time; clients may "
+        say(f"serving {', '.join(server.devices)} with {threads_text(threads)}; one client at a time; clients may "
             f"allocate up to {budget / MIB:,.0f} MiB")
         if host != "127.0.0.1":
             print(SECURITY_WARNING.format(address=f"{host}:{port}"), file=sys.stderr, flush=True)

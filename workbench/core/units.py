@@ -87,6 +87,10 @@ def rate_text(bytes_per_s: float | None) -> str:
     return "measuring…" if bytes_per_s is None else f"{size_text(int(bytes_per_s))}/s"
 
 
+def threads_text(count: int) -> str:
+    return f"{count} thread" if count == 1 else f"{count} threads"
+
+
 def eta_text(seconds: float | None) -> str:
     if seconds is None:
         return "ETA unknown"

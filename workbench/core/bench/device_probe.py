@@ -36,6 +36,7 @@ from workbench.core.ledger.speed import (
     prefill_token_seconds,
 )
 from workbench.core.ledger.speed_costs import ModelCosts, model_costs
+from workbench.core.units import threads_text
 
 DEPTH = 1024  # the attention terms: the same model at this depth and at 0
 PROMPT = 512  # prompt tokens per timed prefill: one ubatch, as llama-bench's pp512
@@ -328,7 +329,7 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
                     timed[depth] = run
                     worst_other = max(worst_other, others)
                     runs.append((model.name, run))
-                    progress(f"{model.name}: {count} threads, depth {depth}: decode "
+                    progress(f"{model.name}: {threads_text(count)}, depth {depth}: decode "
                              f"{1 / run.decode_seconds_per_token:,.0f} tok/s, prefill "
                              f"{run.n_prompt / run.prefill_seconds:,.0f} tok/s")
                 passes.setdefault((model.name, count), []).append(ProbeRun(costs, timed[0], timed.get(DEPTH)))

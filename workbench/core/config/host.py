@@ -11,7 +11,7 @@ import psutil
 
 from workbench.core.config.bandwidth import BandwidthMeasurement, cache_path, host_bandwidth
 from workbench.core.config.preset import DeviceProfile
-from workbench.core.units import MIB
+from workbench.core.units import MIB, threads_text
 
 
 def probed_profile_name(hostname: str | None = None) -> str:
@@ -85,7 +85,7 @@ def detect_host(*, bandwidth: BandwidthMeasurement | None = None) -> DeviceProfi
                            "what the workbench runs now); page cache counts as available because the kernel "
                            "reclaims it"),
         ("mem_bandwidth_gbs", f"measured on this machine {probe_when}: best of {measured.passes} passes of "
-                              f"{measured.threads} threads each reading its own {measured.buffer_mb} MB "
+                              f"{threads_text(measured.threads)} each reading its own {measured.buffer_mb} MB "
                               f"buffer at once (aggregate read, as decode reads weights); cached in {cache_path()}"),
         ("power_limit_w", "not detected: the host profile reads no power limit (see `workbench monitor` "
                           "for measured power)"),

@@ -12,6 +12,7 @@ from workbench.core.config import cpu_topology
 from workbench.core.config.cpu_topology import MAX_CPUS, CpuTopology, format_cpu_list, parse_cpu_list
 from workbench.core.config.toml_checks import TomlSource, wrong_type
 from workbench.core.errors import PresetError
+from workbench.core.units import threads_text
 
 CORE_KEYS = ("cpu_cores",)
 _EXAMPLE = 'cpu_cores = "4-7" (or [4, 5, 6, 7])'
@@ -87,21 +88,17 @@ def core_choice(preset: Any, topology: CpuTopology | None = None) -> CoreChoice:
     if preset.cpu_cores:
         threads = preset.threads or len(preset.cpu_cores)
         where = format_cpu_list(preset.cpu_cores)
-        return CoreChoice(threads, tuple(preset.cpu_cores), f"{_threads(threads)} on CPUs {where} (the preset's cpu_cores)")
+        return CoreChoice(threads, tuple(preset.cpu_cores), f"{threads_text(threads)} on CPUs {where} (the preset's cpu_cores)")
     fast = format_cpu_list(machine.fast)
     if machine.heterogeneous and preset.threads <= machine.fast_cores:
         threads = preset.threads or machine.fast_cores
         said = "threads = 0: one per fast core" if not preset.threads else "the preset's threads"
-        return CoreChoice(threads, machine.fast, f"{_threads(threads)} ({said}) pinned to CPUs {fast}: {machine.reason}")
+        return CoreChoice(threads, machine.fast, f"{threads_text(threads)} ({said}) pinned to CPUs {fast}: {machine.reason}")
     if preset.threads:
-        return CoreChoice(preset.threads, (), f"{_threads(preset.threads)} (the preset's), not pinned: {machine.reason}")
+        return CoreChoice(preset.threads, (), f"{threads_text(preset.threads)} (the preset's), not pinned: {machine.reason}")
     threads = physical_cores_minus_one(topology)
-    return CoreChoice(threads, (), f"{_threads(threads)} (threads = 0: physical cores minus one), not pinned: "
+    return CoreChoice(threads, (), f"{threads_text(threads)} (threads = 0: physical cores minus one), not pinned: "
                                    f"{machine.reason}")
-
-
-def _threads(count: int) -> str:
-    return f"{count} thread" if count == 1 else f"{count} threads"
 
 
 def cores_server_args(cpus: tuple[int, ...]) -> list[str]:

@@ -12,7 +12,7 @@ from workbench.core.gguf.ggml_types import GGML_TYPES_BY_NAME
 from workbench.core.gguf.model_info import ModelInfo
 from workbench.core.ledger.speed_costs import ModelCosts, model_costs
 from workbench.core.ledger.types import SpeedPrediction
-from workbench.core.units import MIB
+from workbench.core.units import MIB, threads_text
 
 PROMPT_TOKENS = 512  # llama-bench's pp512: the prompt the prefill and TTFT figures are for
 UBATCH = 512  # llama.cpp's default ubatch: the queries one graph attends with at once
@@ -153,7 +153,7 @@ def measured_band(speed: SpeedModel) -> tuple[tuple[float, float], str]:
         slow, fast = decode_seconds(0) or seconds, decode_seconds(1) or seconds
         cached_text = (f", cached at {cached_range[0]:.1f}-{cached_range[1]:.1f} GB/s"
                        if rates.cached_read_gbs_range else "")
-        widened.append(f"what moved between the probe's passes at {_threads(rates.threads)}: {node_range[0]:.2f}-"
+        widened.append(f"what moved between the probe's passes at {threads_text(rates.threads)}: {node_range[0]:.2f}-"
                        f"{node_range[1]:.2f} us per graph op, Q8_0 read at {read_range[0]:.1f}-{read_range[1]:.1f} "
                        f"GB/s{cached_text}")
     weights = speed.costs.decode_bytes_total
@@ -250,11 +250,7 @@ def _thread_rates(device: DeviceProfile, threads: int) -> tuple[ThreadRates | No
         return exact[0], ""
     below = [rates for rates in device.thread_rates if rates.threads < threads]
     chosen = below[-1] if below else device.thread_rates[0]
-    return chosen, f" (measured at {chosen.threads} threads; the preset runs {threads})"
-
-
-def _threads(count: int) -> str:
-    return f"{count} thread" if count == 1 else f"{count} threads"
+    return chosen, f" (measured at {threads_text(chosen.threads)}; the preset runs {threads})"
 
 
 def device_threads(preset: Preset, device: DeviceProfile) -> int:
@@ -304,7 +300,7 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
         basis = (f"measured: {rates.token_us:.0f} us per token + {fixed} + "
                  f"{rows}{read_mb:.1f} MiB read {where}at {read} GB/s effective of "
                  f"{device.mem_bandwidth_gbs:g} GB/s; prefill "
-                 f"compute-bound at {flops or 'unmeasured'} GFLOP/s{elementwise}; {_threads(threads)}, {backend}{rates_note}; "
+                 f"compute-bound at {flops or 'unmeasured'} GFLOP/s{elementwise}; {threads_text(threads)}, {backend}{rates_note}; "
                  f"source: {_note(device, 'speed')}")
         bandwidth, gflops = 0.0, None
     elif device.effective_bandwidth_gbs and backend.lower() == device.effective_backend:
@@ -315,7 +311,7 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
         basis = (f"memory-bound: {read_mb:.1f} MiB per token at {bandwidth:g} GB/s effective of "
                  f"{device.mem_bandwidth_gbs:g} GB/s ({_note(device, 'effective_bandwidth_gbs')}); {prefill}; "
                  f"no fixed per-token costs known: small models run slower; "
-                 f"{_threads(threads)}{_threads_why(preset, device, threads)}, {backend}")
+                 f"{threads_text(threads)}{_threads_why(preset, device, threads)}, {backend}")
     else:
         method = "bound"
         bandwidth, gflops = device.mem_bandwidth_gbs, None
@@ -323,7 +319,7 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
                      f"{backend}" if device.effective_bandwidth_gbs else "")
         basis = (f"upper bound only: {read_mb:.1f} MiB per token at the {bandwidth:g} GB/s peak (no effective "
                  f"figures for {device.name} on {backend}{published}: run `workbench devices probe` on it); "
-                 f"prefill: unavailable; {_threads(threads)}{_threads_why(preset, device, threads)}, {backend}")
+                 f"prefill: unavailable; {threads_text(threads)}{_threads_why(preset, device, threads)}, {backend}")
     if costs.expert_note:
         basis += f"; {costs.expert_note}"
     decode_factor = prefill_factor = 1.0

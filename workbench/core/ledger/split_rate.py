@@ -23,6 +23,7 @@ from workbench.core.ledger.split_types import (
     SplitDevice,
     SplitRate,
 )
+from workbench.core.units import threads_text
 
 # Per token and node, llama.cpp's RPC client sends about 6 SET_TENSOR (inputs, positions, mask),
 # one GRAPH_RECOMPUTE and one GET_TENSOR (the count a node's checks, rpc.node_proxy, saw on the
@@ -60,7 +61,7 @@ def _device_term(model: ModelInfo, preset: Preset, costs: ModelCosts, by_layer: 
         if rates.kv_read_gbs and not cache_holds(rates.cache_mb, total + kv):
             seconds += kv / (rates.kv_read_gbs * 1e9)
         return seconds, (f"{held}; {rates.token_us if runs_graph else 0:.0f} us fixed + {layer_us:.1f} us a layer, "
-                         f"measured rates of {profile.name} at {rates.threads} threads")
+                         f"measured rates of {profile.name} at {threads_text(rates.threads)}")
     if speed.method == "published":
         return (total + kv) / (speed.bandwidth_gbs * 1e9), (
             f"{held} at {speed.bandwidth_gbs:g} GB/s effective ({profile.name}, published; no fixed costs known)")

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workbench.core.tasks.results import TaskRow
+from workbench.core.units import threads_text
 
 
 @dataclass(frozen=True)
@@ -17,7 +18,7 @@ class CapChoice:
 def _point(row: TaskRow) -> str:
     clock = "as set" if row.cpu_max_khz is None else f"{row.cpu_max_khz / 1000:.0f} MHz"
     governor = f" {row.governor}" if row.governor else ""
-    return f"{row.preset}, N={row.samples}, {row.n_threads} threads, CPU {clock}{governor}"
+    return f"{row.preset}, N={row.samples}, {threads_text(row.n_threads)}, CPU {clock}{governor}"
 
 
 def choose_under_cap(rows: Sequence[TaskRow], cap_w: float) -> CapChoice:
