@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -57,7 +56,7 @@ from arch_models import ARCH_MODELS, write_arch_gguf  # noqa: E402
 from workbench.core.bench.device_probe import N_GEN as PROBE_N_GEN  # noqa: E402
 from workbench.core.bench.device_probe import PROMPT as PROBE_PROMPT  # noqa: E402
 from workbench.core.bench.device_probe import DeviceProbe, probe_device, warm_up  # noqa: E402
-from workbench.core.bench.probe_models import FIXED_COST_MODELS, write_probe_model, written_back  # noqa: E402
+from workbench.core.bench.probe_models import FIXED_COST_MODELS, fresh_copy, write_probe_model, written_back  # noqa: E402
 from workbench.core.bench.quiet_runs import quiet_run  # noqa: E402
 from workbench.core.config.devices import load_device  # noqa: E402
 from workbench.core.config.host import detect_host  # noqa: E402
@@ -89,9 +88,7 @@ def main() -> None:
     threads = tuple(int(part) for part in args.threads.split(","))
     rounds: list[list[tuple]] = []
     with tempfile.TemporaryDirectory(prefix="speed-prediction-") as folder:
-        bundled = Path(folder) / "bundled.gguf"
-        shutil.copyfile(bundled_model_path(), bundled)
-        models = [("bundled (llama)", written_back(bundled))]
+        models = [("bundled (llama)", fresh_copy(bundled_model_path(), Path(folder)))]
         models += [(arch, written_back(write_arch_gguf(Path(folder) / f"{arch}.gguf", ARCH_MODELS[arch])))
                    for arch in ARCHES]
         gauge = write_probe_model(Path(folder) / "gauge.gguf", GAUGE)

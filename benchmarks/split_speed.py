@@ -6,9 +6,11 @@ TCP relay on 127.0.0.1 with a bandwidth and a one-way delay: workbench/core/rpc/
 For each, the engine loads the model with every layer on the nodes, generates --n-gen
 tokens greedily, and the table's headline is llama.cpp's measured decode tok/s over the
 ledger's predicted split rate (the speed model's cost per token on each device, from the
-host's probed figures, since a local node runs llama.cpp's CPU backend on this machine, plus
-activations / link + round trips x latency, with the link figures from `node probe` through
-the same relay): within 25% on every setting is the target. Extra views beside it: the bound
+host's probed figures, since a local node runs llama.cpp's CPU backend on this machine, at its
+read rate from llama.cpp's own memory where a node holds the weights, plus activations / link +
+round trips x latency, with the link figures from `node probe` through the same relay): within
+25% on every setting is the target. The engine reads a copy of the model written in this run:
+new in the page cache, as the probe's files are. Extra views beside it: the bound
 (per-device bytes / bandwidth + the link terms) and "with link" (the 0-node run's measured
 rate plus the link term). What the
 node's message checks cost is measured apart: two loaded engines, one through a node's checks
@@ -29,9 +31,12 @@ import argparse
 import dataclasses
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from workbench.core.bench.device_probe import probe_device
+from workbench.core.bench.probe_models import fresh_copy
 from workbench.core.config.devices import load_device
 from workbench.core.config.preset import Preset
 from workbench.core.config.rpc_endpoints import parse_endpoint
@@ -75,8 +80,8 @@ def _bound(model, preset, host, addresses, host_bandwidth):
     return split, reports
 
 
-def _measure(client, preset, n_gen):
-    client.load_blocking(bundled_model_path(), preset, device=None, allow_overbudget=True)
+def _measure(client, path, preset, n_gen):
+    client.load_blocking(path, preset, device=None, allow_overbudget=True)
     return _turn(client, n_gen)
 
 
@@ -90,7 +95,7 @@ def _turn(client, n_gen):
     return finished.decode_tps
 
 
-def _guard_cost(base, guarded: str, direct: str, n_gen: int, rounds: int) -> list[float]:
+def _guard_cost(path, base, guarded: str, direct: str, n_gen: int, rounds: int) -> list[float]:
     """Decode tok/s through a node's checks over tok/s on a llama.cpp port directly, per round.
 
     Two engines stay loaded (one per node, as a node serves one client) and take turns in the
@@ -99,7 +104,7 @@ def _guard_cost(base, guarded: str, direct: str, n_gen: int, rounds: int) -> lis
     clients = [EngineClient(), EngineClient()]
     try:
         for client, address in zip(clients, (guarded, direct)):
-            client.load_blocking(bundled_model_path(), dataclasses.replace(base, rpc=(address,), gpu_layers=-1),
+            client.load_blocking(path, dataclasses.replace(base, rpc=(address,), gpu_layers=-1),
                                  device=None, allow_overbudget=True)
         ratios = []
         for index in range(rounds):
@@ -133,6 +138,8 @@ def main() -> int:
         raise SystemExit("split_speed: the host profile has no measured speed figures, so the ledger cannot predict a "
                          "split's rate; run `workbench devices probe` first (about a minute), or drop --stored")
     base = Preset(name="split-speed", ctx_size=512, batch_size=256, ubatch_size=256, threads=args.threads)
+    folder = tempfile.TemporaryDirectory(prefix="split-speed-")
+    path = fresh_copy(bundled_model_path(), Path(folder.name))  # new in the page cache, as the probe's files are
     nodes = [LocalNode(threads=args.threads) for _ in range(2)]  # --smallest: the second only for the checks' cost
     shapers: list[LinkShaper] = []
     rows = []
@@ -143,7 +150,7 @@ def main() -> int:
                                          for n in range(1, 2 if args.smallest else len(nodes) + 1)]
         if nodes[0].server_address:  # the same node's llama.cpp port, skipping the node's message checks
             settings.append(("1 node, checks skipped", (nodes[0].server_address,)))
-            guard_ratios = _guard_cost(base, nodes[0].address, nodes[1].server_address, n_gen, 4 if args.smallest else 8)
+            guard_ratios = _guard_cost(path, base, nodes[0].address, nodes[1].server_address, n_gen, 4 if args.smallest else 8)
         for link in LINKS[-1:] if args.smallest else LINKS:
             shaper = LinkShaper("127.0.0.1", nodes[0].port, link)
             shapers.append(shaper)
@@ -161,7 +168,7 @@ def main() -> int:
             client = EngineClient()
             try:
                 started = time.monotonic()
-                measured = _measure(client, preset, n_gen)
+                measured = _measure(client, path, preset, n_gen)
                 seconds = time.monotonic() - started
             finally:
                 client.close()
@@ -177,6 +184,7 @@ def main() -> int:
             shaper.close()
         for node in nodes:
             node.stop()
+        folder.cleanup()
     print(f"\nbundled model, {n_gen} generated tokens, {args.threads} thread(s); host bandwidth "
           f"{host.mem_bandwidth_gbs:g} GB/s ({host.name} profile)\n")
     # The headline: measured over the ledger's own predicted split rate (the speed model per device

@@ -52,6 +52,9 @@ def test_profile_speed_tables_load(tmp_path: Path):
     ("[speed.t1]\nnode_us_range = [0.5, 0.2]\nread_gbs = { Q8_0 = 10 }\n", "node_us_range is not a [lowest, highest]", 6),
     ("[speed.t1]\nread_gbs_range = [1, 2, 3]\nread_gbs = { Q8_0 = 10 }\n", "read_gbs_range is not a [lowest", 6),
     ("[speed.t1]\nread_gbs_range = [-1, 2]\nread_gbs = { Q8_0 = 10 }\n", "read_gbs_range is not a [lowest", 6),
+    ("[speed.t1]\nunmapped_read_gbs = 0\nread_gbs = { Q8_0 = 10 }\n", "unmapped_read_gbs = 0 is out of range", 6),
+    ("[speed.t1]\nunmapped_read_gbs = 1e9\nread_gbs = { Q8_0 = 10 }\n", "unmapped_read_gbs = 1000000000.0 is out", 6),
+    ('[speed.t1]\nunmapped_read_gbs = "fast"\nread_gbs = { Q8_0 = 10 }\n', "unmapped_read_gbs", 6),
     ("[speed.fast]\ntoken_us = 5\n", "[speed.fast] is not a thread count", 5),
     ("[speed.t1]\ntoken_us = 5\nread_gbs = { Q9_9 = 10 }\n", 'names "Q9_9"', 7),
     ("[speed.t1]\ntoken_us = 5\nread_gbs = { Q8_0 = 1e9 }\n", "Q8_0 = 1000000000.0 is out of range", 7),
@@ -220,6 +223,32 @@ def test_weights_the_cache_holds_are_read_at_the_cached_rate_never_below_the_mem
     assert decode_s(4.0) == pytest.approx(120e-6 + costs.decode_bytes_total / 10e9)
 
 
+def test_mmap_off_reads_weights_from_memory_at_the_probed_unmapped_rate(tmp_path: Path):
+    info = _tiny(tmp_path)
+    costs = model_costs(info)
+    q8 = dict(costs.decode_bytes)["Q8_0"]
+    others = costs.decode_bytes_total - q8  # F32 norms, at Q8_0's rate scaled the same way
+
+    def predicted(mmap: bool, unmapped: float | None, cache_mb: float = 0.0):
+        rates = replace(RATES, unmapped_read_gbs=unmapped, cache_mb=cache_mb, cached_read_gbs=(("Q8_0", 40.0),))
+        device = DeviceProfile(name="b", ram_total_mb=4096, mem_bandwidth_gbs=20, thread_rates=(rates,))
+        return speed_model(info, Preset(name="p", threads=1, mmap=mmap), device)
+
+    mapped, mapped_basis = predicted(True, 6.0)
+    assert mapped.decode_seconds(0) == pytest.approx(120e-6 + (q8 + others) / 10e9) and "mmap off" not in mapped_basis
+    # read into llama.cpp's own memory, probed at 6 of the mapped 10 GB/s: every type at 0.6x its rate
+    own, own_basis = predicted(False, 6.0)
+    assert own.decode_seconds(0) == pytest.approx(120e-6 + (q8 + others) / 6e9)
+    assert "mmap off: read into llama.cpp's own memory, at 0.60x those rates (Q8_0 6.0 GB/s there, probed)" in own_basis
+    # a profile probed before the figure existed: the mapped rates, and the basis says what is missing
+    old, old_basis = predicted(False, None)
+    assert old.decode_seconds(0) == pytest.approx(mapped.decode_seconds(0)) and "whose read rate this profile lacks" in old_basis
+    # weights the last-level cache holds are read from it either way
+    cached, cached_basis = predicted(False, 6.0, cache_mb=64.0)
+    assert cached.decode_seconds(0) == pytest.approx(predicted(True, 6.0, cache_mb=64.0)[0].decode_seconds(0))
+    assert "mmap off" not in cached_basis
+
+
 def test_weights_over_half_the_cache_are_predicted_from_memory_with_the_cache_as_the_band_s_high_end(tmp_path: Path):
     info = _tiny(tmp_path)
     costs = model_costs(info)
@@ -346,6 +375,7 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
 
     fixed, wide_runs, cached_run, (read_run, rows_run) = runs()
     rates = _solve(1, fixed, wide_runs, cached_run, 32.0)
+    assert rates.unmapped_read_gbs is None  # no unmapped pass: not measured
     assert rates.token_us == pytest.approx(50, rel=0.02) and rates.node_us == pytest.approx(0.2, rel=0.02)
     assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(20, rel=0.02)
     assert dict(rates.cached_read_gbs)["Q8_0"] == pytest.approx(40, rel=0.02) and rates.cache_mb == 32.0
@@ -358,6 +388,11 @@ def test_probe_solve_recovers_known_rates(tmp_path: Path):
     rates = _solve(1, fixed, wide_runs, cached_run, 32.0, [("Q8_0", read_run)])
     assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(15, rel=0.02)
     assert dict(rates.prefill_gflops)["Q8_0"] == pytest.approx(100, rel=0.02)
+    # the same file without mmap, read at 11 GB/s: its own rate, the mapped one stays
+    unmapped_run = ProbeRun(read, _run(0, decode(read, FLAT_CELLS, 11e9), prefill(read, 0, 8), n_prompt=8))
+    rates = _solve(1, fixed, wide_runs, cached_run, 32.0, [("Q8_0", read_run)], unmapped=unmapped_run)
+    assert rates.unmapped_read_gbs == pytest.approx(11, rel=0.02)
+    assert dict(rates.read_gbs)["Q8_0"] == pytest.approx(15, rel=0.02)
     assert rates.row_ns == 0  # no rows model: no row cost
     # At 2 threads every decode from memory also costs 3 ns a weight row: the rows model (short rows) and
     # the read model tell it from the read rate, and the fixed costs and the cached rate stay.
@@ -404,10 +439,17 @@ def test_the_fixed_cost_pass_of_the_median_difference_counts():
 
 
 def test_fixed_cost_passes_are_spread_over_the_probe():
-    from workbench.core.bench.probe_models import CACHED_MODEL, FIXED_COST_MODELS, read_models, rows_model
+    from workbench.core.bench.probe_models import (
+        CACHED_MODEL,
+        FIXED_COST_MODELS,
+        read_models,
+        rows_model,
+        unmapped_model,
+    )
     from workbench.core.bench.probe_passes import probe_order
 
     reads, rows = read_models(33.5, 24000), rows_model(33.5, 24000)
+    unmapped = unmapped_model(reads[0])
     order = [model.name for model in probe_order(reads, rows, (1, 2))]
     small, deep = (model.name for model in FIXED_COST_MODELS)
     starts = [i for i, name in enumerate(order) if name == small]
@@ -423,8 +465,13 @@ def test_fixed_cost_passes_are_spread_over_the_probe():
     q8 = [i for i, name in enumerate(order) if name == reads[0].name]
     beside = [i for i, name in enumerate(order) if name == rows.name]
     assert all(abs(r - q) == 1 for r, q in zip(beside, q8))
+    # the same file loaded without mmap three times, each right beside a mapped pass, on the other side from rows
+    no_mmap = [i for i, name in enumerate(order) if name == unmapped.name]
+    assert len(no_mmap) == 3 and all(abs(u - q) == 1 for u, q in zip(no_mmap, q8))
+    assert not set(no_mmap) & set(beside) and unmapped.file_name == reads[0].name and not unmapped.mapped
     assert starts[1] < q8[1] < order.index(reads[1].name) < order.index(reads[-1].name) < q8[2]
-    others = [name for name in order if name not in (small, deep, reads[0].name, rows.name, CACHED_MODEL.name)]
+    others = [name for name in order
+              if name not in (small, deep, reads[0].name, rows.name, CACHED_MODEL.name, unmapped.name)]
     assert sorted(others) == sorted(set(others)) and reads[1].name in others
     # one thread only: no rows model (its row cost is fitted at 2 threads or more), the rest in the same order
     assert [model.name for model in probe_order(reads, rows, (1,))] == [name for name in order if name != rows.name]
@@ -513,14 +560,15 @@ def test_probed_profile_loads_back(tmp_path: Path):
     host = DeviceProfile(name="host", ram_total_mb=8192, reserves_mb=(("os", 500),), mem_bandwidth_gbs=30, cores=4,
                          notes=(("ram_total_mb", "psutil"), ("power_limit_w", "not detected")))
     rates = replace(RATES, row_ns=2.5, node_us_range=(0.24, 0.45), read_gbs_range=(18.8, 23.7),
-                    cached_read_gbs_range=(30.5, 35.0))
+                    cached_read_gbs_range=(30.5, 35.0), unmapped_read_gbs=7.5)
     probe = DeviceProbe(rates=(rates,), runs=(), llama_cpp="0.3.36", measured_at="2026-12-02T00:00:00+00:00",
                         seconds=20.0)
     assert probed_profile(probe, host, "my-box")["speed"]["t1"]["read_gbs"] == {"Q8_0": 10.0}
     device = load_device(str(write_probed_profile(probe, host, "my-box", tmp_path)))
     assert device.name == "my-box" and device.thread_rates == (rates,)
     assert rates_line(device.thread_rates[0]).endswith(
-        "(between the probe's passes: 0.24-0.45 us/graph op, Q8_0 read 18.8-23.7 GB/s, cached 30.5-35.0 GB/s)")
+        "read GB/s Q8_0 10.0 (Q8_0 7.5 from llama.cpp's own memory: mmap off, RPC nodes) (between the probe's "
+        "passes: 0.24-0.45 us/graph op, Q8_0 read 18.8-23.7 GB/s, cached 30.5-35.0 GB/s)")
     assert "measured by `workbench devices probe`" in dict(device.notes)["speed"]
 
 

@@ -56,6 +56,32 @@ def test_no_devices_is_the_single_device_speed_model(tmp_path: Path):
     assert split.rate_empty.tokens_per_s == pytest.approx(speed.decode_tps(0), rel=1e-9)
 
 
+def test_a_node_reads_its_layers_from_its_own_memory_at_the_probed_unmapped_rate(tmp_path: Path):
+    model = _model(tmp_path)
+    preset = Preset(name="p", threads=1, ctx_size=512, gpu_layers=-1, rpc=("127.0.0.1:50052",))
+
+    def node_term(unmapped: float | None):
+        profile = replace(HOST, thread_rates=(replace(RATES, unmapped_read_gbs=unmapped),))
+        rate = predict_split(model, preset, (_node("127.0.0.1:50052", profile),), host_budget_bytes=8 << 30,
+                             host_bandwidth_bytes_per_s=40e9, host_profile=HOST).rate_empty
+        return next(t for t in rate.terms if t.what.startswith("RPC0")).seconds, rate.basis
+
+    mapped_s, mapped_words = node_term(None)
+    fixed_s = (RATES.token_us + model.n_layer * RATES.layer_us) / 1e6  # no attention or KV figures in RATES
+    # Q8_0 probed at 6 of the mapped 12 GB/s in llama.cpp's own memory: every type the node reads at half its rate
+    halved_s, halved_words = node_term(6.0)
+    assert halved_s - fixed_s == pytest.approx(2 * (mapped_s - fixed_s), rel=1e-9)
+    assert "weights in its own memory at 0.50x the mapped read rate" in halved_words
+    assert "own memory" not in mapped_words
+    # the host's layers with mmap are a view of the file: its own prediction keeps the mapped rates
+    alone = Preset(name="p", threads=1, ctx_size=512)
+    host = replace(HOST, thread_rates=(replace(RATES, unmapped_read_gbs=6.0),))
+    assert predict_split(model, alone, (), host_budget_bytes=8 << 30, host_bandwidth_bytes_per_s=40e9,
+                         host_profile=host).rate_empty.tokens_per_s == pytest.approx(
+        predict_split(model, alone, (), host_budget_bytes=8 << 30, host_bandwidth_bytes_per_s=40e9,
+                      host_profile=HOST).rate_empty.tokens_per_s, rel=1e-9)
+
+
 def test_rows_by_layer_add_up_to_the_rows_a_token_computes(tmp_path: Path):
     tied = read_gguf(write_tiny_gguf(tmp_path / "tied.gguf", TinyModel(n_vocab=4096, output_type=None)))
     for model in (_model(tmp_path), tied):

@@ -73,7 +73,8 @@ def run_probe(args: argparse.Namespace) -> int:
                                "cached_read_gbs": dict(r.cached_read_gbs), "cache_mb": r.cache_mb,
                                "row_ns": r.row_ns, "node_us_range": r.node_us_range or None,
                                "read_gbs_range": r.read_gbs_range or None,
-                               "cached_read_gbs_range": r.cached_read_gbs_range or None}
+                               "cached_read_gbs_range": r.cached_read_gbs_range or None,
+                               "unmapped_read_gbs": r.unmapped_read_gbs}
                               for r in probe.rates]})
         return 0
     for rates in probe.rates:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from workbench.core.config.preset import ThreadRates
 from workbench.core.ledger.types import SpeedPrediction
+from workbench.core.units import threads_text
 
 UNAVAILABLE = "unavailable"
 
@@ -16,8 +17,7 @@ def speed_line(speed: SpeedPrediction) -> str:
     """One line: decode at empty and full context, pp512 and its TTFT, the band."""
     prefill = (f"prefill {_rate(speed.prefill_tps)} for a 512-token prompt, first token after "
                f"{speed.ttft_ms:,.0f} ms" if speed.prefill_tps and speed.ttft_ms else "prefill unavailable")
-    threads = f"{speed.threads} thread" + ("" if speed.threads == 1 else "s")
-    return (f"predicted ({speed.method}, {threads}, {speed.backend}): decode "
+    return (f"predicted ({speed.method}, {threads_text(speed.threads)}, {speed.backend}): decode "
             f"{_rate(speed.decode_tps_empty)} at empty context, {_rate(speed.decode_tps_full)} at full context; "
             f"{prefill}; band x{speed.band[0]:.2f}-x{speed.band[1]:.2f}")
 
@@ -27,6 +27,8 @@ def rates_line(rates: ThreadRates) -> str:
     fixed = f"{rates.node_us:.2f} us/graph op" if rates.node_us else f"{rates.layer_us:.1f} us/layer"
     rows = f" + {rates.row_ns:.2f} ns/weight row" if rates.row_ns else ""
     read = ", ".join(f"{kind} {gbs:.1f}" for kind, gbs in rates.read_gbs)
+    if rates.unmapped_read_gbs:
+        read += f" (Q8_0 {rates.unmapped_read_gbs:.1f} from llama.cpp's own memory: mmap off, RPC nodes)"
     moved = [f"{label}{span[0]:{digits}}-{span[1]:{digits}}{unit}" for label, span, digits, unit in (
         ("", rates.node_us_range, ".2f", " us/graph op"), ("Q8_0 read ", rates.read_gbs_range, ".1f", " GB/s"),
         ("cached ", rates.cached_read_gbs_range, ".1f", " GB/s")) if span]

@@ -19,6 +19,7 @@ from workbench.core.bench.probe_models import (
     ROWS_CACHE_MULTIPLE,
     read_models,
     rows_model,
+    unmapped_model,
     write_probe_model,
 )
 from workbench.core.bench.probe_passes import ProbeRun, median_pass, median_run, probe_order, with_ranges
@@ -90,7 +91,9 @@ class DeviceProbe:
                 f"last-level cache in sysfs; Q8_0's of 3 passes, the median one) and, with "
                 f"probe-rows-q8_0 (a tied 128-wide output matrix, at least {ROWS_CACHE_MULTIPLE}x the cache; of 3 "
                 f"passes, each beside a Q8_0 read pass, the median one), the cost per weight row streamed from memory "
-                f"at 2 threads or more, the read rate of a model that cache holds from {CACHED_MODEL.name} (4 MB; of 3 "
+                f"at 2 threads or more, the Q8_0 read rate from llama.cpp's own memory (mmap off, RPC nodes) from "
+                f"the Q8_0 read model's file loaded without mmap (of 3 passes, each beside a mapped one, the "
+                f"median one), the read rate of a model that cache holds from {CACHED_MODEL.name} (4 MB; of 3 "
                 f"passes, the median one), "
                 f"attention from {FIXED_COST_MODELS[-1].name} (1 head) and the Q8_0 8 x 512 one (8 heads) at depth "
                 f"{DEPTH} vs 0; each written to disk before it is timed, with fp16 block scales as varied as a real "
@@ -168,7 +171,7 @@ def _attention(deep: tuple[ProbeRun, ProbeRun], cache_mb: float) -> tuple[float,
 
 def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, ProbeRun]],
            cached: ProbeRun | None, cache_mb: float, reads: Sequence[tuple[str, ProbeRun]] = (),
-           rows: ProbeRun | None = None) -> ThreadRates:
+           rows: ProbeRun | None = None, unmapped: ProbeRun | None = None) -> ThreadRates:
     """Attention from the depth pairs, then the fixed costs from the tiny models, then each type's rates:
     the read rate from `reads` (models the cache cannot hold; without them, from `wide`), prefill from `wide`.
     With `rows` (Q8_0 in short rows, as large as the Q8_0 read model) at 2 threads or more, the cost per
@@ -229,11 +232,16 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
 
         read: dict[str, float] = {}
         gflops: dict[str, float] = {}
-        for kind, run in reads or wide:
+
+        def read_rate(kind: str, run: ProbeRun) -> float:
             own = dict(run.costs.decode_bytes).get(kind, 0)
             other = run.costs.decode_bytes_total - own  # the Q8_0 embedding row and output layer, the F32 norms
             left = spent(run) - (other / (read["Q8_0"] * 1e9) if "Q8_0" in read else 0)
-            read[kind] = own / (left if left > 0 else run.flat.decode_seconds_per_token) / 1e9
+            return own / (left if left > 0 else run.flat.decode_seconds_per_token) / 1e9
+
+        for kind, run in reads or wide:
+            read[kind] = read_rate(kind, run)
+        unmapped_gbs = read_rate("Q8_0", unmapped) if unmapped is not None and "Q8_0" in read else None
         for kind, run in wide:
             n = run.flat.n_prompt
             p_left = (run.flat.prefill_seconds - prefill_attention(run.costs, n)
@@ -256,7 +264,8 @@ def _solve(threads: int, fixed: Sequence[ProbeRun], wide: Sequence[tuple[str, Pr
                        attn_gflops=_positive(round(1 / decode_flop / 1e9, 3)) if decode_flop else None,
                        prefill_attn_points=points,
                        cached_read_gbs=(("Q8_0", round(cached_gbs, 3)),) if cached_gbs else (),
-                       cache_mb=cache_mb, row_ns=row_s * 1e9)
+                       cache_mb=cache_mb, row_ns=row_s * 1e9,
+                       unmapped_read_gbs=round(unmapped_gbs, 3) if unmapped_gbs else None)
 
 
 def last_level_cache_mb(root: str = "/") -> float:
@@ -294,28 +303,28 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
     costs_of: dict[str, ModelCosts] = {}
     read_mb = worst_other = 0.0
     order = probe_order(reads, rows, threads)
-    last_pass = {model.name: i for i, model in enumerate(order)}
+    last_pass = {model.file_name: i for i, model in enumerate(order)}
     uncached = False  # the cached model, once this machine's cache is found not to hold it
     with tempfile.TemporaryDirectory(prefix="workbench-probe-", dir=workdir) as folder, EngineClient() as engine:
         for position, model in enumerate(order):
             if model is CACHED_MODEL and uncached:
                 continue
-            path = Path(folder) / f"{model.name}.gguf"
-            if model.name not in costs_of:  # a model's later pass loads the file of its first
-                costs_of[model.name] = model_costs(read_gguf(write_probe_model(path, model)))
-            costs = costs_of[model.name]
+            path = Path(folder) / f"{model.file_name}.gguf"
+            if model.file_name not in costs_of:  # a model's later pass loads the file of its first
+                costs_of[model.file_name] = model_costs(read_gguf(write_probe_model(path, model)))
+            costs = costs_of[model.file_name]
             if model is CACHED_MODEL and not cache_holds(cache_mb, costs.decode_bytes_total):
                 uncached = True
                 path.unlink()
                 continue  # no cache that holds it (speed.cache_holds): every model reads from memory here
-            decode_only = model in reads or model is rows
+            decode_only = model in reads or model is rows or not model.mapped
             if model in reads:
                 read_mb = min(read_mb or math.inf, costs.decode_bytes_total / 1e6)
             counts = [count for count in threads if count > 1] if model is rows else list(threads)
             batch = DECODE_ONLY_BATCH if decode_only else PROMPT
             engine.load_blocking(path, Preset(name="probe", ctx_size=256 if decode_only else DEPTH + PROMPT + 256,
                                               batch_size=batch, ubatch_size=batch, threads=max(threads),
-                                              cpu_cores=cpu_cores), allow_overbudget=True)
+                                              cpu_cores=cpu_cores, mmap=model.mapped), allow_overbudget=True)
             warm_up(engine, counts)
             repeats = 1 if decode_only else FIXED_REPEATS if model in FIXED_COST_MODELS else REPEATS
             for count in counts:
@@ -334,7 +343,7 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
                              f"{run.n_prompt / run.prefill_seconds:,.0f} tok/s")
                 passes.setdefault((model.name, count), []).append(ProbeRun(costs, timed[0], timed.get(DEPTH)))
             engine.unload()
-            if position == last_pass[model.name]:
+            if position == last_pass[model.file_name]:
                 path.unlink()  # the read models are large: at most three on disk at a time
     measured = {key: median_run(runs_of) for key, runs_of in passes.items()}
     small, deep = FIXED_COST_MODELS
@@ -347,7 +356,8 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
 
         def solved(fixed: Sequence[ProbeRun], count: int = count, wide: list = wide) -> ThreadRates:
             return _solve(count, fixed, wide, measured.get((CACHED_MODEL.name, count)), cache_mb,
-                          [(m.weight_type, measured[(m.name, count)]) for m in reads], measured.get((rows.name, count)))
+                          [(m.weight_type, measured[(m.name, count)]) for m in reads], measured.get((rows.name, count)),
+                          measured.get((unmapped_model(reads[0]).name, count)))
 
         fixed_passes = list(zip(passes[(small.name, count)], passes[(deep.name, count)]))
         rates.append(with_ranges(solved([measured[(m.name, count)] for m in FIXED_COST_MODELS]),

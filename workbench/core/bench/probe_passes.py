@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from workbench.core.bench.probe_models import CACHED_MODEL, FIXED_COST_MODELS, RATE_MODELS, ProbeModel
+from workbench.core.bench.probe_models import CACHED_MODEL, FIXED_COST_MODELS, RATE_MODELS, ProbeModel, unmapped_model
 from workbench.core.config.preset import ThreadRates
 from workbench.core.engine.measured import RatesMeasured
 from workbench.core.ledger.speed_costs import ModelCosts
@@ -68,10 +68,11 @@ def with_ranges(rates: ThreadRates, node_us: Sequence[float], q8_reads: Sequence
 
 def probe_order(reads: tuple[ProbeModel, ...], rows: ProbeModel, threads: Sequence[int]) -> tuple[ProbeModel, ...]:
     """The models in the order they are timed: the fixed-cost pair at the start, after the rate models and at
-    the end; the Q8_0 read model, the rows model beside it, and the cached model from before the second pass
-    of the pair to the end. The rows model only where a thread count is over 1: the row cost is fitted at 2
-    threads or more (device_probe._solve)."""
-    q8 = reads[:1]
-    order = (FIXED_COST_MODELS + q8 + (rows, CACHED_MODEL) + RATE_MODELS + (CACHED_MODEL,) + FIXED_COST_MODELS
-             + (rows,) + reads + q8 + (rows, CACHED_MODEL) + FIXED_COST_MODELS)
+    the end; the Q8_0 read model, its file loaded without mmap right beside each pass, the rows model beside
+    it, and the cached model from before the second pass of the pair to the end. The rows model only where a
+    thread count is over 1: the row cost is fitted at 2 threads or more (device_probe._solve)."""
+    q8, unmapped = reads[:1], (unmapped_model(reads[0]),)
+    order = (FIXED_COST_MODELS + unmapped + q8 + (rows, CACHED_MODEL) + RATE_MODELS + (CACHED_MODEL,)
+             + FIXED_COST_MODELS + (rows,) + q8 + unmapped + reads[1:] + unmapped + q8 + (rows, CACHED_MODEL)
+             + FIXED_COST_MODELS)
     return order if any(count > 1 for count in threads) else tuple(model for model in order if model is not rows)

@@ -20,6 +20,8 @@ def _rates_table(rates: ThreadRates) -> dict:
             table[key] = [round(x, 4) for x in getattr(rates, key)]
     if rates.kv_read_gbs:
         table["kv_read_gbs"] = round(rates.kv_read_gbs, 3)
+    if rates.unmapped_read_gbs:
+        table["unmapped_read_gbs"] = round(rates.unmapped_read_gbs, 3)
     table.update({"prefill_token_us": round(rates.prefill_token_us, 3),
                   "prefill_layer_us": round(rates.prefill_layer_us, 3),
                   "prefill_element_ns": round(rates.prefill_element_ns, 5), "prefill_gflops": dict(rates.prefill_gflops)})

@@ -15,7 +15,7 @@ SPEED_KEYS = ("effective_bandwidth_gbs", "effective_gflops", "effective_backend"
 BACKENDS = ("cpu", "cuda", "vulkan")  # where the published runs behind the effective figures ran
 THREAD_KEYS = ("token_us", "layer_us", "node_us", "read_gbs", "kv_read_gbs", "prefill_token_us", "prefill_layer_us",
                "prefill_element_ns", "prefill_gflops", "attn_gflops", "prefill_attn_points", "cached_read_gbs",
-               "cache_mb", "row_ns", "node_us_range", "read_gbs_range", "cached_read_gbs_range")
+               "cache_mb", "row_ns", "node_us_range", "read_gbs_range", "cached_read_gbs_range", "unmapped_read_gbs")
 _THREAD_TABLE = re.compile(r"^t([1-9][0-9]{0,3})$")  # [speed.t4]: the rates at 4 threads
 MAX_THREAD_TABLES = 64
 # Bounds: a fixed cost above a second per token, or a rate beyond any memory system or chip made,
@@ -95,7 +95,7 @@ def _thread_rates(name: str, table: Any, source: TomlSource) -> ThreadRates:
                       "cache_mb", "row_ns")}
     rates = {key: _number(table, key, source, where_table, minimum=0, maximum=maximum, example=f"{key} = 40")
              if key in table else None
-             for key, maximum in (("kv_read_gbs", _MAX_GBS), ("attn_gflops", _MAX_GFLOPS))}
+             for key, maximum in (("kv_read_gbs", _MAX_GBS), ("attn_gflops", _MAX_GFLOPS), ("unmapped_read_gbs", _MAX_GBS))}
     read = _per_type(table, "read_gbs", source, where_table, _MAX_GBS, "read_gbs = { Q8_0 = 12.5 }")
     if not read:
         raise PresetError(f"[speed.{name}] has no read_gbs", where=source.where(where_table),
@@ -115,6 +115,7 @@ def _thread_rates(name: str, table: Any, source: TomlSource) -> ThreadRates:
         read_gbs_range=_range(table, "read_gbs_range", source, where_table, _MAX_GBS, "read_gbs_range = [18.8, 23.7]"),
         cached_read_gbs_range=_range(table, "cached_read_gbs_range", source, where_table, _MAX_GBS,
                                      "cached_read_gbs_range = [25.0, 34.9]"),
+        unmapped_read_gbs=rates["unmapped_read_gbs"],
     )
 
 

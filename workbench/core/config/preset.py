@@ -69,6 +69,9 @@ class ThreadRates:
     node_us_range: tuple[float, float] = ()
     read_gbs_range: tuple[float, float] = ()
     cached_read_gbs_range: tuple[float, float] = ()
+    # decode: the Q8_0 read rate from memory llama.cpp allocated itself (mmap off; an RPC node's buffers), where
+    # it can differ from a mapped file's; None = not measured (the mapped rates stand in)
+    unmapped_read_gbs: float | None = None
 
 
 @dataclass(frozen=True)

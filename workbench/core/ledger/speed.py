@@ -56,6 +56,7 @@ class SpeedModel:
     decode_factor: float = 1.0  # the bench-history correction
     prefill_factor: float = 1.0
     kv_size: int = 0  # the KV cache's cells (the context padded as llama.cpp pads it); 0 = unknown
+    mapped: bool = True  # the weights a view of the file (mmap), not memory llama.cpp allocated and read them into
 
     def decode_seconds(self, position: float, from_cache: bool | None = None) -> float | None:
         """Seconds for one decoded token with `position` tokens already in the context; `from_cache` True
@@ -71,7 +72,7 @@ class SpeedModel:
         if not cached:
             # the cost per row was fitted on weights streamed from memory (device_probe._solve)
             seconds += self.costs.decode_rows * rates.row_ns / 1e9
-        seconds += weights_read_seconds(rates, self.costs.decode_bytes, cached)
+        seconds += weights_read_seconds(rates, self.costs.decode_bytes, cached, mapped=self.mapped)
         # Attention computes over the cached K and V; once weights and cache outgrow the last-level
         # cache it also waits for the cache's bytes from memory.
         cells = attended_cells(position + 1, self.kv_size)
@@ -117,13 +118,22 @@ def cache_holds(cache_mb: float, n_bytes: float) -> bool:
     return n_bytes <= CACHE_SHARE * cache_mb * 1e6
 
 
-def weights_read_seconds(rates: ThreadRates, reads: Sequence[tuple[str, int]], from_cache: bool | None = None) -> float:
+def weights_read_seconds(rates: ThreadRates, reads: Sequence[tuple[str, int]], from_cache: bool | None = None, *,
+                         mapped: bool = True) -> float:
     """Seconds to read these weight bytes (by type) once: weights the cache holds (cache_holds, or as
     `from_cache` says) are read from it, token after token. A probed cached rate below the memory rate is the
-    probe's fixed costs, not the cache: never slower."""
+    probe's fixed costs, not the cache: never slower. Weights in memory llama.cpp allocated (`mapped` False)
+    stream from memory at each type's rate times unmapped_scale, where the probe measured it."""
     held = cache_holds(rates.cache_mb, sum(n for _, n in reads)) if from_cache is None else from_cache
     cached = dict(rates.cached_read_gbs) if held else {}
-    return sum(n / (max(cached.get(kind, 0.0), type_rate(rates.read_gbs, kind)[0]) * 1e9) for kind, n in reads)
+    scale = 1.0 if mapped or held else unmapped_scale(rates) or 1.0
+    return sum(n / (max(cached.get(kind, 0.0), type_rate(rates.read_gbs, kind)[0] * scale) * 1e9) for kind, n in reads)
+
+
+def unmapped_scale(rates: ThreadRates) -> float | None:
+    """The probe's Q8_0 read rate from llama.cpp's own memory over its rate from a mapped file; None unmeasured."""
+    mapped = dict(rates.read_gbs).get("Q8_0")
+    return rates.unmapped_read_gbs / mapped if rates.unmapped_read_gbs and mapped else None
 
 
 def measured_band(speed: SpeedModel) -> tuple[tuple[float, float], str]:
@@ -147,7 +157,8 @@ def measured_band(speed: SpeedModel) -> tuple[tuple[float, float], str]:
             node_us = node_range[1 - end]
             scale, cached_scale = read_range[end] / read, (cached_range[end] / cached if cached else 1.0)
             moved = replace(rates, node_us=node_us, read_gbs=tuple((k, gbs * scale) for k, gbs in rates.read_gbs),
-                            cached_read_gbs=tuple((k, gbs * cached_scale) for k, gbs in rates.cached_read_gbs))
+                            cached_read_gbs=tuple((k, gbs * cached_scale) for k, gbs in rates.cached_read_gbs),
+                            unmapped_read_gbs=rates.unmapped_read_gbs * scale if rates.unmapped_read_gbs else None)
             return replace(speed, rates=moved).decode_seconds(0)
 
         slow, fast = decode_seconds(0) or seconds, decode_seconds(1) or seconds
@@ -299,7 +310,7 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
                  else f"{costs.n_layer} layers x {rates.layer_us:.1f} us")
         basis = (f"measured: {rates.token_us:.0f} us per token + {fixed} + "
                  f"{rows}{read_mb:.1f} MiB read {where}at {read} GB/s effective of "
-                 f"{device.mem_bandwidth_gbs:g} GB/s; prefill "
+                 f"{device.mem_bandwidth_gbs:g} GB/s{_unmapped_words(rates, held, preset.mmap)}; prefill "
                  f"compute-bound at {flops or 'unmeasured'} GFLOP/s{elementwise}; {threads_text(threads)}, {backend}{rates_note}; "
                  f"source: {_note(device, 'speed')}")
         bandwidth, gflops = 0.0, None
@@ -331,7 +342,19 @@ def speed_model(model: ModelInfo, preset: Preset, device: DeviceProfile, *,
     return SpeedModel(costs=costs, rates=rates, bandwidth_gbs=bandwidth, gflops=gflops,
                       flash_attn=preset.flash_attn, method=method,
                       decode_factor=decode_factor, prefill_factor=prefill_factor,
-                      kv_size=kv_cache_size(preset.ctx_size)), basis
+                      kv_size=kv_cache_size(preset.ctx_size), mapped=preset.mmap), basis
+
+
+def _unmapped_words(rates: ThreadRates, held: bool, mapped: bool) -> str:
+    """What mmap off does to the weights' read rate, in the basis: nothing for a mapped file or one the cache holds."""
+    if mapped or held:
+        return ""
+    scale = unmapped_scale(rates)
+    if scale is None:
+        return ("; mmap off: read into llama.cpp's own memory, whose read rate this profile lacks (the mapped "
+                "rates stand in: `workbench devices probe` measures it)")
+    return (f"; mmap off: read into llama.cpp's own memory, at {scale:.2f}x those rates (Q8_0 "
+            f"{rates.unmapped_read_gbs:.1f} GB/s there, probed)")
 
 
 def predict_speed(model: ModelInfo, preset: Preset, device: DeviceProfile, *, n_ctx: int,

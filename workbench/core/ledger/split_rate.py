@@ -13,6 +13,7 @@ from workbench.core.ledger.speed import (
     device_threads,
     layer_fixed_us,
     speed_model,
+    unmapped_scale,
     weights_read_seconds,
 )
 from workbench.core.ledger.speed_costs import ModelCosts, decode_bytes_by_layer, decode_rows_by_layer
@@ -55,13 +56,17 @@ def _device_term(model: ModelInfo, preset: Preset, costs: ModelCosts, by_layer: 
         seconds = ((rates.token_us if runs_graph else 0.0) + len(ledger.layers) * layer_us) / 1e6
         if not cache_holds(rates.cache_mb, total):  # as the speed model charges rows streamed from memory
             seconds += sum(rows_by_layer.get(key, 0) for key in keys) * rates.row_ns / 1e9
-        seconds += weights_read_seconds(rates, tuple(reads.items()))
+        # An RPC node holds its layers in buffers it allocated; the host's are a view of the file with mmap.
+        mapped = is_host and preset.mmap
+        seconds += weights_read_seconds(rates, tuple(reads.items()), mapped=mapped)
+        scale = None if mapped or cache_holds(rates.cache_mb, total) else unmapped_scale(rates)
+        own_memory = f", weights in its own memory at {scale:.2f}x the mapped read rate" if scale else ""
         if rates.attn_gflops:
             seconds += costs.attn_flops(cells) * share / (rates.attn_gflops * 1e9)
         if rates.kv_read_gbs and not cache_holds(rates.cache_mb, total + kv):
             seconds += kv / (rates.kv_read_gbs * 1e9)
         return seconds, (f"{held}; {rates.token_us if runs_graph else 0:.0f} us fixed + {layer_us:.1f} us a layer, "
-                         f"measured rates of {profile.name} at {threads_text(rates.threads)}")
+                         f"measured rates of {profile.name} at {threads_text(rates.threads)}{own_memory}")
     if speed.method == "published":
         return (total + kv) / (speed.bandwidth_gbs * 1e9), (
             f"{held} at {speed.bandwidth_gbs:g} GB/s effective ({profile.name}, published; no fixed costs known)")
