@@ -85,5 +85,6 @@ def main() -> None:
                       f" ({max(means) / min(means):.2f}x), median {min(medians):6.1f}-{max(medians):6.1f}"
                       f" ({max(medians) / min(medians):.2f}x)")
 
+
 if __name__ == "__main__":
     main()

@@ -297,6 +297,7 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
     cache_mb = last_level_cache_mb()
     reads = read_models(cache_mb, _ram_mb())
     rows = rows_model(cache_mb, _ram_mb())
+    unmapped = unmapped_model(reads[0])
     deep_models = {FIXED_COST_MODELS[-1].name, RATE_MODELS[0].name}
     runs: list[tuple[str, RatesMeasured]] = []
     passes: dict[tuple[str, int], list[ProbeRun]] = {}
@@ -357,7 +358,7 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
         def solved(fixed: Sequence[ProbeRun], count: int = count, wide: list = wide) -> ThreadRates:
             return _solve(count, fixed, wide, measured.get((CACHED_MODEL.name, count)), cache_mb,
                           [(m.weight_type, measured[(m.name, count)]) for m in reads], measured.get((rows.name, count)),
-                          measured.get((unmapped_model(reads[0]).name, count)))
+                          measured.get((unmapped.name, count)))
 
         fixed_passes = list(zip(passes[(small.name, count)], passes[(deep.name, count)]))
         rates.append(with_ranges(solved([measured[(m.name, count)] for m in FIXED_COST_MODELS]),

@@ -54,12 +54,13 @@ def _device_term(model: ModelInfo, preset: Preset, costs: ModelCosts, by_layer: 
         runs_graph = is_host or ledger.layers or ledger.holds_output
         layer_us = layer_fixed_us(costs, rates.layer_us, rates.node_us)
         seconds = ((rates.token_us if runs_graph else 0.0) + len(ledger.layers) * layer_us) / 1e6
-        if not cache_holds(rates.cache_mb, total):  # as the speed model charges rows streamed from memory
+        streamed = not cache_holds(rates.cache_mb, total)
+        if streamed:  # as the speed model charges rows streamed from memory
             seconds += sum(rows_by_layer.get(key, 0) for key in keys) * rates.row_ns / 1e9
         # An RPC node holds its layers in buffers it allocated; the host's are a view of the file with mmap.
         mapped = is_host and preset.mmap
         seconds += weights_read_seconds(rates, tuple(reads.items()), mapped=mapped)
-        scale = None if mapped or cache_holds(rates.cache_mb, total) else unmapped_scale(rates)
+        scale = unmapped_scale(rates) if streamed and not mapped else None
         own_memory = f", weights in its own memory at {scale:.2f}x the mapped read rate" if scale else ""
         if rates.attn_gflops:
             seconds += costs.attn_flops(cells) * share / (rates.attn_gflops * 1e9)
