@@ -436,6 +436,13 @@ def test_the_fixed_cost_pass_of_the_median_difference_counts():
     assert (chosen_small.flat.prefill_seconds, chosen_deep.flat.prefill_seconds) == (0.0072, 0.060)
     assert chosen_deep.deep.prefill_seconds == 0.120 and chosen_deep.deep.depth == 1024
     assert median_pass(small[:1], deep[:1]) == (small[0], deep[0])
+    # What the depth added is the median of each pass's own addition, put on the chosen pass: in the first
+    # pass the machine slowed between the deep model's two decodes, so its addition (9.0e-4) is no measure.
+    deep = [ProbeRun(deep_costs, _run(0, d, p), _run(1024, d + added, p + extra))
+            for (_, _, d, p), added, extra in zip(passes, (9.0e-4, 2.0e-4, 2.5e-4), (0.030, 0.020, 0.010))]
+    _, chosen_deep = median_pass(small, deep)
+    assert chosen_deep.deep.decode_seconds_per_token == pytest.approx(3.1e-4 + 2.5e-4)  # the first's depth 0
+    assert chosen_deep.deep.prefill_seconds == pytest.approx(0.060 + 0.020)  # the second's prompt, as above
 
 
 def test_fixed_cost_passes_are_spread_over_the_probe():
