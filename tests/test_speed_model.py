@@ -547,6 +547,20 @@ def test_quiet_run_measures_again_a_run_whose_tokens_were_unsteady(monkeypatch: 
     # Every run unsteady: the steadiest of the three.
     runs = iter([made(20, 10), made(16, 10), made(19, 10)])
     assert quiet_runs.quiet_run(lambda: next(runs))[0].decode_seconds_per_token == pytest.approx(16e-3)
+    # A retry budget of 5 s: the first retry takes 6 s (it is measured, and spends the budget), so the third
+    # run is never measured and the steadier of two is kept, counted as kept disturbed.
+    budget = quiet_runs.RetryBudget(5.0)
+    runs = iter([made(20, 10), made(16, 10), made(13, 10)])
+    times = iter([0.0, 1.0, 1.0, 2.0, 7.0, 7.0])  # the first run's start and end; the retry's start, its run's, both ends
+    run, _ = quiet_runs.quiet_run(lambda: next(runs), clock=lambda: next(times), budget=budget)
+    assert run.decode_seconds_per_token == pytest.approx(16e-3)
+    assert budget.seconds == pytest.approx(0.0 - 1.0) and budget.kept_disturbed == 1
+    # spent: a later disturbed run is kept as first measured, and a steady one is not counted
+    runs = iter([made(20, 10), made(11, 10)])
+    assert quiet_runs.quiet_run(lambda: next(runs), budget=budget)[0].decode_seconds_per_token == pytest.approx(20e-3)
+    assert budget.kept_disturbed == 2
+    assert quiet_runs.quiet_run(lambda: next(runs), budget=budget)[0].decode_seconds_per_token == pytest.approx(11e-3)
+    assert budget.kept_disturbed == 2
 
 
 def test_last_level_cache_is_read_from_sysfs_and_bounded(tmp_path: Path):
@@ -577,6 +591,8 @@ def test_probed_profile_loads_back(tmp_path: Path):
         "read GB/s Q8_0 10.0 (Q8_0 7.5 from llama.cpp's own memory: mmap off, RPC nodes) (between the probe's "
         "passes: 0.24-0.45 us/graph op, Q8_0 read 18.8-23.7 GB/s, cached 30.5-35.0 GB/s)")
     assert "measured by `workbench devices probe`" in dict(device.notes)["speed"]
+    assert "kept disturbed" not in probe.method
+    assert "and 2 runs were kept disturbed once the 8 s were spent;" in replace(probe, kept_disturbed=2).method
 
 
 def test_bench_history_is_bounded_and_validated(tmp_path: Path):

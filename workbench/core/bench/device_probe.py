@@ -23,7 +23,7 @@ from workbench.core.bench.probe_models import (
     write_probe_model,
 )
 from workbench.core.bench.probe_passes import ProbeRun, median_pass, median_run, probe_order, with_ranges
-from workbench.core.bench.quiet_runs import QUIET_SHARE, QUIET_TRIES, STEADY_RATIO, quiet_run
+from workbench.core.bench.quiet_runs import QUIET_SHARE, QUIET_TRIES, STEADY_RATIO, RetryBudget, quiet_run
 from workbench.core.config.cpu_topology import format_cpu_list
 from workbench.core.config.preset import Preset, ThreadRates
 from workbench.core.engine.client import EngineClient
@@ -59,6 +59,9 @@ FIXED_REPEATS = 4  # the fixed-cost models' prompts take a few ms: a burst on th
 READ_PROMPT = 8  # the read models time decode only: a short prompt keeps their runs short
 DECODE_ONLY_BATCH = 32  # their batch: llama-cpp-python keeps a batch x vocabulary array of scores
 QUIET_WAIT_S = 0.5  # before a probe run is measured again: short, the probe keeps to about a minute
+# Measuring runs again takes at most this long over the whole probe: a probe here takes 42-52 s without it,
+# and one in a long unsteady spell measured so many runs again that it took 64 s.
+RETRY_BUDGET_S = 8.0
 WARM_UP_TOKENS = 16  # an untimed run after each load: the first decodes after a load ran 1.5x slower here
 # The cells the median decode of a run attends over, at depth 0 and at DEPTH (padded as llama.cpp pads them).
 FLAT_CELLS, DEEP_CELLS = attended_cells(N_GEN // 2 + 1), attended_cells(DEPTH + N_GEN // 2 + 1)
@@ -77,6 +80,7 @@ class DeviceProbe:
     cache_mb: float = 0.0  # the last-level cache the probe read from sysfs
     read_mb: float = 0.0  # the smallest read model's weights
     others_cpu: float = 0.0  # the most of a core other processes took during a kept run (cpu_others)
+    kept_disturbed: int = 0  # runs kept disturbed: the retry budget was spent (RETRY_BUDGET_S)
 
     @property
     def method(self) -> str:
@@ -96,14 +100,23 @@ class DeviceProbe:
                 f"median one), the read rate of a model that cache holds from {CACHED_MODEL.name} (4 MB; of 3 "
                 f"passes, the median one), "
                 f"attention from {FIXED_COST_MODELS[-1].name} (1 head; what the depth added, the median over its 3 "
-                f"passes) and the Q8_0 8 x 512 one (8 heads) at depth {DEPTH} vs 0; each written to disk before it is timed, with fp16 block scales as varied as a real "
-                f"file's; decode = the median of {N_GEN} tokens ({READ_GEN} for the read models), "
+                f"passes) and the Q8_0 8 x 512 one (8 heads) at depth {DEPTH} vs 0; each written to disk before "
+                f"it is timed, with fp16 block scales as varied as a real file's; decode = the median of {N_GEN} "
+                f"tokens ({READ_GEN} for the read models), "
                 f"prefill = the fastest of {REPEATS} x {PROMPT} tokens ({FIXED_REPEATS} for the fixed-cost models); "
                 f"a run during which other processes took over {QUIET_SHARE:.0%} of a core, or whose median "
                 f"token took over {STEADY_RATIO:g}x its fastest, is measured again (up to {QUIET_TRIES} times, "
-                f"the least disturbed kept): others took at most {self.others_cpu:.0%} of a core in a kept run; "
+                f"for at most {RETRY_BUDGET_S:.0f} s over the probe, the least disturbed kept): others took at most "
+                f"{self.others_cpu:.0%} of a core in a kept run{self.disturbed}; "
                 f"the lowest and highest cost per op and read rates over the passes widen the band")
 
+
+    @property
+    def disturbed(self) -> str:
+        if not self.kept_disturbed:
+            return ""
+        runs = "run was" if self.kept_disturbed == 1 else "runs were"
+        return f", and {self.kept_disturbed} {runs} kept disturbed once the {RETRY_BUDGET_S:.0f} s were spent"
 
     @property
     def pinned(self) -> str:
@@ -306,6 +319,7 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
     order = probe_order(reads, rows, threads)
     last_pass = {model.file_name: i for i, model in enumerate(order)}
     uncached = False  # the cached model, once this machine's cache is found not to hold it
+    budget = RetryBudget(RETRY_BUDGET_S)
     with tempfile.TemporaryDirectory(prefix="workbench-probe-", dir=workdir) as folder, EngineClient() as engine:
         for position, model in enumerate(order):
             if model is CACHED_MODEL and uncached:
@@ -335,7 +349,7 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
                         return engine.run_op("rates", threads=count, depth=depth,
                                              n_prompt=READ_PROMPT if decode_only else PROMPT,
                                              n_gen=READ_GEN if decode_only else N_GEN, repeats=repeats)
-                    run, others = quiet_run(timed_run, wait_s=QUIET_WAIT_S)
+                    run, others = quiet_run(timed_run, wait_s=QUIET_WAIT_S, budget=budget)
                     timed[depth] = run
                     worst_other = max(worst_other, others)
                     runs.append((model.name, run))
@@ -367,7 +381,7 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
     return DeviceProbe(rates=tuple(rates), runs=tuple(runs), llama_cpp=str(llama_cpp.__version__),
                        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        seconds=time.perf_counter() - started, cpu_cores=tuple(cpu_cores), cache_mb=cache_mb,
-                       read_mb=read_mb, others_cpu=worst_other)
+                       read_mb=read_mb, others_cpu=worst_other, kept_disturbed=budget.kept_disturbed)
 
 
 def _ram_mb() -> float:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.core.engine.measured import RatesMeasured
@@ -56,18 +57,34 @@ def _wait_quiet(wait_s: float, window_s: float = 0.25) -> None:
             return
 
 
+@dataclass
+class RetryBudget:
+    """The seconds that measuring runs again may take over many quiet_run calls (a probe keeps to its
+    minute), and how many runs were kept disturbed once they were spent."""
+
+    seconds: float
+    kept_disturbed: int = 0
+
+
 def quiet_run(measure: Callable[[], RatesMeasured], tries: int = QUIET_TRIES,
-              clock: Callable[[], float] = time.perf_counter, wait_s: float = 0.0) -> tuple[RatesMeasured, float]:
+              clock: Callable[[], float] = time.perf_counter, wait_s: float = 0.0,
+              budget: RetryBudget | None = None) -> tuple[RatesMeasured, float]:
     """Run `measure` until other processes took at most QUIET_SHARE of a core during it and its decodes
-    were steady (at most `tries` times, each retry after up to `wait_s` for a quiet moment); the least
-    disturbed run, and how much of a core others took during it."""
+    were steady (at most `tries` times, each retry after up to `wait_s` for a quiet moment, and none once
+    `budget` is spent); the least disturbed run, and how much of a core others took during it."""
     kept: tuple[RatesMeasured, float, float] | None = None
     for attempt in range(max(1, tries)):
+        if attempt and budget is not None and budget.seconds <= 0:
+            budget.kept_disturbed += 1
+            break
+        retry_started = clock() if attempt and budget is not None else 0.0
         if attempt and wait_s > 0:
             _wait_quiet(wait_s)
         before, started = _cpu_ticks(), clock()
         run = measure()
         others = cpu_others(before, _cpu_ticks(), clock() - started)
+        if attempt and budget is not None:
+            budget.seconds -= clock() - retry_started
         disturbance = _disturbance(run, others)
         if kept is None or disturbance < kept[2]:
             kept = (run, others, disturbance)
