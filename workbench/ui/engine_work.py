@@ -53,18 +53,20 @@ Post = Callable[[Message], object]
 TOKEN_BATCH_INTERVAL_S = 0.1
 
 
-def predict_choice(selection: Selection, choice: Choice, post: Post) -> None:
+def predict_choice(selection: Selection, choice: Choice, request: int, post: Post) -> None:
     """Predict the ledger (and the per-device split) for `choice`; post it with the preset's problems with
-    the model and the device's with the preset (the CLI's offload warning), or why there is none."""
+    the model and the device's with the preset (the CLI's offload warning), or why there is none. Each
+    message carries `request`: a thread cannot be stopped, so an earlier prediction may finish after a
+    later one, and its receiver drops what an older request posts."""
     try:
         model, preset, device = selection.resolve(choice)
         ledger = predict_ledger(model, preset, device)
         problems = preset_problems(preset, model) + device_problems(preset, device)
     except Exception as error:
-        post(PredictionFailed(str(error) or type(error).__name__))
+        post(PredictionFailed(str(error) or type(error).__name__, request))
         return
-    post(LedgerPredicted(model, preset, device, ledger, problems, choice))
-    post(SplitPredicted(predict_split_or_none(model, preset, device, selection.rpc)))
+    post(LedgerPredicted(model, preset, device, ledger, problems, choice, request))
+    post(SplitPredicted(predict_split_or_none(model, preset, device, selection.rpc), request))
 
 
 def load_model(engine: Engine, model_path: Path, preset: Preset, device: DeviceProfile | None,

@@ -38,6 +38,7 @@ class LedgerPredicted(Message):
     ledger: Ledger
     problems: tuple[Problem, ...]
     choice: Choice  # the choice it was predicted for
+    request: int  # which prediction: a later request's answer replaces it (predict_choice)
 
 
 @dataclass
@@ -45,11 +46,13 @@ class SplitPredicted(Message):
     """The per-device ledger (a SplitLedger), or None when every layer stays on the CPU."""
 
     split: Any
+    request: int
 
 
 @dataclass
 class PredictionFailed(Message):
     reason: str
+    request: int
 
 
 @dataclass

@@ -79,6 +79,7 @@ class MainScreen(TabbedLayoutScreen):
         self.chat_pane = ChatPane(id="chat-pane")
         self.panels = PanelGrid(id="panels")
         self._telemetry_stop = threading.Event()
+        self._prediction_request = 0  # the latest prediction asked for: what an earlier one posts is stale
 
     # ---- what the parts own, by name ------------------------------------------------------
 
@@ -154,8 +155,13 @@ class MainScreen(TabbedLayoutScreen):
     # ---- the prediction -------------------------------------------------------------------
 
     def predict(self) -> None:
-        self._in_thread(engine_work.predict_choice, self.selection, self.choice_bar.choice, self.post_message,
-                        group="predict")
+        self._prediction_request += 1
+        self._in_thread(engine_work.predict_choice, self.selection, self.choice_bar.choice, self._prediction_request,
+                        self.post_message, group="predict")
+
+    def _stale(self, message: LedgerPredicted | PredictionFailed | SplitPredicted) -> bool:
+        """A prediction asked for before the latest one that finished after it (its thread ran on)."""
+        return message.request != self._prediction_request
 
     def on_choice_bar_changed(self, message: ChoiceBar.Changed) -> None:
         self.predict()
@@ -168,17 +174,23 @@ class MainScreen(TabbedLayoutScreen):
         self.choice_bar.select_preset(name)
 
     def on_ledger_predicted(self, message: LedgerPredicted) -> None:
+        if self._stale(message):
+            return
         self.session.predicted(message.choice, message.ledger)
         self.verdict_line.prediction = Prediction(message.choice, message.ledger, tuple(message.problems))
         self.panels.battery_wh = message.device.battery_wh
         self.panels.show_ledger(self.session.choice.panel_ledger(message.ledger))
 
     def on_prediction_failed(self, message: PredictionFailed) -> None:
+        if self._stale(message):
+            return
         self.verdict_line.prediction = Prediction(self.choice_bar.choice, None, failure=message.reason)
         self.panels.show_ledger(self.session.choice.panel_ledger(None))
         self.notify(message.reason, title="Cannot predict the ledger", severity="error", timeout=8)
 
     def on_split_predicted(self, message: SplitPredicted) -> None:
+        if self._stale(message):
+            return
         self.panels.show_split(message.split)
 
     # ---- load, unload, restart ------------------------------------------------------------
