@@ -130,8 +130,9 @@ class ChoiceBar(Horizontal):
         if self.selection.device_names() != shown:
             select = self.query_one("#device-select", Select)
             current = select.value
-            select.set_options(options)
-            select.value = current
+            with select.prevent(Select.Changed):  # set_options picks the first option on the way: no choice made
+                select.set_options(options)
+                select.value = current
 
     @on(Button.Pressed, "#load-button")
     def _load_pressed(self, event: Button.Pressed) -> None:
