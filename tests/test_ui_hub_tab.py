@@ -1,10 +1,15 @@
 """The model screen's Hub tab: a download from the (local test) hub becomes the chosen model."""
 
+import threading
+
 from fakes import make_app, wait_until
 from hubserver import hub  # noqa: F401 - the fixture
+from textual.message import Message
 
 from workbench.core.hub.cache import cached_models
 from workbench.core.paths import bundled_model_path
+from workbench.ui.messages import FilesListed, FitPreviewed
+from workbench.ui.widgets import hub_browser
 
 REPO = "bartowski/SmolLM2-135M-Instruct-GGUF"  # the first curated repository: listed when the tab opens
 FILE = "SmolLM2-135M-Instruct-Q4_1.gguf"
@@ -56,3 +61,90 @@ async def test_the_fit_preview_follows_the_device_chosen_after_the_model_screen_
         await wait_until(pilot, lambda: main.ledger is not None and main.ledger.device == "raspberry-pi-5-8gb")
         text = await preview_of_first_file()
         assert "on raspberry-pi-5-8gb" in text and "rk3588s-4gb" not in text
+
+
+async def test_a_preview_for_an_earlier_device_that_ends_late_does_not_replace_the_current_one(hub, monkeypatch):  # noqa: F811
+    """A preview's thread runs on when a later preview cancels its worker: here the one for the second device is
+    held until the third device's preview is shown, then let go, and what it posts is dropped."""
+    hub.add_repo(REPO, {FILE: bundled_model_path()}, downloads=4_000)
+    held, release = threading.Event(), threading.Event()
+    real_preview = hub_browser.preview_fit
+
+    def preview_fit(repo, filename, preset, device, **kwargs):
+        if device.name == "raspberry-pi-5-8gb":
+            held.set()
+            release.wait(60)
+        return real_preview(repo, filename, preset, device, **kwargs)
+
+    monkeypatch.setattr(hub_browser, "preview_fit", preview_fit)
+
+    class Marker(Message):
+        """Posted to the browser after the held preview's message: it arrives once that one was handled."""
+
+    arrived: list[Message] = []
+    async with make_app(device="rk3588s-4gb").run_test(size=(180, 50), message_hook=arrived.append) as pilot:
+        main = pilot.app.main_screen
+
+        async def choose(device: str) -> None:
+            await pilot.press("escape")
+            await wait_until(pilot, lambda: pilot.app.screen is main)
+            main.query_one("#device-select").value = device
+            await wait_until(pilot, lambda: main.ledger is not None and main.ledger.device == device)
+            await pilot.press("f2")
+            await wait_until(pilot, lambda: pilot.app.screen is not main)
+
+        models = await open_hub_files(pilot)
+        preview = models.query_one("#hub-preview")
+        await wait_until(pilot, lambda: "on rk3588s-4gb" in str(preview.render()), 30)
+        await choose("raspberry-pi-5-8gb")
+        await wait_until(pilot, lambda: held.is_set(), what="the second device's preview held in its thread")
+        await choose("x86-mini-pc-16gb")
+        await wait_until(pilot, lambda: "on x86-mini-pc-16gb" in str(preview.render()), 30)
+        release.set()
+        await wait_until(pilot, lambda: any(isinstance(m, FitPreviewed) and m.preview.device == "raspberry-pi-5-8gb"
+                                            for m in arrived), 30, what="the held preview's message")
+        browser = models.query_one("#hub-browser")
+        marker = Marker()
+        browser.post_message(marker)
+        await wait_until(pilot, lambda: any(m is marker for m in arrived))
+        text = str(preview.render())
+        assert "on x86-mini-pc-16gb" in text and "raspberry-pi-5-8gb" not in text
+
+
+async def test_a_listing_of_an_earlier_repository_that_ends_late_does_not_replace_the_current_one(hub, monkeypatch):  # noqa: F811
+    """The first repository's listing is held in its thread until the second's files are shown, then let go."""
+    second, second_file = "bartowski/SmolLM2-360M-Instruct-GGUF", "SmolLM2-360M-Instruct-Q4_1.gguf"
+    hub.add_repo(REPO, {FILE: bundled_model_path()}, downloads=4_000)
+    hub.add_repo(second, {second_file: bundled_model_path()}, downloads=3_000)
+    held, release = threading.Event(), threading.Event()
+    real_list = hub_browser.list_gguf_files
+
+    def list_gguf_files(repo, *args, **kwargs):
+        if repo == REPO:
+            held.set()
+            release.wait(60)
+        return real_list(repo, *args, **kwargs)
+
+    monkeypatch.setattr(hub_browser, "list_gguf_files", list_gguf_files)
+    arrived: list[Message] = []
+    async with make_app(device="rk3588s-4gb").run_test(size=(180, 50), message_hook=arrived.append) as pilot:
+        await pilot.press("f2")
+        await wait_until(pilot, lambda: pilot.app.screen.query("#model-tabs"))
+        models = pilot.app.screen
+        models.query_one("#model-tabs").active = "hub-tab"
+        await wait_until(pilot, lambda: held.is_set(), 30, what="the first repository's listing held in its thread")
+        repos, files = models.query_one("#hub-repos"), models.query_one("#hub-files")
+        repos.move_cursor(row=1)
+        await wait_until(pilot, lambda: files.row_count == 1 and files.get_row_at(0)[0] == second_file, 30)
+        release.set()
+        await wait_until(pilot, lambda: any(isinstance(m, FilesListed) and m.repo == REPO for m in arrived), 30,
+                         what="the held listing's message")
+
+        class Marker(Message):
+            """Posted to the browser after the held listing: it arrives once that one was handled."""
+
+        marker = Marker()
+        models.query_one("#hub-browser").post_message(marker)
+        await wait_until(pilot, lambda: any(m is marker for m in arrived))
+        assert files.row_count == 1 and files.get_row_at(0)[0] == second_file
+        assert str(models.query_one("#hub-status").render()).startswith(second)

@@ -262,12 +262,15 @@ class ReposFound(Message):
 
     hits: tuple
     title: str
+    request: int  # HubBrowser's request of the "search" group: an earlier one's answer is dropped
+
 
 
 @dataclass
 class FilesListed(Message):
     repo: str
     listing: Any  # RepoFiles
+    request: int
 
 
 @dataclass
@@ -276,6 +279,7 @@ class FitPreviewed(Message):
 
     key: tuple[str, str]
     preview: Any
+    request: int
 
 
 @dataclass
@@ -285,6 +289,7 @@ class HubFailed(Message):
     stage: str
     text: str
     unreachable: bool
+    request: int  # of the stage's group ("search", "files", "preview")
 
 
 @dataclass
@@ -309,3 +314,4 @@ class BestFitFound(Message):
     repo: str
     filename: str | None
     summary: str  # the choice in a few words, or why nothing fits
+    request: int

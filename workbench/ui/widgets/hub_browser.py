@@ -53,6 +53,9 @@ class HubBrowser(Vertical):
         self._preset_spec, self._device_spec = preset, device
         self._listing = None  # RepoFiles of the selected repository
         self._selected_file: str | None = None
+        # The latest request per worker group. A worker's thread runs on when a later request cancels it, and
+        # what it posts then is dropped: an earlier device's preview must not replace the current one's.
+        self._asked: dict[str, int] = {}
 
     # -- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -106,7 +109,16 @@ class HubBrowser(Vertical):
     @on(Button.Pressed, "#hub-curated")
     def show_curated(self) -> None:
         hits = tuple(RepoHit(m.repo, None, None, m.gated, "", ()) for m in curated_models())
-        self.post_message(ReposFound(hits, "Curated edge-friendly models. Search the hub above for more."))
+        self.post_message(ReposFound(hits, "Curated edge-friendly models. Search the hub above for more.",
+                                     self._ask("search")))
+
+    def _ask(self, group: str) -> int:
+        """A new request of `group`: what the group's earlier ones post from now on is stale."""
+        self._asked[group] = self._asked.get(group, 0) + 1
+        return self._asked[group]
+
+    def _stale(self, group: str, request: int) -> bool:
+        return self._asked.get(group) != request
 
     @on(Button.Pressed, "#hub-search")
     @on(Input.Submitted, "#hub-query")
@@ -116,18 +128,21 @@ class HubBrowser(Vertical):
             self.show_curated()
             return
         self._status(f"Searching the hub for {text!r}…")
-        self.search(text)
+        self.search(text, self._ask("search"))
 
     @work(thread=True, exclusive=True, group="hub-search")
-    def search(self, text: str) -> None:
+    def search(self, text: str, request: int) -> None:
         try:
             hits = search_gguf_repos(text, limit=30)
         except Exception as error:  # noqa: BLE001 - every failure becomes the status line
-            self._post_failure("search", error)
+            self._post_failure("search", error, request)
             return
-        self.post_message(ReposFound(hits, f"{len(hits)} GGUF repositories match {text!r}, most downloaded first."))
+        self.post_message(ReposFound(hits, f"{len(hits)} GGUF repositories match {text!r}, most downloaded first.",
+                                     request))
 
     def on_repos_found(self, message: ReposFound) -> None:
+        if self._stale("search", message.request):
+            return
         table = self.query_one("#hub-repos", DataTable)
         table.clear()
         for hit in message.hits:
@@ -145,25 +160,27 @@ class HubBrowser(Vertical):
         self.query_one("#hub-files", DataTable).clear()
         self.query_one("#hub-download", Button).disabled = True
         self._status(f"Listing the files of {repo}…")
-        self.list_files(repo)
+        self.list_files(repo, self._ask("files"))
 
     @work(thread=True, exclusive=True, group="hub-files")
-    def list_files(self, repo: str) -> None:
+    def list_files(self, repo: str, request: int) -> None:
         try:
             listing = list_gguf_files(repo)
         except Exception as error:  # noqa: BLE001
-            self._post_failure("files", error)
+            self._post_failure("files", error, request)
             return
-        self.post_message(FilesListed(repo, listing))
+        self.post_message(FilesListed(repo, listing, request))
 
     def on_files_listed(self, message: FilesListed) -> None:
+        if self._stale("files", message.request):
+            return
         self._listing = message.listing
         table = self.query_one("#hub-files", DataTable)
         table.clear()
         for gguf_file in message.listing.files:
             table.add_row(gguf_file.name, gguf_file.quant or "?", size_text(gguf_file.size_bytes), str(len(gguf_file.parts)),
                           "…", key=gguf_file.name)
-        self.best_fit(message.listing, self._preset_spec, self._device_spec)
+        self.best_fit(message.listing, self._preset_spec, self._device_spec, self._ask("best-fit"))
         gated = "  Gated: accept the licence on the hub and set HF_TOKEN." if message.listing.gated else ""
         self._status(f"{message.repo}: {len(message.listing.files)} GGUF files.{gated}")
 
@@ -178,15 +195,15 @@ class HubBrowser(Vertical):
         self._preview_selected()
 
     @work(thread=True, exclusive=True, group="hub-preview")
-    def preview(self, repo: str, gguf_file, preset: Preset | str, device: DeviceProfile | str) -> None:
+    def preview(self, repo: str, gguf_file, preset: Preset | str, device: DeviceProfile | str, request: int) -> None:
         """Worker: whether the file fits `device` with `preset` (names are resolved here: detecting `host`
         reads /proc and /sys)."""
         try:
             result = preview_fit(repo, gguf_file.name, preset_from(preset), device_from(device), listing=gguf_file)
         except Exception as error:  # noqa: BLE001
-            self._post_failure("preview", error)
+            self._post_failure("preview", error, request)
             return
-        self.post_message(FitPreviewed((repo, gguf_file.name), result))
+        self.post_message(FitPreviewed((repo, gguf_file.name), result, request))
 
     def preview_with(self, preset: Preset | str, device: DeviceProfile | str) -> None:
         """Preview with this preset and device from now on (the app's current choice), again if shown."""
@@ -194,26 +211,26 @@ class HubBrowser(Vertical):
             return
         self._preset_spec, self._device_spec = preset, device
         if self._listing is not None:
-            self.best_fit(self._listing, preset, device)
+            self.best_fit(self._listing, preset, device, self._ask("best-fit"))
         if self._listing is not None and self._selected_file is not None:
             self._preview_selected()
 
     @work(thread=True, exclusive=True, group="hub-best-fit")
-    def best_fit(self, listing, preset: Preset | str, device: DeviceProfile | str) -> None:
+    def best_fit(self, listing, preset: Preset | str, device: DeviceProfile | str, request: int) -> None:
         """Worker: the file the fit search (workbench fit) chooses among the listing's for `device`."""
         base = replace(preset_from(preset), gpu_layers=None, rpc=(), tensor_split=())  # the host's budget alone
         try:
             result = best_file_for(listing, device_from(device), FitRequest(base=base))
         except Exception as error:  # noqa: BLE001 - the marker is left out, and the status line says why
-            self.post_message(BestFitFound(listing.repo, None, f"the fit search failed: {error}"))
+            self.post_message(BestFitFound(listing.repo, None, f"the fit search failed: {error}", request))
             return
         chosen = result.chosen
         summary = (f"{chosen.option.weight_type}, {chosen.preset.cache_type_k} KV, ctx {chosen.ctx:,}"
                    if chosen else f"no file fits this device: {result.reason}")
-        self.post_message(BestFitFound(listing.repo, chosen.option.filename if chosen else None, summary))
+        self.post_message(BestFitFound(listing.repo, chosen.option.filename if chosen else None, summary, request))
 
     def on_best_fit_found(self, message: BestFitFound) -> None:
-        if self._listing is None or message.repo != self._listing.repo:
+        if self._stale("best-fit", message.request) or self._listing is None or message.repo != self._listing.repo:
             return  # another repository is listed now
         table = self.query_one("#hub-files", DataTable)
         for gguf_file in self._listing.files:
@@ -224,9 +241,12 @@ class HubBrowser(Vertical):
 
     def _preview_selected(self) -> None:
         self.query_one("#hub-preview", Static).update("Reading the header with range requests…")
-        self.preview(self._listing.repo, self._listing.find(self._selected_file), self._preset_spec, self._device_spec)
+        self.preview(self._listing.repo, self._listing.find(self._selected_file), self._preset_spec, self._device_spec,
+                     self._ask("preview"))
 
     def on_fit_previewed(self, message: FitPreviewed) -> None:
+        if self._stale("preview", message.request):
+            return  # a later preview was asked for (another file, preset or device)
         if self._listing is None or message.key != (self._listing.repo, self._selected_file):
             return  # the user moved on
         preset = self._preset_spec if isinstance(self._preset_spec, Preset) else None
@@ -297,10 +317,13 @@ class HubBrowser(Vertical):
         self.query_one("#hub-download", Button).disabled = busy or self._selected_file is None
 
     # -- status --------------------------------------------------------------------------------
-    def _post_failure(self, stage: str, error: Exception) -> None:
-        self.post_message(HubFailed(stage, str(error) or type(error).__name__, isinstance(error, HubUnreachable)))
+    def _post_failure(self, stage: str, error: Exception, request: int) -> None:
+        self.post_message(HubFailed(stage, str(error) or type(error).__name__, isinstance(error, HubUnreachable),
+                                    request))
 
     def on_hub_failed(self, message: HubFailed) -> None:
+        if self._stale(message.stage, message.request):
+            return
         if message.stage == "preview":
             self.query_one("#hub-preview", Static).update(Text(message.text, style="bold"))
         self._status(message.text + (f"\n{OFFLINE_HINT}" if message.unreachable else ""), problem=True)
