@@ -1,6 +1,7 @@
 """The app's Fit action beside the preset select and the hub browser's "best fit for this device" marker,
 at 80x24 and 160x48."""
 
+import threading
 from dataclasses import replace
 
 import pytest
@@ -12,6 +13,7 @@ from test_ui_hub_tab import open_hub_files
 from workbench.core.gguf.reader import read_gguf
 from workbench.core.ledger.types import DOES_NOT_FIT
 from workbench.core.paths import bundled_model_path
+from workbench.ui import fit_work
 from workbench.ui.widgets.hub_browser import BEST_FIT
 
 SIZES = [(80, 24), (160, 48)]
@@ -52,3 +54,28 @@ async def test_the_hub_browser_marks_the_best_fit(served, size, tmp_path):
         files = (await open_hub_files(pilot, rows=2)).query_one("#hub-files")
         await wait_until(pilot, lambda: files.get_cell("tiny-F16.gguf", "fit") == BEST_FIT, 60)
         assert files.get_cell(FILE, "fit") == ""
+
+
+async def test_a_fit_that_ends_after_the_choice_changed_is_not_applied_to_the_new_choice(monkeypatch):
+    """The search runs in a thread: the device is changed while it is held there, then it is let go."""
+    held, release = threading.Event(), threading.Event()
+    real_fit = fit_work.fit
+
+    def fit(*args, **kwargs):
+        held.set()
+        release.wait(60)
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(fit_work, "fit", fit)
+    async with make_app(device="rk3588s-4gb").run_test(size=(160, 48), notifications=True) as pilot:
+        main = pilot.app.main_screen
+        await wait_until(pilot, lambda: main.ledger is not None)
+        main.query_one("#fit-button").press()
+        await wait_until(pilot, lambda: held.is_set(), what="the fit search held in its thread")
+        main.query_one("#device-select").value = "raspberry-pi-5-8gb"
+        await wait_until(pilot, lambda: main.ledger is not None and main.ledger.device == "raspberry-pi-5-8gb")
+        release.set()
+        await wait_until(pilot, lambda: any(n.title == "Fit" and "choice changed" in n.message
+                                            for n in pilot.app._notifications), 60)
+        assert main.selection.preset_name == "as-is" and main.query_one("#preset-select").value == "as-is"
+        assert main.ledger.preset == "as-is" and main.ledger.device == "raspberry-pi-5-8gb"

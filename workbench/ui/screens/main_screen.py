@@ -21,8 +21,6 @@ from workbench.ui import engine_work, fit_work
 from workbench.ui.engine_session import Engine, EngineSession, Phase, close_quietly
 from workbench.ui.messages import (
     EngineDied,
-    FitFailed,
-    FitSearched,
     LedgerPredicted,
     LoadFailed,
     LoadProgressReported,
@@ -42,6 +40,7 @@ from workbench.ui.widgets.choice_bar import LOAD_KEY_LABELS, ChoiceBar
 from workbench.ui.widgets.key_footer import KeyFooter
 from workbench.ui.widgets.panel_grid import PanelGrid
 from workbench.ui.widgets.verdict_line import LoadProgress, Prediction, VerdictLine
+from workbench.ui.worker_requests import Requests
 
 
 class MainScreen(TabbedLayoutScreen):
@@ -79,7 +78,7 @@ class MainScreen(TabbedLayoutScreen):
         self.chat_pane = ChatPane(id="chat-pane")
         self.panels = PanelGrid(id="panels")
         self._telemetry_stop = threading.Event()
-        self._prediction_request = 0  # the latest prediction asked for: what an earlier one posts is stale
+        self._requests = Requests()
 
     # ---- what the parts own, by name ------------------------------------------------------
 
@@ -155,13 +154,8 @@ class MainScreen(TabbedLayoutScreen):
     # ---- the prediction -------------------------------------------------------------------
 
     def predict(self) -> None:
-        self._prediction_request += 1
-        self._in_thread(engine_work.predict_choice, self.selection, self.choice_bar.choice, self._prediction_request,
-                        self.post_message, group="predict")
-
-    def _stale(self, message: LedgerPredicted | PredictionFailed | SplitPredicted) -> bool:
-        """A prediction asked for before the latest one that finished after it (its thread ran on)."""
-        return message.request != self._prediction_request
+        self._in_thread(engine_work.predict_choice, self.selection, self.choice_bar.choice,
+                        self._requests.ask("predict"), self.post_message, group="predict")
 
     def on_choice_bar_changed(self, message: ChoiceBar.Changed) -> None:
         self.predict()
@@ -174,7 +168,7 @@ class MainScreen(TabbedLayoutScreen):
         self.choice_bar.select_preset(name)
 
     def on_ledger_predicted(self, message: LedgerPredicted) -> None:
-        if self._stale(message):
+        if self._requests.stale("predict", message.request):
             return
         self.session.predicted(message.choice, message.ledger)
         self.verdict_line.prediction = Prediction(message.choice, message.ledger, tuple(message.problems))
@@ -182,14 +176,14 @@ class MainScreen(TabbedLayoutScreen):
         self.panels.show_ledger(self.session.choice.panel_ledger(message.ledger))
 
     def on_prediction_failed(self, message: PredictionFailed) -> None:
-        if self._stale(message):
+        if self._requests.stale("predict", message.request):
             return
         self.verdict_line.prediction = Prediction(self.choice_bar.choice, None, failure=message.reason)
         self.panels.show_ledger(self.session.choice.panel_ledger(None))
         self.notify(message.reason, title="Cannot predict the ledger", severity="error", timeout=8)
 
     def on_split_predicted(self, message: SplitPredicted) -> None:
-        if self._stale(message):
+        if self._requests.stale("predict", message.request):
             return
         self.panels.show_split(message.split)
 
@@ -200,19 +194,8 @@ class MainScreen(TabbedLayoutScreen):
 
     def on_choice_bar_fit_pressed(self, message: ChoiceBar.FitPressed) -> None:
         self.notify("searching the presets that fit…", title="Fit", timeout=3)
-        self._in_thread(fit_work.fit_choice, self.selection, self.choice_bar.choice, self.post_message, group="fit")
-
-    def on_fit_searched(self, message: FitSearched) -> None:
-        """Offer the choice as an unsaved preset (the prediction follows), or say why nothing fits."""
-        result = message.result
-        if result.chosen is None:
-            self.notify(result.reason, title="Nothing fits", severity="warning", timeout=12)
-            return
-        self.choice_bar.use_unsaved(result.chosen.preset)
-        self.notify(fit_work.fit_notice(result), title=f"Fit: {fit_work.fit_label(result)}", timeout=12)
-
-    def on_fit_failed(self, message: FitFailed) -> None:
-        self.notify(message.reason, title="Cannot fit", severity="error", timeout=8)
+        self._in_thread(fit_work.fit_choice, self.selection, self.choice_bar.choice, self.choice_bar.post_message,
+                        group="fit")  # the choice bar applies the result
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Ctrl+L's footer entry says what the button says; dimmed while a load or an unload runs."""

@@ -14,7 +14,9 @@ from textual.widgets import Button, Select
 
 from workbench.core.config.preset import Preset
 from workbench.ui.engine_session import Phase
+from workbench.ui.fit_work import fit_label, fit_notice
 from workbench.ui.loaded_choice import Choice
+from workbench.ui.messages import FitFailed, FitSearched
 from workbench.ui.selection import (
     Selection,
     device_options,
@@ -171,3 +173,22 @@ class ChoiceBar(Horizontal):
     def use_unsaved(self, preset: Preset, label: str | None = None) -> None:
         """Choose an edited preset for this session only (nothing is written)."""
         self.select_preset(self.selection.use_unsaved(preset, label))
+
+    def on_fit_searched(self, message: FitSearched) -> None:
+        """Offer the fit search's choice as an unsaved preset (the prediction follows), or say why nothing
+        fits. A search from a choice left while it ran is not applied to the one chosen now."""
+        message.stop()
+        result = message.result
+        if message.choice != self.choice:
+            self.notify("The choice changed while the fit search ran: press Fit again to search from this one.",
+                        title="Fit", severity="warning", timeout=10)
+            return
+        if result.chosen is None:
+            self.notify(result.reason, title="Nothing fits", severity="warning", timeout=12)
+            return
+        self.use_unsaved(result.chosen.preset)
+        self.notify(fit_notice(result), title=f"Fit: {fit_label(result)}", timeout=12)
+
+    def on_fit_failed(self, message: FitFailed) -> None:
+        message.stop()
+        self.notify(message.reason, title="Cannot fit", severity="error", timeout=8)

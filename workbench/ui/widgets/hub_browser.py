@@ -32,6 +32,7 @@ from workbench.ui.messages import (
     ReposFound,
 )
 from workbench.ui.selection import device_from, preset_from
+from workbench.ui.worker_requests import Requests
 
 CSS_FILE = Path(__file__).with_name("hub_browser.tcss")
 BEST_FIT = "best fit for this device"
@@ -53,9 +54,7 @@ class HubBrowser(Vertical):
         self._preset_spec, self._device_spec = preset, device
         self._listing = None  # RepoFiles of the selected repository
         self._selected_file: str | None = None
-        # The latest request per worker group. A worker's thread runs on when a later request cancels it, and
-        # what it posts then is dropped: an earlier device's preview must not replace the current one's.
-        self._asked: dict[str, int] = {}
+        self._requests = Requests()  # per worker group: an earlier device's preview never replaces the current one
 
     # -- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -110,15 +109,7 @@ class HubBrowser(Vertical):
     def show_curated(self) -> None:
         hits = tuple(RepoHit(m.repo, None, None, m.gated, "", ()) for m in curated_models())
         self.post_message(ReposFound(hits, "Curated edge-friendly models. Search the hub above for more.",
-                                     self._ask("search")))
-
-    def _ask(self, group: str) -> int:
-        """A new request of `group`: what the group's earlier ones post from now on is stale."""
-        self._asked[group] = self._asked.get(group, 0) + 1
-        return self._asked[group]
-
-    def _stale(self, group: str, request: int) -> bool:
-        return self._asked.get(group) != request
+                                     self._requests.ask("search")))
 
     @on(Button.Pressed, "#hub-search")
     @on(Input.Submitted, "#hub-query")
@@ -128,7 +119,7 @@ class HubBrowser(Vertical):
             self.show_curated()
             return
         self._status(f"Searching the hub for {text!r}…")
-        self.search(text, self._ask("search"))
+        self.search(text, self._requests.ask("search"))
 
     @work(thread=True, exclusive=True, group="hub-search")
     def search(self, text: str, request: int) -> None:
@@ -141,7 +132,7 @@ class HubBrowser(Vertical):
                                      request))
 
     def on_repos_found(self, message: ReposFound) -> None:
-        if self._stale("search", message.request):
+        if self._requests.stale("search", message.request):
             return
         table = self.query_one("#hub-repos", DataTable)
         table.clear()
@@ -160,7 +151,7 @@ class HubBrowser(Vertical):
         self.query_one("#hub-files", DataTable).clear()
         self.query_one("#hub-download", Button).disabled = True
         self._status(f"Listing the files of {repo}…")
-        self.list_files(repo, self._ask("files"))
+        self.list_files(repo, self._requests.ask("files"))
 
     @work(thread=True, exclusive=True, group="hub-files")
     def list_files(self, repo: str, request: int) -> None:
@@ -172,7 +163,7 @@ class HubBrowser(Vertical):
         self.post_message(FilesListed(repo, listing, request))
 
     def on_files_listed(self, message: FilesListed) -> None:
-        if self._stale("files", message.request):
+        if self._requests.stale("files", message.request):
             return
         self._listing = message.listing
         table = self.query_one("#hub-files", DataTable)
@@ -180,7 +171,7 @@ class HubBrowser(Vertical):
         for gguf_file in message.listing.files:
             table.add_row(gguf_file.name, gguf_file.quant or "?", size_text(gguf_file.size_bytes), str(len(gguf_file.parts)),
                           "…", key=gguf_file.name)
-        self.best_fit(message.listing, self._preset_spec, self._device_spec, self._ask("best-fit"))
+        self.best_fit(message.listing, self._preset_spec, self._device_spec, self._requests.ask("best-fit"))
         gated = "  Gated: accept the licence on the hub and set HF_TOKEN." if message.listing.gated else ""
         self._status(f"{message.repo}: {len(message.listing.files)} GGUF files.{gated}")
 
@@ -211,7 +202,7 @@ class HubBrowser(Vertical):
             return
         self._preset_spec, self._device_spec = preset, device
         if self._listing is not None:
-            self.best_fit(self._listing, preset, device, self._ask("best-fit"))
+            self.best_fit(self._listing, preset, device, self._requests.ask("best-fit"))
         if self._listing is not None and self._selected_file is not None:
             self._preview_selected()
 
@@ -230,7 +221,9 @@ class HubBrowser(Vertical):
         self.post_message(BestFitFound(listing.repo, chosen.option.filename if chosen else None, summary, request))
 
     def on_best_fit_found(self, message: BestFitFound) -> None:
-        if self._stale("best-fit", message.request) or self._listing is None or message.repo != self._listing.repo:
+        if self._requests.stale("best-fit", message.request):
+            return
+        if self._listing is None or message.repo != self._listing.repo:
             return  # another repository is listed now
         table = self.query_one("#hub-files", DataTable)
         for gguf_file in self._listing.files:
@@ -242,10 +235,10 @@ class HubBrowser(Vertical):
     def _preview_selected(self) -> None:
         self.query_one("#hub-preview", Static).update("Reading the header with range requests…")
         self.preview(self._listing.repo, self._listing.find(self._selected_file), self._preset_spec, self._device_spec,
-                     self._ask("preview"))
+                     self._requests.ask("preview"))
 
     def on_fit_previewed(self, message: FitPreviewed) -> None:
-        if self._stale("preview", message.request):
+        if self._requests.stale("preview", message.request):
             return  # a later preview was asked for (another file, preset or device)
         if self._listing is None or message.key != (self._listing.repo, self._selected_file):
             return  # the user moved on
@@ -322,7 +315,7 @@ class HubBrowser(Vertical):
                                     request))
 
     def on_hub_failed(self, message: HubFailed) -> None:
-        if self._stale(message.stage, message.request):
+        if self._requests.stale(message.stage, message.request):
             return
         if message.stage == "preview":
             self.query_one("#hub-preview", Static).update(Text(message.text, style="bold"))
