@@ -285,3 +285,43 @@ def wait_for(condition, timeout_s: float = 120.0, *, what: str | None = None):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {_what(condition, what)}")
         time.sleep(0.05)
+
+
+# ---- a worker's thread that ends late ------------------------------------------------------------
+# A thread worker that a later one cancels runs on and posts when it ends. These hold one such thread
+# until the later request's answer is shown, then let it go and wait until what it posted was handled.
+
+
+class Held:
+    """`real` (a module's function a worker calls), but a call for which `when(*args)` holds waits in its
+    thread until `release` is set; `held` is set once one does."""
+
+    def __init__(self, real, when=lambda *args, **kwargs: True) -> None:
+        self.real, self.when = real, when
+        self.held, self.release = threading.Event(), threading.Event()
+
+    @classmethod
+    def patched(cls, monkeypatch, module, name: str, when=lambda *args, **kwargs: True) -> Held:
+        """`module.name` held so for the test."""
+        held = cls(getattr(module, name), when)
+        monkeypatch.setattr(module, name, held)
+        return held
+
+    def __call__(self, *args, **kwargs):
+        if self.when(*args, **kwargs):
+            self.held.set()
+            self.release.wait(60)
+        return self.real(*args, **kwargs)
+
+
+async def handled(pilot, node, arrived: list) -> None:
+    """Wait until every message `node` had received before now was handled: a marker posted to it after them
+    arrives (in `arrived`, the run's message_hook list) only once its queue has reached it."""
+    from textual.message import Message
+
+    class Marker(Message):
+        """Posted after the messages to wait for."""
+
+    marker = Marker()
+    node.post_message(marker)
+    await wait_until(pilot, lambda: any(message is marker for message in arrived), what="the marker handled")

@@ -1,12 +1,11 @@
 """The app's Fit action beside the preset select and the hub browser's "best fit for this device" marker,
 at 80x24 and 160x48."""
 
-import threading
 from dataclasses import replace
 
 import pytest
 from arch_models import ARCH_MODELS, write_arch_gguf
-from fakes import make_app, wait_until
+from fakes import Held, make_app, wait_until
 from hubserver import hub  # noqa: F401 - the fixture `served` takes
 from test_ui_hub_tab import open_hub_files
 
@@ -58,23 +57,15 @@ async def test_the_hub_browser_marks_the_best_fit(served, size, tmp_path):
 
 async def test_a_fit_that_ends_after_the_choice_changed_is_not_applied_to_the_new_choice(monkeypatch):
     """The search runs in a thread: the device is changed while it is held there, then it is let go."""
-    held, release = threading.Event(), threading.Event()
-    real_fit = fit_work.fit
-
-    def fit(*args, **kwargs):
-        held.set()
-        release.wait(60)
-        return real_fit(*args, **kwargs)
-
-    monkeypatch.setattr(fit_work, "fit", fit)
+    search = Held.patched(monkeypatch, fit_work, "fit")
     async with make_app(device="rk3588s-4gb").run_test(size=(160, 48), notifications=True) as pilot:
         main = pilot.app.main_screen
         await wait_until(pilot, lambda: main.ledger is not None)
         main.query_one("#fit-button").press()
-        await wait_until(pilot, lambda: held.is_set(), what="the fit search held in its thread")
+        await wait_until(pilot, search.held.is_set, what="the fit search held in its thread")
         main.query_one("#device-select").value = "raspberry-pi-5-8gb"
         await wait_until(pilot, lambda: main.ledger is not None and main.ledger.device == "raspberry-pi-5-8gb")
-        release.set()
+        search.release.set()
         await wait_until(pilot, lambda: any(n.title == "Fit" and "choice changed" in n.message
                                             for n in pilot.app._notifications), 60)
         assert main.selection.preset_name == "as-is" and main.query_one("#preset-select").value == "as-is"

@@ -1,10 +1,7 @@
 """The model screen's Hub tab: a download from the (local test) hub becomes the chosen model."""
 
-import threading
-
-from fakes import make_app, wait_until
+from fakes import Held, handled, make_app, wait_until
 from hubserver import hub  # noqa: F401 - the fixture
-from textual.message import Message
 
 from workbench.core.hub.cache import cached_models
 from workbench.core.paths import bundled_model_path
@@ -67,21 +64,9 @@ async def test_a_preview_for_an_earlier_device_that_ends_late_does_not_replace_t
     """A preview's thread runs on when a later preview cancels its worker: here the one for the second device is
     held until the third device's preview is shown, then let go, and what it posts is dropped."""
     hub.add_repo(REPO, {FILE: bundled_model_path()}, downloads=4_000)
-    held, release = threading.Event(), threading.Event()
-    real_preview = hub_browser.preview_fit
-
-    def preview_fit(repo, filename, preset, device, **kwargs):
-        if device.name == "raspberry-pi-5-8gb":
-            held.set()
-            release.wait(60)
-        return real_preview(repo, filename, preset, device, **kwargs)
-
-    monkeypatch.setattr(hub_browser, "preview_fit", preview_fit)
-
-    class Marker(Message):
-        """Posted to the browser after the held preview's message: it arrives once that one was handled."""
-
-    arrived: list[Message] = []
+    preview = Held.patched(monkeypatch, hub_browser, "preview_fit",
+                           lambda repo, name, preset, device, **_: device.name == "raspberry-pi-5-8gb")
+    arrived: list = []
     async with make_app(device="rk3588s-4gb").run_test(size=(180, 50), message_hook=arrived.append) as pilot:
         main = pilot.app.main_screen
 
@@ -94,20 +79,17 @@ async def test_a_preview_for_an_earlier_device_that_ends_late_does_not_replace_t
             await wait_until(pilot, lambda: pilot.app.screen is not main)
 
         models = await open_hub_files(pilot)
-        preview = models.query_one("#hub-preview")
-        await wait_until(pilot, lambda: "on rk3588s-4gb" in str(preview.render()), 30)
+        shown = models.query_one("#hub-preview")
+        await wait_until(pilot, lambda: "on rk3588s-4gb" in str(shown.render()), 30)
         await choose("raspberry-pi-5-8gb")
-        await wait_until(pilot, lambda: held.is_set(), what="the second device's preview held in its thread")
+        await wait_until(pilot, preview.held.is_set, what="the second device's preview held in its thread")
         await choose("x86-mini-pc-16gb")
-        await wait_until(pilot, lambda: "on x86-mini-pc-16gb" in str(preview.render()), 30)
-        release.set()
+        await wait_until(pilot, lambda: "on x86-mini-pc-16gb" in str(shown.render()), 30)
+        preview.release.set()
         await wait_until(pilot, lambda: any(isinstance(m, FitPreviewed) and m.preview.device == "raspberry-pi-5-8gb"
                                             for m in arrived), 30, what="the held preview's message")
-        browser = models.query_one("#hub-browser")
-        marker = Marker()
-        browser.post_message(marker)
-        await wait_until(pilot, lambda: any(m is marker for m in arrived))
-        text = str(preview.render())
+        await handled(pilot, models.query_one("#hub-browser"), arrived)
+        text = str(shown.render())
         assert "on x86-mini-pc-16gb" in text and "raspberry-pi-5-8gb" not in text
 
 
@@ -116,35 +98,20 @@ async def test_a_listing_of_an_earlier_repository_that_ends_late_does_not_replac
     second, second_file = "bartowski/SmolLM2-360M-Instruct-GGUF", "SmolLM2-360M-Instruct-Q4_1.gguf"
     hub.add_repo(REPO, {FILE: bundled_model_path()}, downloads=4_000)
     hub.add_repo(second, {second_file: bundled_model_path()}, downloads=3_000)
-    held, release = threading.Event(), threading.Event()
-    real_list = hub_browser.list_gguf_files
-
-    def list_gguf_files(repo, *args, **kwargs):
-        if repo == REPO:
-            held.set()
-            release.wait(60)
-        return real_list(repo, *args, **kwargs)
-
-    monkeypatch.setattr(hub_browser, "list_gguf_files", list_gguf_files)
-    arrived: list[Message] = []
+    listing = Held.patched(monkeypatch, hub_browser, "list_gguf_files", lambda repo, *args, **kwargs: repo == REPO)
+    arrived: list = []
     async with make_app(device="rk3588s-4gb").run_test(size=(180, 50), message_hook=arrived.append) as pilot:
         await pilot.press("f2")
         await wait_until(pilot, lambda: pilot.app.screen.query("#model-tabs"))
         models = pilot.app.screen
         models.query_one("#model-tabs").active = "hub-tab"
-        await wait_until(pilot, lambda: held.is_set(), 30, what="the first repository's listing held in its thread")
+        await wait_until(pilot, listing.held.is_set, 30, what="the first repository's listing held in its thread")
         repos, files = models.query_one("#hub-repos"), models.query_one("#hub-files")
         repos.move_cursor(row=1)
         await wait_until(pilot, lambda: files.row_count == 1 and files.get_row_at(0)[0] == second_file, 30)
-        release.set()
+        listing.release.set()
         await wait_until(pilot, lambda: any(isinstance(m, FilesListed) and m.repo == REPO for m in arrived), 30,
                          what="the held listing's message")
-
-        class Marker(Message):
-            """Posted to the browser after the held listing: it arrives once that one was handled."""
-
-        marker = Marker()
-        models.query_one("#hub-browser").post_message(marker)
-        await wait_until(pilot, lambda: any(m is marker for m in arrived))
+        await handled(pilot, models.query_one("#hub-browser"), arrived)
         assert files.row_count == 1 and files.get_row_at(0)[0] == second_file
         assert str(models.query_one("#hub-status").render()).startswith(second)
