@@ -3,12 +3,14 @@
 import argparse
 
 import pytest
-from fakes import make_app, rendered, wait_until
+from fakes import Held, handled, make_app, rendered, wait_until
 from gguf_factory import write_tiny_gguf
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.paths import bundled_model_path
+from workbench.ui.messages import ModelsFound
 from workbench.ui.run import build_selection, check_theme, run_app
+from workbench.ui.screens import model_screen
 from workbench.ui.widgets.kv_panel import KvPanel
 
 
@@ -151,6 +153,32 @@ async def test_f4_opens_the_bench_screen_for_the_chosen_model_device_and_preset(
         assert started == []  # F4 opens on the settings form: nothing runs before Start
         await pilot.click("#bench-start")
         await wait_until(pilot, lambda: started == [True])  # Start runs when Button.Pressed reaches the screen
+
+
+async def test_a_scan_that_ends_after_a_later_one_does_not_replace_its_list(tmp_path, monkeypatch):
+    """The first folder's scan is held in its thread until the second folder's list is shown, then let go."""
+    slow, fast = tmp_path / "slow", tmp_path / "fast"
+    slow.mkdir(), fast.mkdir()
+    slow_model, fast_model = write_tiny_gguf(slow / "slow.gguf"), write_tiny_gguf(fast / "fast.gguf")
+    scan = Held.patched(monkeypatch, model_screen, "find_models", lambda folders: slow in folders)
+    arrived: list = []
+    async with make_app(device="jetson-orin-nano-8gb").run_test(size=(160, 48), message_hook=arrived.append) as pilot:
+        await pilot.press("f2")
+        await wait_until(pilot, lambda: pilot.app.screen.query("#model-list"))
+        models = pilot.app.screen
+        folders = models.query_one("#folders")
+        folders.focus()
+        for folder in (slow, fast):
+            folders.value = str(folder)
+            await pilot.press("enter")
+            if folder is slow:
+                await wait_until(pilot, scan.held.is_set, what="the first folder's scan held in its thread")
+        await wait_until(pilot, lambda: str(fast_model) in models.entries)
+        scan.release.set()
+        await wait_until(pilot, lambda: any(isinstance(m, ModelsFound) and any(str(slow_model) == e[1] for e in m.entries)
+                                            for m in arrived), 30, what="the held scan's list")
+        await handled(pilot, models, arrived)
+        assert str(fast_model) in models.entries and str(slow_model) not in models.entries
 
 
 async def test_model_screen_opens_a_gguf_typed_by_its_path(tmp_path):

@@ -149,6 +149,7 @@ class ModelsFound(Message):
 
     entries: tuple[tuple[str, str, str], ...]
     problems: tuple[str, ...]
+    request: int  # the screen's "scan" request: an earlier scan's list is dropped
 
 
 @dataclass

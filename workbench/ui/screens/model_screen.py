@@ -33,6 +33,7 @@ from workbench.ui.model_catalog import (
 from workbench.ui.model_summary import model_summary
 from workbench.ui.selection import Selection
 from workbench.ui.widgets.disk_use_pane import DiskUsePane
+from workbench.ui.worker_requests import Requests
 
 
 class ModelScreen(Screen[tuple[str, str] | None]):
@@ -56,6 +57,7 @@ class ModelScreen(Screen[tuple[str, str] | None]):
         self.selection = selection
         self.entries: dict[str, str] = {}  # path -> label
         self.highlighted: str | None = None
+        self._requests = Requests()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -93,7 +95,7 @@ class ModelScreen(Screen[tuple[str, str] | None]):
 
     def on_screen_resume(self) -> None:
         # each visit lists again: downloads finish and folders change while the screen is away
-        self.scan(self.folders())
+        self.scan(self.folders(), self._requests.ask("scan"))
         for pane in self.query(DiskUsePane):  # not there yet on the first visit: it reads on its own mount
             pane.rescan(tuple(self.folders()))
         # the screen stays installed: the hub's fit preview follows the main screen's current choice
@@ -113,15 +115,17 @@ class ModelScreen(Screen[tuple[str, str] | None]):
             save_model_folders(folders)
         except OSError as error:
             self.notify(f"cannot remember the folders: {error}", severity="warning")
-        self.scan(folders)
+        self.scan(folders, self._requests.ask("scan"))
 
     @work(thread=True, exclusive=True, group="scan")
-    def scan(self, folders: list[Path]) -> None:
+    def scan(self, folders: list[Path], request: int) -> None:
         # the folders are read from the Input on the UI thread: a worker only posts messages
         entries, problems = find_models(folders)
-        self.post_message(ModelsFound(entries, problems))
+        self.post_message(ModelsFound(entries, problems, request))
 
     def on_models_found(self, message: ModelsFound) -> None:
+        if self._requests.stale("scan", message.request):
+            return  # a later scan (other folders) was asked for
         option_list = self.query_one("#model-list", OptionList)
         option_list.clear_options()
         self.entries = {}
