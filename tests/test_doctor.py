@@ -40,6 +40,7 @@ def test_the_loaded_llama_cpp_has_cpu_and_rpc_with_the_machines_memory():
 
 
 def test_jetson_tree_with_a_cpu_build_is_one_mismatch_line_with_the_cuda_rebuild(tmp_path, monkeypatch, capsys):
+    loaded = loaded_backends()  # read (once a process, with ldd) before PATH holds only the fake nvcc
     _fake_nvcc(tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path))
     assert main(["doctor", "--root", str(SYSFS / "jetson-orin-nano")]) == 1
@@ -48,9 +49,9 @@ def test_jetson_tree_with_a_cpu_build_is_one_mismatch_line_with_the_cuda_rebuild
     mismatches = [line for line in out.splitlines() if line.startswith("mismatch:")]
     assert mismatches == [
         "mismatch: this machine has a Jetson Orin GPU (CUDA architecture 87) and nvcc, but the loaded llama.cpp has "
-        f"only {', '.join(loaded_backends().names)}, so every layer runs on the CPU: rebuild with "
+        f"only {', '.join(loaded.names)}, so every layer runs on the CPU: rebuild with "
         'CMAKE_ARGS="-DGGML_RPC=on -DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=87" pip install --force-reinstall '
-        f"--no-cache-dir --no-deps 'llama-cpp-python=={loaded_backends().version}'"]
+        f"--no-cache-dir --no-deps 'llama-cpp-python=={loaded.version}'"]
 
 
 def test_jetson_without_nvcc_says_to_install_the_toolkit(tmp_path):
@@ -62,6 +63,7 @@ def test_jetson_without_nvcc_says_to_install_the_toolkit(tmp_path):
 
 
 def test_rk3588_mali_and_pi5_v3d_are_noted_not_mismatched(tmp_path, monkeypatch, capsys):
+    assert loaded_backends().available  # read (once a process, with ldd) before PATH is emptied of it
     monkeypatch.setenv("PATH", str(tmp_path))
     assert main(["doctor", "--root", str(SYSFS / "rk3588-mainline")]) == 0
     out = capsys.readouterr().out
