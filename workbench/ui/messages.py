@@ -266,7 +266,6 @@ class ReposFound(Message):
     request: int  # HubBrowser's request of the "search" group: an earlier one's answer is dropped
 
 
-
 @dataclass
 class FilesListed(Message):
     repo: str
