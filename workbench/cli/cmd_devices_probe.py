@@ -13,9 +13,9 @@ from workbench.core.bench.device_probe import probe_device
 from workbench.core.bench.probed_profile import write_probed_profile
 from workbench.core.config.cpu_topology import parse_cpu_list
 from workbench.core.config.devices import user_devices_dir
-from workbench.core.units import threads_text
 from workbench.core.config.host import detect_host, probed_profile_name
 from workbench.core.errors import WorkbenchError
+from workbench.core.units import threads_text
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 

@@ -110,7 +110,6 @@ class DeviceProbe:
                 f"{self.others_cpu:.0%} of a core in a kept run{self.disturbed}; "
                 f"the lowest and highest cost per op and read rates over the passes widen the band")
 
-
     @property
     def disturbed(self) -> str:
         if not self.kept_disturbed:
