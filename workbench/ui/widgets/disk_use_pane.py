@@ -24,6 +24,7 @@ from workbench.core.hub.disk_use import (
 )
 from workbench.core.units import size_text
 from workbench.ui.screens.confirm_modal import ConfirmModal
+from workbench.ui.worker_requests import Requests
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class DiskUsePane(Vertical):
     class Read(Message):
         use: DiskUse | None
         error: str = ""
+        request: int = 0  # the rescan it answers (Requests): an earlier one's is dropped
 
     @dataclass
     class Removed(Message):
@@ -73,6 +75,7 @@ class DiskUsePane(Vertical):
         super().__init__(**kwargs)
         self.folders = folders
         self.rows: list[DiskRow] = []
+        self.requests = Requests()
 
     def compose(self) -> ComposeResult:
         yield OptionList(id="disk-list")
@@ -86,17 +89,19 @@ class DiskUsePane(Vertical):
     def rescan(self, folders: tuple[Path, ...] | None = None) -> None:
         if folders is not None:
             self.folders = folders
-        self._read(self.folders)
+        self._read(self.folders, self.requests.ask("disk-use"))
 
     @work(thread=True, exclusive=True, group="disk-use")
-    def _read(self, folders: tuple[Path, ...]) -> None:
+    def _read(self, folders: tuple[Path, ...], request: int) -> None:
         try:
-            self.post_message(self.Read(disk_use(folders)))
+            self.post_message(self.Read(disk_use(folders), request=request))
         except (WorkbenchError, OSError) as error:
-            self.post_message(self.Read(None, str(error)))
+            self.post_message(self.Read(None, str(error), request))
 
     def on_disk_use_pane_read(self, message: Read) -> None:
         message.stop()
+        if self.requests.stale("disk-use", message.request):
+            return  # a scan from before a deletion or another folder
         options = self.query_one("#disk-list", OptionList)
         options.clear_options()
         if message.use is None:
@@ -137,7 +142,7 @@ class DiskUsePane(Vertical):
         name = Path(row.key).name if row.key.startswith("/") else row.key
         self.app.push_screen(ConfirmModal(f"Delete {name}?", row.question, "Delete"), answered)
 
-    @work(thread=True, exclusive=True, group="disk-delete")
+    @work(thread=True, group="disk-delete")  # each deletion reports
     def _delete(self, key: str) -> None:
         try:
             deleted = delete_local_model(key) if key.startswith("/") else delete_cached_model(key)
