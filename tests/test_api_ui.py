@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
 
 import openai
 import pytest
 from real_engine import loaded_client
-from fakes import rendered
+from fakes import Held, rendered
 from textual.app import App
 from textual.widgets import Input, Static, Switch
 
 from workbench.core.engine.events import Sampling
 from workbench.core.config.preset import Preset
+from workbench.ui.screens import serve_screen
 from workbench.ui.screens.serve_screen import ServeScreen
 from workbench.ui.widgets.kv_panel import SlotsKvPanel
 from workbench.ui.widgets.serving_panel import ServingPanel
@@ -85,3 +88,79 @@ async def test_switching_on_without_a_loaded_model_says_so_and_stays_off():
         message = screen.query_one("#serve-message", Static)
         await _until(pilot, lambda: "no model is loaded" in str(message.render()))
         assert screen.query_one("#serve-switch", Switch).value is False
+
+
+def _started_events(screen, monkeypatch) -> list:
+    """Each address the screen's `controller.start` returned, once it returned; the port set to any free one."""
+    screen.query_one("#serve-port", Input).value = "0"
+    returned: list = []
+    controller, real = screen.controller, screen.controller.start
+
+    def start(*args):
+        returned.append(real(*args))
+        return returned[-1]
+
+    monkeypatch.setattr(controller, "start", start)
+    return returned
+
+
+def _refused(address: str) -> bool:
+    host, port = address.removeprefix("http://").split("/")[0].rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+    except OSError:
+        return True
+    return False
+
+
+async def test_leaving_the_screen_while_serving_starts_stops_what_started(engine, monkeypatch):
+    """The start is held in its thread until the screen is gone: once it ends, nothing serves."""
+    opening = Held.patched(monkeypatch, serve_screen, "listen")
+    app = ServeApp(engine)
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = app.screen
+        returned = _started_events(screen, monkeypatch)
+        screen.query_one("#serve-switch", Switch).value = True
+        await _until(pilot, opening.held.is_set, 30)
+        app.pop_screen()
+        await _until(pilot, lambda: screen not in app.screen_stack and not screen.is_attached, 30)
+        opening.release.set()
+        await _until(pilot, lambda: returned, 60)
+        await _until(pilot, lambda: _refused(returned[0]), 60)  # stop() lets go of the server, then stops it
+        assert not screen.controller.serving
+    assert engine.sample_n("Hello", 1, Sampling(max_tokens=2)).samples
+
+
+async def test_the_switch_turned_off_and_on_while_serving_starts_ends_as_last_set(engine, monkeypatch):
+    """Off while the start is held: it stops once started. On again with 3 slots meanwhile: it serves 3."""
+    opening = Held.patched(monkeypatch, serve_screen, "listen")
+    app = ServeApp(engine)
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = app.screen
+        returned = _started_events(screen, monkeypatch)
+        switch, panel = screen.query_one("#serve-switch", Switch), screen.query_one(ServingPanel)
+        screen.query_one("#serve-slots", Input).value = "2"
+        switch.value = True
+        await _until(pilot, opening.held.is_set, 30)
+        switch.value = False
+        await pilot.pause()
+        opening.release.set()
+        await _until(pilot, lambda: returned, 60)
+        await _until(pilot, lambda: panel.state == "off" and not screen.controller.serving, 60)
+        assert _refused(returned[0]) and switch.value is False
+
+        opening.release.clear()
+        opening.held.clear()
+        switch.value = True
+        await _until(pilot, opening.held.is_set, 30)
+        switch.value = False
+        await pilot.pause()
+        screen.query_one("#serve-slots", Input).value = "3"
+        switch.value = True
+        await pilot.pause()
+        opening.release.set()
+        await _until(pilot, lambda: len(returned) == 3 and panel.status is not None, 120)
+        assert len(panel.status.slots) == 3 and panel.state == "ready" and switch.value is True
+        assert not _refused(returned[2]) and panel.address == returned[2] == screen.controller.server.address
+        switch.value = False
+        await _until(pilot, lambda: panel.state == "off", 60)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Label, Static, Switch
 
@@ -39,6 +42,7 @@ class ServeController:
         self.host: Any = None
         self.server: Any = None
         self.sampler: Any = None
+        self._taking = threading.Lock()  # stop() takes what serves in one step
 
     @property
     def restart_preset(self) -> Preset | None:
@@ -69,25 +73,27 @@ class ServeController:
             listener.close()
             raise
         name = model_path.rsplit("/", 1)[-1].removesuffix(".gguf")
-        if self._sampler_factory is not None:
-            self.sampler = self._sampler_factory(host.pid)
-        app = create_app(host, ServerConfig(name, None, queue), telemetry=self.sampler)
+        sampler = self._sampler_factory(host.pid) if self._sampler_factory is not None else None
+        app = create_app(host, ServerConfig(name, None, queue), telemetry=sampler)
         server = ApiServerThread(app, listener, host=host)
         server.start()
-        self.host, self.server = host, server
+        with self._taking:
+            self.host, self.server, self.sampler = host, server, sampler
         return server.address
 
     def stop(self) -> str:
-        """Stop serving: open requests answer 503 first; why the engine had to be killed ("" when it was not)."""
-        server, host = self.server, self.host
-        self.server = self.host = None
+        """Stop serving: open requests answer 503 first; why the engine had to be killed ("" when it was not).
+        Safe from two threads at once (a screen left while its start ends): one of them stops."""
+        with self._taking:
+            server, host = self.server, self.host
+            self.server = self.host = None
+            sampler, self.sampler = self.sampler, None
         killed = ""
         if server is not None:
             server.stop()
             killed = server.killed
         if host is not None:
             host.close()
-        sampler, self.sampler = self.sampler, None
         if sampler is not None:
             sampler.close()
         return killed
@@ -99,11 +105,28 @@ class ServeScreen(Screen):
     CSS_PATH = "serve_screen.tcss"
     BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
 
+    @dataclass
+    class Started(Message):
+        address: str
+        serving_with: tuple[int, int]  # (slots, port) as asked
+
+    @dataclass
+    class StartFailed(Message):
+        error: str
+
+    @dataclass
+    class Stopped(Message):
+        killed: str  # why the engine had to be killed ("" when it was not)
+
     def __init__(self, engine: Engine | None, kv_bytes_per_token: int = 0, cache_types: str = "",
                  controller: ServeController | None = None) -> None:
         super().__init__()
         self.controller = controller or ServeController(engine)
         self._kv_look = (kv_bytes_per_token, cache_types)  # as the main KV panel shows the loaded cache
+        self._wanted: tuple[int, int] | None = None  # (slots, port) the switch asks for; None: off
+        self._serving_with: tuple[int, int] | None = None  # what serves now
+        self._busy = False  # a start or stop runs
+        self._left = False  # unmounted: a start that ends now stops at once
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -128,7 +151,9 @@ class ServeScreen(Screen):
 
     @on(Switch.Changed, "#serve-switch")
     def _switched(self, event: Switch.Changed) -> None:
-        if event.value and not self.controller.serving:
+        if not event.value:
+            self._wanted = None
+        else:
             try:
                 slots = int(self.query_one("#serve-slots", Input).value or "0")
                 port = int(self.query_one("#serve-port", Input).value or "-1")
@@ -136,44 +161,66 @@ class ServeScreen(Screen):
                 slots, port = 0, -1
             if not (1 <= slots <= 64 and 0 <= port <= 65535):
                 self._say("slots must be 1 to 64 and the port 0 to 65535")
-                event.switch.value = False
+                self._switch_off()
                 return
-            self._start(slots, port)
-        elif not event.value and self.controller.serving:
-            self._stop()
+            self._wanted = (slots, port)
+        self._settle()
 
-    @work(thread=True, exclusive=True)
+    def _settle(self) -> None:
+        """One start or stop at a time, towards the switch's latest state: a switch flipped while one runs
+        is acted on once it ends."""
+        if self._busy or self._wanted == self._serving_with:
+            return
+        self._busy = True
+        if self._serving_with is not None:
+            self._stop()
+        else:
+            self._start(*self._wanted)
+
+    @work(thread=True, group="serve")
     def _start(self, slots: int, port: int) -> None:
         try:
             address = self.controller.start(slots, port)
         except Exception as error:  # noqa: BLE001 - one line on the screen; the app keeps running
-            self.app.call_from_thread(self._failed, str(error))
+            self.post_message(self.StartFailed(str(error)))
             return
-        self.app.call_from_thread(self._started, address)
+        if self._left:  # the screen was left while serving started: nothing would stop it
+            self.controller.stop()
+            return
+        self.post_message(self.Started(address, (slots, port)))
 
-    @work(thread=True, exclusive=True)
+    @work(thread=True, group="serve")
     def _stop(self) -> None:
-        killed = self.controller.stop()
-        self.app.call_from_thread(self._stopped, killed)
+        self.post_message(self.Stopped(self.controller.stop()))
 
-    def _started(self, address: str) -> None:
+    def on_serve_screen_started(self, message: Started) -> None:
+        self._busy, self._serving_with = False, message.serving_with
         panel = self.query_one(ServingPanel)
-        panel.address, panel.state = address, "ready"
+        panel.address, panel.state = message.address, "ready"
         opened = self.controller.host.opened if self.controller.host is not None else None
         slots = (f"{opened.n_slots} slots x {opened.slot_ctx:,} tokens of the {opened.n_ctx:,}-token context "
                  f"(one KV cache, kv_unified)" if opened is not None else "")
-        self._say(f"serving on {address} — this machine only; {slots}; the chat waits until serving stops")
+        self._say(f"serving on {message.address} — this machine only; {slots}; the chat waits until serving stops")
+        self._settle()
 
-    def _failed(self, message: str) -> None:
-        self.query_one("#serve-switch", Switch).value = False
-        self._say(message)
+    def on_serve_screen_start_failed(self, message: StartFailed) -> None:
+        self._busy, self._wanted = False, None
+        self._switch_off()
+        self._say(message.error)
 
-    def _stopped(self, killed: str = "") -> None:
+    def on_serve_screen_stopped(self, message: Stopped) -> None:
+        self._busy, self._serving_with = False, None
         panel = self.query_one(ServingPanel)
         panel.address, panel.state, panel.status = "", "off", None
         kv = self.query_one(SlotsKvPanel)
         kv.n_ctx, kv.cells_used, kv.slot_cells = 0, 0, ()
-        self._say(f"stopped serving; {killed}" if killed else "stopped serving")
+        self._say(f"stopped serving; {message.killed}" if message.killed else "stopped serving")
+        self._settle()
+
+    def _switch_off(self) -> None:
+        switch = self.query_one("#serve-switch", Switch)
+        with switch.prevent(Switch.Changed):
+            switch.value = False
 
     def _show_status(self) -> None:
         host = self.controller.host
@@ -191,4 +238,6 @@ class ServeScreen(Screen):
         self.query_one("#serve-message", Static).update(text)
 
     def on_unmount(self) -> None:
+        # A start still running sees _left once it returns and stops what it started (_start).
+        self._left = True
         self.controller.stop()
