@@ -163,3 +163,19 @@ async def test_the_switch_turned_off_and_on_while_serving_starts_ends_as_last_se
         assert not _refused(returned[2]) and panel.address == returned[2] == screen.controller.server.address
         switch.value = False
         await _until(pilot, lambda: panel.state == "off", 60)
+
+
+def test_a_start_that_fails_after_the_slots_opened_gives_back_the_engine_and_the_port(engine):
+    """The board's telemetry cannot be read as serving starts: the start fails in one line, and the chat has its engine."""
+    def unreadable(pid):
+        raise OSError(f"cannot read the telemetry of engine {pid}")
+
+    controller = serve_screen.ServeController(engine, sampler_factory=unreadable)
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    free = port.getsockname()[1]
+    port.close()
+    with pytest.raises(OSError, match="cannot read the telemetry"):
+        controller.start(2, free)
+    assert not controller.serving and _refused(f"http://127.0.0.1:{free}/v1")
+    assert engine.sample_n("Hello", 1, Sampling(max_tokens=2)).samples

@@ -73,10 +73,18 @@ class ServeController:
             listener.close()
             raise
         name = model_path.rsplit("/", 1)[-1].removesuffix(".gguf")
-        sampler = self._sampler_factory(host.pid) if self._sampler_factory is not None else None
-        app = create_app(host, ServerConfig(name, None, queue), telemetry=sampler)
-        server = ApiServerThread(app, listener, host=host)
-        server.start()
+        sampler = None
+        try:
+            sampler = self._sampler_factory(host.pid) if self._sampler_factory is not None else None
+            app = create_app(host, ServerConfig(name, None, queue), telemetry=sampler)
+            server = ApiServerThread(app, listener, host=host)
+            server.start()
+        except Exception:  # the engine's slots and the port go back: the chat must not wait on a server that never ran
+            if sampler is not None:
+                sampler.close()
+            host.close()
+            listener.close()
+            raise
         with self._taking:
             self.host, self.server, self.sampler = host, server, sampler
         return server.address
