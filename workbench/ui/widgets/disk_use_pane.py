@@ -63,8 +63,8 @@ class DiskUsePane(Vertical):
     @dataclass
     class Read(Message):
         use: DiskUse | None
-        error: str = ""
-        request: int = 0  # the rescan it answers (Requests): an earlier one's is dropped
+        error: str
+        request: int  # the rescan it answers (Requests): an earlier one's is dropped
 
     @dataclass
     class Removed(Message):
@@ -75,7 +75,7 @@ class DiskUsePane(Vertical):
         super().__init__(**kwargs)
         self.folders = folders
         self.rows: list[DiskRow] = []
-        self.requests = Requests()
+        self._requests = Requests()
 
     def compose(self) -> ComposeResult:
         yield OptionList(id="disk-list")
@@ -89,18 +89,18 @@ class DiskUsePane(Vertical):
     def rescan(self, folders: tuple[Path, ...] | None = None) -> None:
         if folders is not None:
             self.folders = folders
-        self._read(self.folders, self.requests.ask("disk-use"))
+        self._read(self.folders, self._requests.ask("disk-use"))
 
     @work(thread=True, exclusive=True, group="disk-use")
     def _read(self, folders: tuple[Path, ...], request: int) -> None:
         try:
-            self.post_message(self.Read(disk_use(folders), request=request))
+            self.post_message(self.Read(disk_use(folders), "", request))
         except (WorkbenchError, OSError) as error:
             self.post_message(self.Read(None, str(error), request))
 
     def on_disk_use_pane_read(self, message: Read) -> None:
         message.stop()
-        if self.requests.stale("disk-use", message.request):
+        if self._requests.stale("disk-use", message.request):
             return  # a scan from before a deletion or another folder
         options = self.query_one("#disk-list", OptionList)
         options.clear_options()
