@@ -23,29 +23,37 @@ LLAMA_LAYER_OPS = 2 + 3 + 2 + 2 + 4 + 1 + 1 + 2 + 3 + 1 + 1
 LLAMA_OTHER_OPS = 1 + 2 + 2 + 1
 
 
-def _llama_layer_elements(n_embd: int, q_width: int, kv_width: int, n_ff: int) -> int:
-    """What those ops write for one token, leaving out the matrix products and the scores over cells."""
-    norms = 2 * 2 * n_embd  # two norms, each RMS_NORM then MUL by its weight
-    rope = q_width + kv_width
-    stores = 2 * kv_width  # K and V rows into the cache
-    return norms + rope + stores + q_width + 2 * n_embd + n_ff  # CONT of the heads, two residual ADDs, SWIGLU
+def _llama_attention_elements(n_embd: int, q_width: int, kv_width: int) -> int:
+    """What a layer's ops up to its attention output write for one token, leaving out the matrix products
+    and the scores over cells: the attention norm (RMS_NORM then MUL by its weight), RoPE of Q and K, the K
+    and V rows into the cache, the CONT of the heads."""
+    return 2 * n_embd + q_width + kv_width + 2 * kv_width + q_width
 
 
-def test_a_llama_token_s_ops_and_elements_are_llama_cpp_s(tmp_path: Path):
+def _llama_ffn_elements(n_embd: int, n_ff: int) -> int:
+    """What the rest of the layer writes for one token: the residual ADD, the feed-forward norm, SWIGLU and the
+    second residual ADD."""
+    return n_embd + 2 * n_embd + n_ff + n_embd
+
+
+def test_a_llama_prompt_token_s_ops_and_elements_are_llama_cpp_s(tmp_path: Path):
     model = ARCH_MODELS["llama"]  # 4 layers, 128 wide, 2 heads of 64, 1 KV head, feed-forward 384
     info = read_gguf(write_arch_gguf(tmp_path / "llama.gguf", model))
-    layer = _llama_layer_elements(128, 128, 64, 384)
-    other = 128 + 2 * 128 + 2 * 128  # the embedding row, the last layer's two rows, the output norm
-    assert layer == 1600
-    assert graph_work(info) == GraphWork(nodes=4 * LLAMA_LAYER_OPS + LLAMA_OTHER_OPS, elements=4 * layer + other)
+    attention, ffn = _llama_attention_elements(128, 128, 64), _llama_ffn_elements(128, 384)
+    assert (attention, ffn) == (704, 896)
+    # A prompt asks for its last token's logits: llama.cpp picks that row after the last layer's attention
+    # (llm_build_llama: il == n_layer - 1 && inp_out_ids), so what follows, its feed-forward and the output
+    # norm included, runs once a prompt. A prompt token adds its embedding row and 3 1/2 layers.
+    assert graph_work(info) == GraphWork(nodes=4 * LLAMA_LAYER_OPS + LLAMA_OTHER_OPS,
+                                         elements=128 + 4 * attention + 3 * ffn)
 
 
 def test_a_family_without_a_graph_builder_counts_as_a_llama_stack_of_its_widths(tmp_path: Path):
     model = ARCH_MODELS["gemma2"]  # graph_families lays out no gemma2 graph; 6 layers of the llama widths
     info = read_gguf(write_arch_gguf(tmp_path / "gemma2.gguf", model))
-    other = 128 + 2 * 128 + 2 * 128
     assert graph_work(info) == GraphWork(nodes=6 * LLAMA_LAYER_OPS + LLAMA_OTHER_OPS,
-                                         elements=6 * _llama_layer_elements(128, 128, 64, 384) + other)
+                                         elements=128 + 6 * _llama_attention_elements(128, 128, 64)
+                                         + 5 * _llama_ffn_elements(128, 384))
 
 
 def test_gemma3_and_olmoe_do_more_per_layer_than_llama(tmp_path: Path):
@@ -74,12 +82,12 @@ def test_measured_fixed_costs_are_charged_per_op_and_per_element_where_the_probe
     layered, _ = _model(tmp_path, RATES)
     counted, basis = _model(tmp_path, replace(RATES, node_us=0.5, prefill_element_ns=2.0))
     work = GraphWork(nodes=counted.costs.graph_nodes, elements=counted.costs.prefill_elements)
-    assert work == GraphWork(nodes=4 * LLAMA_LAYER_OPS + LLAMA_OTHER_OPS, elements=4 * 1600 + 640)
-    # 4 layers x 10 us replaced by 94 ops x 0.5 us; 4 layers x 3 us a prompt token by 7,040 elements x 2 ns
+    assert work == GraphWork(nodes=4 * LLAMA_LAYER_OPS + LLAMA_OTHER_OPS, elements=128 + 4 * 704 + 3 * 896)
+    # 4 layers x 10 us replaced by 94 ops x 0.5 us; 4 layers x 3 us a prompt token by 5,632 elements x 2 ns
     assert counted.decode_seconds(0) - layered.decode_seconds(0) == pytest.approx((94 * 0.5 - 4 * 10) / 1e6)
     assert counted.prefill_seconds(512) - layered.prefill_seconds(512) == pytest.approx(
-        512 * (7040 * 2e-9 - 4 * 3e-6))
-    assert "94 graph ops x 0.50 us" in basis and "7,040 elementwise elements x 2.000 ns a token" in basis
+        512 * (5632 * 2e-9 - 4 * 3e-6))
+    assert "94 graph ops x 0.50 us" in basis and "5,632 elementwise elements x 2.000 ns a token" in basis
 
 
 def test_decode_attends_over_the_kv_view_llama_cpp_pads_to_256_cells(tmp_path: Path):

@@ -188,6 +188,10 @@ def _mla(f: FamilyGraph) -> Graph:
 _BUILDERS = {"deepseek2": _mla, "deepseek32": _mla, "glm-dsa": _mla, "llama": _dense, "qwen2": _dense, "qwen3": _dense, "qwen2moe": _dense, "qwen3moe": _dense, "olmoe": _dense, "gpt-oss": _openai_moe, "gemma3": _gemma3, "granitehybrid": _granite_hybrid, "qwen3next": _qwen3next, "lfm2": _lfm2}
 
 
+# The families whose graph picks the output rows after the last layer (above); every other model file of
+# llama.cpp picks them after the last layer's attention, so that its feed-forward runs for the output rows only.
+ROWS_PICKED_AFTER_LAST_LAYER = frozenset({"gpt-oss", "qwen3next"})
+
 _SLIDING = frozenset({"gemma3", "gpt-oss"})
 
 

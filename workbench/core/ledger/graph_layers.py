@@ -41,6 +41,9 @@ class Shape:
     d_state: int = 0
     ssm_heads: int = 0
     ssm_groups: int = 0
+    # rows the last layer picks for the logits (inp_out_ids); 0: every token, as in a reserve graph. A prompt
+    # asks for its last token's only: llama.cpp runs what follows the pick (most families' last feed-forward) once
+    n_outputs: int = 0
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ def declare_inputs(g: Graph, s: Shape, *, recurrent: bool = False, swa_cells: in
     """The graph inputs; ggml-alloc places them before any node in the order the graph first reaches them."""
     t = s.n_tokens
     inp = Inputs(tokens=g.input(t, type_size=I32), embd=g.input(s.n_embd, t), positions=g.input(t, type_size=I32),
-                 out_ids=g.input(t, type_size=I32), kv=_kv_inputs(g, s, s.n_kv),
+                 out_ids=g.input(s.n_outputs or t, type_size=I32), kv=_kv_inputs(g, s, s.n_kv),
                  kv_swa=_kv_inputs(g, s, swa_cells) if swa_cells else None)
     if recurrent:
         s_copy = g.input(s.n_rs, type_size=I32)

@@ -24,19 +24,25 @@ class GraphWork:
     """One token's graph: 0 and 0 for a header no graph can be laid out for."""
 
     nodes: int  # ops ggml computes (views are free), each followed by a barrier of the threads
-    elements: int  # elements the elementwise ops write, outside matrix products and the work over cached cells
+    # elements the elementwise ops write per prompt token, outside matrix products and the work over cached
+    # cells; what follows the last layer's pick of the output rows runs for one row a prompt and is left out
+    elements: int
 
 
 def graph_work(model: ModelInfo, type_k: str = "f16", type_v: str = "f16") -> GraphWork:
     """The family's own graph where graph_families lays one out (without flash attention, as presets
-    default), else a llama-shaped dense graph of the file's widths, for one token."""
+    default), else a llama-shaped dense graph of the file's widths, for a prompt that asks for one output row."""
     family = family_graph(model, Preset(name="work", ctx_size=4096, cache_type_k=type_k, cache_type_v=type_v), 4096)
     if family is None:
         family = _dense_of(model)
         if family is None:
             return GraphWork(0, 0)
-    return _count(replace(family, shape=replace(family.shape, n_tokens=1, n_kv=_CELLS),
-                          swa_cells=_SWA_CELLS if family.swa_cells else 0), family.architecture or "llama")
+    family = replace(family, shape=replace(family.shape, n_outputs=1, n_kv=_CELLS),
+                     swa_cells=_SWA_CELLS if family.swa_cells else 0)
+    # What one more prompt token adds: the rows after the last layer's pick stay one however long the prompt.
+    one, two = (_count(replace(family, shape=replace(family.shape, n_tokens=n)), family.architecture or "llama")
+                for n in (1, 2))
+    return GraphWork(nodes=one.nodes, elements=two.elements - one.elements)
 
 
 def _dense_of(model: ModelInfo) -> FamilyGraph | None:

@@ -10,6 +10,7 @@ from workbench.core.config.preset_split import expert_on_cpu
 from workbench.core.gguf.ggml_types import cache_type, tensor_bytes
 from workbench.core.gguf.model_info import ModelInfo, TensorInfo
 from workbench.core.ledger.experts import expert_counts
+from workbench.core.ledger.graph_families import ROWS_PICKED_AFTER_LAST_LAYER
 from workbench.core.ledger.graph_work import graph_work
 from workbench.core.ledger.kv_layers import sliding_window
 from workbench.core.ledger.mtp import block_of, in_mtp_block, mtp_layers
@@ -25,7 +26,9 @@ class ModelCosts:
     n_layer: int
     decode_bytes: tuple[tuple[str, int], ...]  # weight bytes one decoded token reads, by type (largest first)
     prefill_flops: tuple[tuple[str, int], ...]  # matrix FLOPs per prompt token, by weight type (no output layer)
-    output_bytes: tuple[tuple[str, int], ...]  # the output layer, read once per prompt for the last token's logits
+    # what runs for a prompt's last token only, read once per prompt: the output layer and, where llama.cpp picks
+    # the output rows after the last layer's attention, that layer's feed-forward
+    output_bytes: tuple[tuple[str, int], ...]
     attn_flops_per_position: tuple[tuple[int, int], ...]  # (window or 0 = whole context, FLOPs per cached position)
     kv_bytes_per_position: tuple[tuple[int, float], ...]  # (window or 0, KV bytes one cached position holds)
     attn_layers: tuple[tuple[int, int], ...]  # (window or 0, how many layers attend over it)
@@ -78,7 +81,8 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
     the unused routed experts (used/total of them). A prompt multiplies every layer weight with
     every prompt token (2 FLOPs per weight), the routed experts used/total of the time; the
     output layer runs for the last token only (llama.cpp computes logits where the batch asks
-    for them).
+    for them), and so does the last layer's feed-forward in the families whose graph picks the
+    output rows before it (graph_families.ROWS_PICKED_AFTER_LAST_LAYER names the others).
     """
     experts = expert_counts(model, weights)
     used_share = (experts.used, experts.total) if experts else (1, 1)
@@ -90,11 +94,15 @@ def model_costs(model: ModelInfo, weights: str = "keep", type_k: str = "f16", ty
         decode_rows += rows
     flops: Counter[str] = Counter()
     output: Counter[str] = Counter()
+    last_ffn = (f"blk.{model.n_layer - mtp_layers(model) - 1}.ffn_"
+                if model.architecture not in ROWS_PICKED_AFTER_LAST_LAYER else None)
     for tensor, kind, n_bytes in _planned(model, weights):
+        share = used_share if _ROUTED in tensor.name else (1, 1)
         if tensor.name == "output.weight" or (tied and tensor.name == "token_embd.weight"):
             output[kind] += n_bytes
+        elif last_ffn and tensor.name.startswith(last_ffn) and len(tensor.shape) > 1:
+            output[kind] += n_bytes * share[0] // share[1]
         elif tensor.name != "token_embd.weight" and len(tensor.shape) > 1:
-            share = used_share if _ROUTED in tensor.name else (1, 1)
             flops[kind] += 2 * tensor.n_elements * share[0] // share[1]
     window = sliding_window(model)
     per_layer = 2 * model.n_head * (model.head_dim_k + model.head_dim_v)
