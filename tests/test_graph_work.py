@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from arch_models import ARCH_MODELS, write_arch_gguf
+from arch_recurrent import RECURRENT_MODELS, write_recurrent_gguf
 
 from workbench.core.config.preset import DeviceProfile, Preset, ThreadRates
 from workbench.core.gguf.reader import read_gguf
@@ -111,3 +112,14 @@ def test_a_hostile_header_s_widths_size_no_work_and_its_layer_count_is_bounded(t
     # More layers than llama.cpp loads (LLAMA_MAX_LAYERS = 512), or none: nothing is counted.
     assert graph_work(replace(info, n_layer=10**9)) == GraphWork(0, 0)
     assert graph_work(replace(info, n_layer=0, n_embd=0)) == GraphWork(0, 0)
+
+
+@pytest.mark.parametrize("arch", ["granitehybrid", "qwen3next"])
+def test_a_prompt_token_updates_every_recurrent_layer_s_whole_state(tmp_path: Path, arch: str):
+    # ggml's ssm_scan and gated_delta_net loop over the batch's tokens and update each element of the
+    # layer's state for every one of them; they write the state back once a batch
+    info = read_gguf(write_recurrent_gguf(tmp_path / f"{arch}.gguf", RECURRENT_MODELS[arch]))
+    recurrent = {t.name.split(".")[1] for t in info.tensors if t.name.startswith("blk.") and ".ssm_" in t.name}
+    state = info.metadata[f"{arch}.ssm.state_size"] * info.metadata[f"{arch}.ssm.inner_size"]
+    assert 0 < len(recurrent) < info.n_layer
+    assert len(recurrent) * state < graph_work(info).elements < (len(recurrent) + 1) * state

@@ -17,6 +17,9 @@ _CELLS, _SWA_CELLS = 7919, 7907
 # Matrix products are priced by their FLOPs and flash attention by its cells.
 _PRICED_ELSEWHERE = frozenset({"MUL_MAT", "MUL_MAT_ID", "FLASH_ATTN_EXT"})
 _VIEWS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"})
+# A recurrent scan (ggml's ssm_scan, gated_delta_net) updates every element of its state for each token it
+# runs over, and writes that state once: its work is the state per token (this source of the op is the state).
+_SCAN_STATES = {"SSM_SCAN": 0, "GATED_DELTA_NET": -1}
 
 
 @dataclass(frozen=True)
@@ -66,12 +69,19 @@ def _count(family: FamilyGraph, architecture: str) -> GraphWork:
         nodes += 1
         if node.op in _PRICED_ELSEWHERE:
             continue
+        if node.op in _SCAN_STATES:
+            total += family.shape.n_tokens * _product(node.srcs[_SCAN_STATES[node.op]].shape) // family.shape.n_seqs
+            continue
         # A store into the KV cache has the cache's shape: it writes its source's rows.
         shape = node.srcs[0].shape if node.op == "SET_ROWS" else node.shape
         if _CELLS in shape or _SWA_CELLS in shape:
             continue
-        elements = 1
-        for size in shape:
-            elements *= size
-        total += elements
+        total += _product(shape)
     return GraphWork(nodes=nodes, elements=total)
+
+
+def _product(shape: tuple[int, ...]) -> int:
+    elements = 1
+    for size in shape:
+        elements *= size
+    return elements
