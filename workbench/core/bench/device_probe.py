@@ -24,6 +24,7 @@ from workbench.core.bench.probe_models import (
 )
 from workbench.core.bench.probe_passes import ProbeRun, median_pass, median_run, probe_order, with_ranges
 from workbench.core.bench.quiet_runs import QUIET_SHARE, QUIET_TRIES, STEADY_RATIO, RetryBudget, quiet_run
+from workbench.core.bench.thread_scaling import SCALING_MARGIN, bounded_by_fewer_threads
 from workbench.core.config.cpu_topology import format_cpu_list
 from workbench.core.config.preset import Preset, ThreadRates
 from workbench.core.engine.client import EngineClient
@@ -81,6 +82,7 @@ class DeviceProbe:
     read_mb: float = 0.0  # the smallest read model's weights
     others_cpu: float = 0.0  # the most of a core other processes took during a kept run (cpu_others)
     kept_disturbed: int = 0  # runs kept disturbed: the retry budget was spent (RETRY_BUDGET_S)
+    bounded: tuple[str, ...] = ()  # prefill FLOP/s fitted past linear scaling, and what they were bounded to
 
     @property
     def method(self) -> str:
@@ -108,7 +110,13 @@ class DeviceProbe:
                 f"token took over {STEADY_RATIO:g}x its fastest, is measured again (up to {QUIET_TRIES} times, "
                 f"for at most {RETRY_BUDGET_S:.0f} s over the probe, the least disturbed kept): others took at most "
                 f"{self.others_cpu:.0%} of a core in a kept run{self.disturbed}; "
-                f"the lowest and highest cost per op and read rates over the passes widen the band")
+                f"the lowest and highest cost per op and read rates over the passes widen the band; a type's "
+                f"prefill FLOP/s at more threads is at most {SCALING_MARGIN:g}x the next lower count's times the "
+                f"threads' ratio{self.bounded_text}")
+
+    @property
+    def bounded_text(self) -> str:
+        return f" (bounded here: {'; '.join(self.bounded)})" if self.bounded else ""
 
     @property
     def disturbed(self) -> str:
@@ -377,10 +385,12 @@ def probe_device(threads: Sequence[int], *, progress: Callable[[str], None] = la
         rates.append(with_ranges(solved([measured[(m.name, count)] for m in FIXED_COST_MODELS]),
                                   [solved(pair).node_us for pair in fixed_passes], passes[(reads[0].name, count)],
                                   passes.get((CACHED_MODEL.name, count), ())))
-    return DeviceProbe(rates=tuple(rates), runs=tuple(runs), llama_cpp=str(llama_cpp.__version__),
+    bounded_rates, bounded = bounded_by_fewer_threads(rates)
+    return DeviceProbe(rates=bounded_rates, runs=tuple(runs), llama_cpp=str(llama_cpp.__version__),
                        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        seconds=time.perf_counter() - started, cpu_cores=tuple(cpu_cores), cache_mb=cache_mb,
-                       read_mb=read_mb, others_cpu=worst_other, kept_disturbed=budget.kept_disturbed)
+                       read_mb=read_mb, others_cpu=worst_other, kept_disturbed=budget.kept_disturbed,
+                       bounded=bounded)
 
 
 def _ram_mb() -> float:
