@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from workbench.core.bench.device_probe import DeviceProbe
@@ -45,3 +47,19 @@ def test_steady_fits_pass_unchanged_and_the_method_says_what_was_bounded():
                         bounded=("Q8_0 at 2 threads: 414 fitted, bounded to 182",))
     assert "(bounded here: Q8_0 at 2 threads: 414 fitted, bounded to 182)" in probe.method
     assert "bounded here" not in DeviceProbe(rates=rates, runs=(), llama_cpp="0", measured_at="now", seconds=1.0).method
+
+
+def test_devices_probe_says_which_figures_it_bounded(cli, monkeypatch):
+    import workbench.cli.cmd_devices_probe as command
+    from workbench.core.config.devices import load_device
+
+    rates, notes = bounded_by_fewer_threads([_rates(1, Q8_0=79.0), _rates(2, Q8_0=414.0)])
+    probe = DeviceProbe(rates=rates, runs=(), llama_cpp="0", measured_at="now", seconds=1.0, bounded=notes)
+    monkeypatch.setattr(command, "probe_device", lambda *args, **kwargs: probe)  # the minute of timing: not here
+    code, out, _ = cli("devices", "probe", "--threads", "1,2", "--name", "box")
+    assert code == 0
+    assert "prefill FLOP/s past linear scaling (the machine moved while it was measured): Q8_0 at 2 threads: 414" in out
+    assert "Q8_0 182" in out  # the 2-thread line gives the figure kept
+    assert "(bounded here: Q8_0 at 2 threads: 414 fitted" in dict(load_device("box").notes)["speed"]
+    code, out, _ = cli("devices", "probe", "--threads", "1,2", "--name", "box", "--json")
+    assert code == 0 and json.loads(out)["bounded"] == list(notes)

@@ -64,6 +64,7 @@ def run_probe(args: argparse.Namespace) -> int:
     path = write_probed_profile(probe, detect_host(), name, user_devices_dir())
     if as_json:
         write_json({"profile": name, "path": str(path), "seconds": round(probe.seconds, 1), "method": probe.method,
+                    "bounded": list(probe.bounded),
                     "rates": [{"threads": r.threads, "token_us": r.token_us, "layer_us": r.layer_us, "node_us": r.node_us,
                                "read_gbs": dict(r.read_gbs), "kv_read_gbs": r.kv_read_gbs,
                                "prefill_token_us": r.prefill_token_us, "prefill_layer_us": r.prefill_layer_us,
@@ -81,6 +82,8 @@ def run_probe(args: argparse.Namespace) -> int:
         flops = ", ".join(f"{kind} {g:.0f}" for kind, g in rates.prefill_gflops)
         sys.stdout.write(f"{threads_text(rates.threads)}: {rates_line(rates)}; "
                          f"prefill GFLOP/s {flops} + {rates.prefill_element_ns:.3f} ns/elementwise element\n")
+    for line in probe.bounded:
+        sys.stdout.write(f"prefill FLOP/s past linear scaling (the machine moved while it was measured): {line}\n")
     sys.stdout.write(f"measured in {probe.seconds:.0f} s; wrote {path}\n"
                      f"predict with it: workbench ledger MODEL --device {name}"
                      + (" (or --device host: the host takes this machine's probed figures)" if not args.name else "")
