@@ -39,6 +39,10 @@ own depth-0 runs of that model at that thread count. On this virtual machine the
 between levels 1.35x and 2x apart and stays on one for seconds to a minute (benchmarks/thread_sync_states.py):
 a round whose rows ran on another level than its probe shows a state far from 1. The per-round table and the
 last line count the figures of rounds in the probe's state (within 10%) and of the others apart.
+
+--real-width measures, instead of the target's rows and beside the issue's target, random-weight llama models
+of the widths real files have (the probe fits on 64- and 512-wide models): 8 layers of 2048 x 5632 in Q4_K
+(a 1B-class layer, 4 KV heads, 204 MB), 16 layers of 1024 x 2816 in Q4_K, 6 layers of 2048 x 5632 in Q8_0.
 """
 
 from __future__ import annotations
@@ -56,7 +60,13 @@ from arch_models import ARCH_MODELS, write_arch_gguf  # noqa: E402
 from workbench.core.bench.device_probe import N_GEN as PROBE_N_GEN  # noqa: E402
 from workbench.core.bench.device_probe import PROMPT as PROBE_PROMPT  # noqa: E402
 from workbench.core.bench.device_probe import DeviceProbe, probe_device, warm_up  # noqa: E402
-from workbench.core.bench.probe_models import FIXED_COST_MODELS, fresh_copy, write_probe_model, written_back  # noqa: E402
+from workbench.core.bench.probe_models import (  # noqa: E402
+    FIXED_COST_MODELS,
+    ProbeModel,
+    fresh_copy,
+    write_probe_model,
+    written_back,
+)
 from workbench.core.bench.quiet_runs import quiet_run  # noqa: E402
 from workbench.core.config.devices import load_device  # noqa: E402
 from workbench.core.config.host import detect_host  # noqa: E402
@@ -71,6 +81,9 @@ N_PROMPT = 512
 N_GEN = 128
 TARGET = 0.15
 ARCHES = ("gemma3", "olmoe")
+REAL_WIDTH = (ProbeModel("q4_k 8x2048x5632", 8, 2048, 5632, "Q4_K", kv_heads=4),
+              ProbeModel("q4_k 16x1024x2816", 16, 1024, 2816, "Q4_K", kv_heads=4),
+              ProbeModel("q8_0 6x2048x5632", 6, 2048, 5632, "Q8_0", kv_heads=4))
 QUIET_WAIT_S = 10.0  # before measuring a row again, wait up to this long for the other processes to calm
 GAUGE = FIXED_COST_MODELS[-1]  # the state gauge: the probe's 16-layer fixed-cost model
 SAME_STATE = 0.10  # a row's gauge within this of the probe's: the machine in the probe's state
@@ -84,13 +97,19 @@ def main() -> None:
                         help="measure each row this many times a round (the median counts)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds of probe, then rows (the median of each column counts)")
+    parser.add_argument("--real-width", action="store_true",
+                        help="random-weight llama models of real widths instead of the target's rows (beside the target)")
     args = parser.parse_args()
     threads = tuple(int(part) for part in args.threads.split(","))
     rounds: list[list[tuple]] = []
     with tempfile.TemporaryDirectory(prefix="speed-prediction-") as folder:
-        models = [("bundled (llama)", fresh_copy(bundled_model_path(), Path(folder)))]
-        models += [(arch, written_back(write_arch_gguf(Path(folder) / f"{arch}.gguf", ARCH_MODELS[arch])))
-                   for arch in ARCHES]
+        if args.real_width:
+            models = [(model.name, write_probe_model(Path(folder) / f"real-{i}.gguf", model))
+                      for i, model in enumerate(REAL_WIDTH)]
+        else:
+            models = [("bundled (llama)", fresh_copy(bundled_model_path(), Path(folder)))]
+            models += [(arch, written_back(write_arch_gguf(Path(folder) / f"{arch}.gguf", ARCH_MODELS[arch])))
+                       for arch in ARCHES]
         gauge = write_probe_model(Path(folder) / "gauge.gguf", GAUGE)
         probe_states: list[dict[int, float]] = []
         for number in range(1, max(1, args.rounds) + 1):
@@ -107,7 +126,7 @@ def main() -> None:
                     print(f"  {rates}")
                 probe_states.append(probe_state(probe))
             rounds.append(measure(models, threads, device, max(1, args.repeat), gauge))
-    header = (f"{'model':<16} {'thr':>3} {'depth':>5}  {'decode pred':>11} {'meas':>9} {'ratio':>6} {'ok':>3} {'spread':>9}"
+    header = (f"{'model':<17} {'thr':>3} {'depth':>5}  {'decode pred':>11} {'meas':>9} {'ratio':>6} {'ok':>3} {'spread':>9}"
               f"  {'prefill pred':>12} {'meas':>9} {'ratio':>6} {'ok':>3} {'spread':>9}  {'fastest token':>13} {'ratio':>6}"
               f" {'others':>6}  {'band':>9} {'in':>7}")
     print(header)
@@ -126,15 +145,18 @@ def main() -> None:
         in_band += band_decode + band_prefill
         decode_spread = _spread([row[4] / row[3] for row in row_rounds])
         prefill_spread = _spread([row[6] / row[5] for row in row_rounds])
-        print(f"{name:<16} {count:>3} {depth:>5}  {decode_pred:>11,.1f} {decode_meas:>9,.1f} {decode_ratio:>6.2f} "
+        print(f"{name:<17} {count:>3} {depth:>5}  {decode_pred:>11,.1f} {decode_meas:>9,.1f} {decode_ratio:>6.2f} "
               f"{'yes' if ok_decode else 'NO':>3} {decode_spread:>9}  {prefill_pred:>12,.1f} {prefill_meas:>9,.1f} "
               f"{prefill_ratio:>6.2f} {'yes' if ok_prefill else 'NO':>3} {prefill_spread:>9}  {decode_best:>13,.1f} "
               f"{decode_best / decode_pred:>6.2f} {others:>6.0%}  {low:>4.2f}-{high:<4.2f} "
               f"{'yes' if band_decode else 'NO':>3}/{'yes' if band_prefill else 'NO':<3}")
     print(f"\nratio = measured / predicted (tok/s), each the median over {len(rounds)} rounds; spread = the rounds' "
           f"lowest and highest ratio; others = the most cores' worth of CPU other processes took during a round's "
-          f"row; the target counts the median and pp512 columns; target: every figure within +-{TARGET:.0%}: "
-          f"{within} of {2 * len(rounds[0])} are{' (met)' if within == 2 * len(rounds[0]) else ' (not met)'}")
+          f"row; the target counts the median and pp512 columns; "
+          + (f"beside the target (its rows are the bundled model, gemma3 and olmoe: run without --real-width), "
+             f"real widths: {within} of {2 * len(rounds[0])} figures within +-{TARGET:.0%}" if args.real_width else
+             f"target: every figure within +-{TARGET:.0%}: {within} of {2 * len(rounds[0])} are"
+             f"{' (met)' if within == 2 * len(rounds[0]) else ' (not met)'}"))
     print(f"beside it: {in_band} of {2 * len(rounds[0])} fall inside the band the workbench shows with its prediction")
     print_states(rounds, probe_states)
 
@@ -169,7 +191,7 @@ def print_states(rounds: list[list[tuple]], probe_states: list[dict[int, float]]
                 counts[same][1] += len(ratios)
             state_text = "  n/a" if state is None else f"{state:5.2f}"
             cells.append(f"{state_text} {ratios[0]:4.2f}/{ratios[1]:4.2f}")
-        print(f"{name:<16} {count:>3} {depth:>5}  " + "   ".join(cells))
+        print(f"{name:<17} {count:>3} {depth:>5}  " + "   ".join(cells))
     (same_within, same_all), (other_within, other_all) = counts[True], counts[False]
     print(f"beside it: figures of rounds whose rows ran in the probe's state (within {SAME_STATE:.0%}): "
           f"{same_within} of {same_all} within +-{TARGET:.0%}; of rounds in another state: {other_within} of {other_all}")
