@@ -112,11 +112,7 @@ class DeviceProbe:
                 f"{self.others_cpu:.0%} of a core in a kept run{self.disturbed}; "
                 f"the lowest and highest cost per op and read rates over the passes widen the band; a type's "
                 f"prefill FLOP/s at more threads is at most {SCALING_MARGIN:g}x the next lower count's times the "
-                f"threads' ratio{self.bounded_text}")
-
-    @property
-    def bounded_text(self) -> str:
-        return f" (bounded here: {'; '.join(self.bounded)})" if self.bounded else ""
+                f"threads' ratio" + (f" (bounded here: {'; '.join(self.bounded)})" if self.bounded else ""))
 
     @property
     def disturbed(self) -> str:
