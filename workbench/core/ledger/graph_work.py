@@ -24,7 +24,8 @@ _SCAN_STATES = {"SSM_SCAN": 0, "GATED_DELTA_NET": -1}
 
 @dataclass(frozen=True)
 class GraphWork:
-    """One token's graph: 0 and 0 for a header no graph can be laid out for."""
+    """A prompt's graph: the ops it computes and what each prompt token adds to its elementwise work; 0 and 0
+    for a header no graph can be laid out for."""
 
     nodes: int  # ops ggml computes (views are free), each followed by a barrier of the threads
     # elements the elementwise ops write per prompt token, outside matrix products and the work over cached
