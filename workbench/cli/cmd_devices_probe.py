@@ -10,6 +10,7 @@ import sys
 from workbench.cli.json_output import write_json
 from workbench.cli.speed_text import rates_line
 from workbench.core.bench.device_probe import probe_device
+from workbench.core.bench.probe_passes import moved_figures
 from workbench.core.bench.probed_profile import write_probed_profile
 from workbench.core.config.cpu_topology import parse_cpu_list
 from workbench.core.config.devices import user_devices_dir
@@ -62,9 +63,10 @@ def run_probe(args: argparse.Namespace) -> int:
     progress = (lambda line: None) if as_json else (lambda line: sys.stderr.write(line + "\n"))
     probe = probe_device(threads, progress=progress, cpu_cores=cpu_cores)
     path = write_probed_profile(probe, detect_host(), name, user_devices_dir())
+    moved = moved_figures(probe.rates, probe.kept_disturbed)
     if as_json:
         write_json({"profile": name, "path": str(path), "seconds": round(probe.seconds, 1), "method": probe.method,
-                    "bounded": list(probe.bounded),
+                    "bounded": list(probe.bounded), "moved": list(moved),
                     "rates": [{"threads": r.threads, "token_us": r.token_us, "layer_us": r.layer_us, "node_us": r.node_us,
                                "read_gbs": dict(r.read_gbs), "kv_read_gbs": r.kv_read_gbs,
                                "prefill_token_us": r.prefill_token_us, "prefill_layer_us": r.prefill_layer_us,
@@ -84,6 +86,9 @@ def run_probe(args: argparse.Namespace) -> int:
                          f"prefill GFLOP/s {flops} + {rates.prefill_element_ns:.3f} ns/elementwise element\n")
     for line in probe.bounded:
         sys.stdout.write(f"prefill FLOP/s past linear scaling (the machine moved while it was measured): {line}\n")
+    if moved:
+        sys.stdout.write("the machine moved while it was probed (each range widens the predictions' band; a probe "
+                         "on a quiet machine may land elsewhere): " + "; ".join(moved) + "\n")
     sys.stdout.write(f"measured in {probe.seconds:.0f} s; wrote {path}\n"
                      f"predict with it: workbench ledger MODEL --device {name}"
                      + (" (or --device host: the host takes this machine's probed figures)" if not args.name else "")

@@ -6,9 +6,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from workbench.core.bench.probe_models import CACHED_MODEL, FIXED_COST_MODELS, RATE_MODELS, ProbeModel, unmapped_model
+from workbench.core.bench.quiet_runs import QUIET_SHARE, STEADY_RATIO
 from workbench.core.config.preset import ThreadRates
 from workbench.core.engine.measured import RatesMeasured
 from workbench.core.ledger.speed_costs import ModelCosts
+from workbench.core.units import threads_text
+
+# A figure whose passes moved further apart than this: the machine moved during the probe (a steady one
+# kept them within about 1.1x here; this virtual machine's 2-thread cost per op sat on levels 1.35x and 2x apart).
+MOVED_RATIO = 1.3
 
 
 @dataclass(frozen=True)
@@ -87,3 +93,22 @@ def probe_order(reads: tuple[ProbeModel, ...], rows: ProbeModel, threads: Sequen
              + FIXED_COST_MODELS + (rows,) + q8 + unmapped + reads[1:] + unmapped + q8 + (rows, CACHED_MODEL)
              + FIXED_COST_MODELS)
     return order if any(count > 1 for count in threads) else tuple(model for model in order if model is not rows)
+
+
+def moved_figures(rates: Sequence[ThreadRates], kept_disturbed: int = 0) -> tuple[str, ...]:
+    """A line per figure whose passes moved past MOVED_RATIO (its range already widens the band), and one for
+    runs kept disturbed: what tells a user another probe on a quiet machine may land elsewhere."""
+    notes = []
+    for r in rates:
+        for label, span, unit in (("cost per graph op", r.node_us_range, "us"),
+                                  ("Q8_0 read rate", r.read_gbs_range, "GB/s"),
+                                  ("read rate from the cache", r.cached_read_gbs_range, "GB/s")):
+            if span and span[0] > 0 and span[1] / span[0] > MOVED_RATIO:
+                notes.append(f"{label} at {threads_text(r.threads)}: {span[0]:.2f}-{span[1]:.2f} {unit} "
+                             f"({span[1] / span[0]:.2f}x) between passes")
+    if kept_disturbed:
+        runs = "run was" if kept_disturbed == 1 else "runs were"
+        notes.append(f"{kept_disturbed} {runs} kept disturbed (other processes over {QUIET_SHARE:.0%} of a core, or "
+                     f"the median token over {STEADY_RATIO:g}x the fastest) once the time for measuring again "
+                     "was spent")
+    return tuple(notes)
