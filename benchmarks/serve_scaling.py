@@ -20,7 +20,8 @@ In one run, on the same model, preset and threads:
   / this cancels the machine's second-to-second speed; and it / the bare loop says whether the
   engine's llama.cpp is configured as fast as llama.cpp can be.
 
-Each round measures every level; the rounds are repeated and the medians are printed. Then the
+Each round measures every level; the rounds are repeated and the medians are printed: of each side's
+tok/s, and of each round's quotient (the target's ratio), so the ratio is a median of paired rounds. Then the
 slowest client's TTFT at 4 clients / one client's TTFT (no client waits for another's answer:
 what is left is the 4 prompts' prefill, batched together).
 
@@ -267,6 +268,8 @@ def main() -> int:
         print(f"{level:>8} {ours:>13.1f} {bare:>15.1f} {ratio:>6.2f}  {'met' if ratio >= 0.9 else 'NOT MET':<15} "
               f"{inside:>24.1f} {same_seconds:>14.2f} {parity:>12.2f}")
     print(f"target (server / bare llama.cpp >= 0.9 at every level): {'MET' if all(verdicts) else 'NOT MET'}")
+    print("ratio, server/inside and inside/bare: the median of each round's quotient (a round measures both sides "
+          "seconds apart); the tok/s columns: each side's own median, so their quotient can differ")
     for name, index in (("server / bare llama.cpp", 3), ("server / llama.cpp in the server", 2)):
         print(f"per round, {name}: "
               + "; ".join(f"{level}: " + " ".join(f"{measured[level][0] / measured[level][index]:.2f}"
