@@ -42,8 +42,11 @@ def test_the_last_feed_forward_is_priced_as_llama_cpp_runs_it(tmp_path: Path, ar
     experts = expert_counts(info, "keep")
     used, total = (experts.used, experts.total) if experts else (1, 1)
 
+    def share(tensor, amount: int) -> int:  # routed experts count at used/total
+        return amount * (used if "_exps." in tensor.name else total) // total
+
     def flops(tensor) -> int:
-        return 2 * tensor.n_elements * (used if "_exps." in tensor.name else total) // total
+        return share(tensor, 2 * tensor.n_elements)
 
     matrices = [t for t in info.tensors if t.name.startswith("blk.") and len(t.shape) > 1]
     last_ffn = [t for t in matrices if t.name.startswith(f"blk.{last}.ffn_")]
@@ -54,5 +57,5 @@ def test_the_last_feed_forward_is_priced_as_llama_cpp_runs_it(tmp_path: Path, ar
     # the output layer, and the last feed-forward where it runs for the output row only, are read once
     output = next((t for t in info.tensors if t.name == "output.weight"), None)
     output = output or next(t for t in info.tensors if t.name == "token_embd.weight")
-    once = 0 if every_token else sum(t.n_bytes * (used if "_exps." in t.name else total) // total for t in last_ffn)
+    once = 0 if every_token else sum(share(t, t.n_bytes) for t in last_ffn)
     assert sum(n for _, n in costs.output_bytes) == output.n_bytes + once
