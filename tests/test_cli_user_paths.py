@@ -7,7 +7,7 @@ import pytest
 
 @pytest.mark.parametrize(("argv", "complaint"), [
     (("ledger", "bundled", "--preset", "as-is", "--ctx", "abc"), "workbench ledger: argument --ctx: invalid int value: 'abc'"),
-    (("ledger", "bundled"), "workbench ledger: the following arguments are required: --preset"),
+    (("ledger",), "workbench ledger: the following arguments are required: model"),
     (("bench", "compare"), "workbench bench compare: the following arguments are required: files"),
     (("monitor", "--interval", "fast"), "workbench monitor: argument --interval: invalid float value: 'fast'"),
     (("no-such-command",), "workbench: argument COMMAND: invalid choice: 'no-such-command'"),

@@ -72,6 +72,14 @@ def test_ledger_json_keys_and_ctx_override(cli):
     assert data["decode_tps_bound"]["empty_context"] > data["decode_tps_bound"]["full_context"] > 0
 
 
+def test_ledger_without_a_preset_is_the_file_as_it_is(cli):
+    # Like chat, files and fit: no --preset means the file's own weights, not an argparse error.
+    outs = [cli("ledger", "bundled", *extra, "--device", "rk3588s-4gb", "--json") for extra in ((), ("--preset", "as-is"))]
+    assert [done.returncode for done in outs] == [0, 0]
+    assert json.loads(outs[0].stdout)["preset"] == "as-is"
+    assert outs[0].stdout == outs[1].stdout
+
+
 def test_ledger_unknown_preset_is_one_line(cli):
     code, out, err = cli("ledger", "bundled", "--preset", "no-such-preset", "--device", "host")
     assert code == 2 and out == ""
