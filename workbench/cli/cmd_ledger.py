@@ -48,7 +48,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         f"{EXIT_DOES_NOT_FIT} when it does not fit, 2 on bad input.",
     )
     parser.add_argument("model", help="a .gguf path, or 'bundled' for the demo model")
-    parser.add_argument("--preset", default="as-is", help="preset name or TOML path (see `workbench presets`; default: as-is, the file unchanged)")
+    parser.add_argument("--preset", default="as-is", help="preset name or TOML path (see `workbench presets`; "
+                        "default: as-is, the file unchanged)")
     parser.add_argument("--device", default="host", help="device name or TOML path (see `workbench devices`; default: host)")
     parser.add_argument("--ctx", type=int, help="context size in tokens to use instead of the preset's "
                         "(0 = the model's trained context, as llama.cpp's -c 0)")
